@@ -1,0 +1,1 @@
+// codegen arrives with the JIT issue.

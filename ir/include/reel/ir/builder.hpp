@@ -1,0 +1,43 @@
+#pragma once
+// TapeBuilder appends operations to a tape, inferring each result's type through the
+// primitive table. Adjoint rules and passes build tapes with it, which is what makes
+// a gradient tape an ordinary tape.
+#include "reel/ir/tape.hpp"
+
+namespace reel {
+
+class TapeBuilder {
+ public:
+  TapeBuilder() = default;
+  Var input(const VarType& type);
+  Var constant(const Tensor& value);
+  Var scalar(double value, DType dtype);  // 0-d constant
+  Var call(const Primitive& prim, std::vector<Var> args, Attrs attrs = {});
+  Var call(std::string_view prim, std::vector<Var> args, Attrs attrs = {});
+  // Copies an op of another tape, with its arguments renamed.
+  Var copy(const Op& op, std::vector<Var> args);
+
+  // Shorthands used by adjoint rules.
+  Var add(Var a, Var b) { return call("add", {a, b}); }
+  Var sub(Var a, Var b) { return call("sub", {a, b}); }
+  Var mul(Var a, Var b) { return call("mul", {a, b}); }
+  Var div(Var a, Var b) { return call("div", {a, b}); }
+  Var neg(Var a) { return call("neg", {a}); }
+  Var mul(Var a, double c) { return mul(a, scalar(c, type(a).dtype)); }
+  Var transpose(Var a) { return call("transpose", {a}); }
+  Var matmul(Var a, Var b) { return call("matmul", {a, b}); }
+  Var reshape(Var a, const Shape& shape);         // no-op if the shape is already right
+  Var broadcast_to(Var a, const Shape& shape);    // no-op if the shape is already right
+  Var sum_to(Var a, const Shape& shape);          // no-op if the shape is already right
+
+  const VarType& type(Var v) const { return tape_.type(v); }
+  void set_outputs(std::vector<Var> outputs) { tape_.outputs = std::move(outputs); }
+  const Tape& tape() const { return tape_; }
+  Tape finish() { return std::move(tape_); }
+
+ private:
+  Var push(Op op);
+  Tape tape_;
+};
+
+}  // namespace reel

@@ -1,0 +1,82 @@
+#pragma once
+// The primitive table. Each primitive is defined in one place (ir/src/prims_*.cpp)
+// with every rule Reel needs: its name and attributes, its shape/dtype rule, its
+// eager kernel, its adjoint written as tape operations, and how code is generated.
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reel/ir/attrs.hpp"
+#include "reel/ir/scalar_emitter.hpp"
+#include "reel/tensor.hpp"
+
+namespace reel {
+
+using Var = int32_t;  // tape variable, numbered from 1 as printed (%1, %2, ...)
+constexpr Var kNoVar = 0;
+
+struct VarType {
+  DType dtype = DType::f64;
+  Shape shape;
+  bool operator==(const VarType&) const = default;
+};
+
+std::string type_str(const VarType& t);
+
+class TapeBuilder;
+
+// What an adjoint rule sees: the call's arguments and result as variables of the
+// gradient tape being built, the incoming adjoint `dout`, and which arguments need
+// a gradient. It returns one adjoint per argument (kNoVar where none is needed).
+struct AdjointArgs {
+  std::span<const Var> args;
+  Var out;
+  Var dout;
+  const Attrs& attrs;
+  std::span<const bool> needs;
+};
+
+enum class AttrKind { integer, real, shape };
+struct AttrSpec {
+  std::string name;
+  AttrKind kind;
+  bool optional = false;
+};
+
+// How the code generator lowers a call.
+enum class Lowering {
+  elementwise,   // one element of output from the same element of each (broadcast) input
+  broadcast,     // broadcast_to: an elementwise copy with broadcast indexing
+  reduce,        // sums over dimensions (sum, mean, sum_to); see reduce_scale
+  matmul,        // a CBLAS call
+  transpose,     // a strided copy, or folded into a CBLAS call
+  view,          // same storage, another shape (reshape)
+};
+
+struct Primitive {
+  std::string name;
+  int arity = 1;
+  std::vector<AttrSpec> attrs;
+  // Type of the result; throws reel::Error naming the primitive and the bad types.
+  std::function<VarType(std::span<const VarType>, const Attrs&)> infer;
+  std::function<Tensor(std::span<const Tensor>, const Attrs&)> eager;
+  std::function<std::vector<Var>(TapeBuilder&, const AdjointArgs&)> adjoint;
+  Lowering lowering = Lowering::elementwise;
+  // elementwise: the element of the result from the elements of the arguments.
+  std::function<ScalarEmitter::Value(ScalarEmitter&, std::span<const ScalarEmitter::Value>,
+                                     const Attrs&)>
+      scalar;
+  // reduce: the input is summed into a shape that broadcasts to the input's shape and
+  // has the result's elements in the same order (keep-dims form), then scaled.
+  std::function<Shape(const VarType& input, const Attrs&)> reduce_target;
+  std::function<double(const VarType& input)> reduce_scale;
+};
+
+// Looks a primitive up by name; throws reel::Error for an unknown name.
+const Primitive& primitive(std::string_view name);
+const Primitive* find_primitive(std::string_view name);
+std::vector<const Primitive*> all_primitives();
+
+}  // namespace reel

@@ -1,0 +1,64 @@
+#pragma once
+// reel::Tape: a linear SSA program. Each operation defines one variable (%1, %2, ...,
+// in order): a function input, a constant, or a call of a primitive on earlier
+// variables. Every variable has a dtype and a shape. The tape's outputs list
+// variables. See docs/tape-format.md for the text form.
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reel/ir/primitive.hpp"
+
+namespace reel {
+
+enum class OpKind { input, constant, call };
+
+struct Op {
+  OpKind kind = OpKind::call;
+  const Primitive* prim = nullptr;  // calls only
+  std::vector<Var> args;            // calls only
+  Attrs attrs;                      // calls only
+  VarType type;
+  Tensor value;                     // constants only
+};
+
+class Tape {
+ public:
+  std::vector<Op> ops;       // variable v is ops[v - 1]
+  std::vector<Var> outputs;
+
+  const Op& op(Var v) const { return ops.at(static_cast<std::size_t>(v - 1)); }
+  const VarType& type(Var v) const { return op(v).type; }
+  int32_t size() const { return static_cast<int32_t>(ops.size()); }
+  std::vector<Var> inputs() const;
+  std::vector<VarType> input_types() const;
+  int32_t count(OpKind kind) const;
+};
+
+// Text form (docs/tape-format.md). parse_tape(to_string(t)) prints back identically.
+std::string to_string(const Tape& tape);
+Tape parse_tape(std::string_view text);
+
+// Checks a call's argument count and attributes (putting the attributes in the
+// primitive's order, and integers given for real attributes into doubles) and returns
+// the result type. Throws reel::Error naming the primitive and what is wrong.
+VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& attrs);
+
+// Checks that a tape is well formed (ordering, arities, attributes, types); throws
+// reel::Error naming the variable and the problem.
+void verify(const Tape& tape);
+
+// A copy of the tape that returns only the outputs at the given positions.
+Tape select_outputs(const Tape& tape, const std::vector<int>& positions);
+
+}  // namespace reel
+
+template <>
+struct fmt::formatter<reel::Tape> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(const reel::Tape& tape, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(reel::to_string(tape), ctx);
+  }
+};

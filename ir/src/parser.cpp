@@ -1,0 +1,258 @@
+// Text -> Tape. Every error names the line, what was expected and what was found.
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+#include "reel/ir/builder.hpp"
+
+namespace reel {
+
+namespace {
+
+class LineError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A cursor over one line of tape text.
+class Cursor {
+ public:
+  explicit Cursor(std::string_view line) : s_(line) {}
+
+  void skip_ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
+  }
+  bool at_end() {
+    skip_ws();
+    return i_ >= s_.size();
+  }
+  bool peek(char c) {
+    skip_ws();
+    return i_ < s_.size() && s_[i_] == c;
+  }
+  bool accept(std::string_view tok) {
+    skip_ws();
+    if (s_.substr(i_, tok.size()) != tok) return false;
+    i_ += tok.size();
+    return true;
+  }
+  void expect(std::string_view tok) {
+    if (!accept(tok)) fail(fmt::format("'{}'", tok));
+  }
+  [[noreturn]] void fail(const std::string& expected) {
+    skip_ws();
+    const std::string_view rest = s_.substr(i_);
+    throw LineError(fmt::format("expected {}, got {}", expected,
+                                rest.empty() ? std::string("end of line")
+                                             : fmt::format("'{}'", rest.substr(0, 24))));
+  }
+
+  std::string ident() {
+    skip_ws();
+    const std::size_t start = i_;
+    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_'))
+      ++i_;
+    if (start == i_) fail("a name");
+    return std::string(s_.substr(start, i_ - start));
+  }
+
+  Var var() {
+    expect("%");
+    const int64_t v = integer_token("a variable number after '%'");
+    if (v < 1 || v > INT32_MAX) throw LineError(fmt::format("bad variable number %{}", v));
+    return static_cast<Var>(v);
+  }
+
+  // A number token: digits, sign, '.', exponent, or inf/nan.
+  std::string number_token(const std::string& what) {
+    skip_ws();
+    const std::size_t start = i_;
+    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '.' ||
+                              s_[i_] == '-' || s_[i_] == '+'))
+      ++i_;
+    if (start == i_) fail(what);
+    return std::string(s_.substr(start, i_ - start));
+  }
+
+  int64_t integer_token(const std::string& what) {
+    const std::string tok = number_token(what);
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(tok.c_str(), &end, 10);
+    if (*end != '\0' || errno != 0) throw LineError(fmt::format("expected {}, got '{}'", what, tok));
+    return v;
+  }
+
+  double real_token(const std::string& what, DType dtype = DType::f64) {
+    const std::string tok = number_token(what);
+    char* end = nullptr;
+    const double v = dtype == DType::f32 ? std::strtof(tok.c_str(), &end)
+                                         : std::strtod(tok.c_str(), &end);
+    if (*end != '\0') throw LineError(fmt::format("expected {}, got '{}'", what, tok));
+    return v;
+  }
+
+  Shape shape() {
+    expect("[");
+    Shape s;
+    if (accept("]")) return s;
+    do s.push_back(integer_token("a dimension")); while (accept(","));
+    expect("]");
+    return s;
+  }
+
+  VarType type() {
+    expect("::");
+    const std::string dt = ident();
+    VarType t;
+    if (dt == "f64") t.dtype = DType::f64;
+    else if (dt == "f32") t.dtype = DType::f32;
+    else throw LineError(fmt::format("expected dtype f32 or f64, got '{}'", dt));
+    t.shape = shape();
+    return t;
+  }
+
+  AttrValue attr_value() {
+    if (peek('[')) return shape();
+    const std::string tok = number_token("an attribute value");
+    const bool is_int = tok.find_first_not_of("+-0123456789") == std::string::npos;
+    char* end = nullptr;
+    if (is_int) {
+      errno = 0;
+      const long long v = std::strtoll(tok.c_str(), &end, 10);
+      if (errno == 0) return static_cast<int64_t>(v);
+    }
+    const double d = std::strtod(tok.c_str(), &end);
+    if (*end != '\0') throw LineError(fmt::format("expected an attribute value, got '{}'", tok));
+    return d;
+  }
+
+ private:
+  std::string_view s_;
+  std::size_t i_ = 0;
+};
+
+class Parser {
+ public:
+  Tape parse(std::string_view text) {
+    int line_no = 0;
+    bool have_out = false;
+    std::size_t pos = 0;
+    while (pos <= text.size()) {
+      const std::size_t nl = text.find('\n', pos);
+      std::string_view line = text.substr(pos, nl == std::string_view::npos ? text.npos : nl - pos);
+      pos = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
+      ++line_no;
+      if (const std::size_t hash = line.find('#'); hash != line.npos) line = line.substr(0, hash);
+      Cursor c(line);
+      if (c.at_end()) continue;
+      try {
+        if (have_out) throw LineError("nothing may follow the 'out' line");
+        have_out = parse_line(c);
+      } catch (const Error& e) {
+        throw Error(fmt::format("parse_tape: line {}: {}", line_no, e.what()));
+      }
+    }
+    if (!have_out) throw Error(fmt::format("parse_tape: line {}: missing 'out' line", line_no));
+    return b_.finish();
+  }
+
+ private:
+  // Returns true for the 'out' line.
+  bool parse_line(Cursor& c) {
+    if (c.accept("out")) {
+      std::vector<Var> outs;
+      if (!c.at_end()) do outs.push_back(defined(c.var())); while (c.accept(","));
+      if (!c.at_end()) c.fail("',' or end of line");
+      b_.set_outputs(std::move(outs));
+      return true;
+    }
+    if (c.accept("inp")) {
+      next(c.var());
+      b_.input(c.type());
+      end(c);
+      return false;
+    }
+    next(c.var());
+    c.expect("=");
+    const std::string name = c.ident();
+    if (name == "const") {
+      parse_constant(c);
+      return false;
+    }
+    const Primitive* prim = find_primitive(name);
+    if (prim == nullptr) throw LineError(fmt::format("unknown primitive '{}'", name));
+    std::vector<Var> args;
+    Attrs attrs;
+    c.expect("(");
+    if (!c.accept(")")) {
+      do {
+        if (c.peek('%')) {
+          args.push_back(defined(c.var()));
+        } else {
+          const std::string key = c.ident();
+          c.expect("=");
+          attrs.set(key, c.attr_value());
+        }
+      } while (c.accept(","));
+      c.expect(")");
+    }
+    const VarType declared = c.type();
+    end(c);
+    const Var v = b_.call(*prim, std::move(args), std::move(attrs));
+    if (b_.type(v) != declared)
+      throw LineError(fmt::format("{} gives {}, but the line declares {}", name,
+                                  type_str(b_.type(v)), type_str(declared)));
+    return false;
+  }
+
+  void parse_constant(Cursor& c) {
+    std::vector<std::string> tokens;
+    bool list = false;
+    if (c.accept("[")) {
+      list = true;
+      if (!c.accept("]")) {
+        do tokens.push_back(c.number_token("a number")); while (c.accept(","));
+        c.expect("]");
+      }
+    } else {
+      tokens.push_back(c.number_token("a number or '['"));
+    }
+    const VarType t = c.type();
+    end(c);
+    if (!list && !t.shape.empty())
+      throw LineError(fmt::format("a constant of type {} needs a [...] list of values", type_str(t)));
+    if (static_cast<int64_t>(tokens.size()) != numel(t.shape))
+      throw LineError(fmt::format("a constant of type {} needs {} values, got {}", type_str(t),
+                                  numel(t.shape), tokens.size()));
+    std::vector<double> values;
+    for (const std::string& tok : tokens) {
+      Cursor num(tok);
+      values.push_back(num.real_token("a number", t.dtype));
+    }
+    b_.constant(tensor(values, t.shape, t.dtype));
+  }
+
+  void next(Var v) {
+    if (v != b_.tape().size() + 1)
+      throw LineError(fmt::format("expected variable %{} next, got %{}", b_.tape().size() + 1, v));
+  }
+  Var defined(Var v) {
+    if (v > b_.tape().size()) throw LineError(fmt::format("%{} is used before it is defined", v));
+    return v;
+  }
+  static void end(Cursor& c) {
+    if (!c.at_end()) c.fail("end of line");
+  }
+
+  TapeBuilder b_;
+};
+
+}  // namespace
+
+Tape parse_tape(std::string_view text) { return Parser().parse(text); }
+
+}  // namespace reel

@@ -1,0 +1,144 @@
+// Elementwise primitives: add sub mul div (NumPy broadcasting), neg exp log sin cos
+// tanh sigmoid sqrt square, pow(x, p).
+#include <fmt/format.h>
+
+#include "prims.hpp"
+#include "reel/kernels.hpp"
+
+namespace reel::prims {
+
+namespace {
+
+using V = ScalarEmitter::Value;
+using Scalars = std::span<const V>;
+
+VarType infer_binary(const char* op, std::span<const VarType> in) {
+  expect_same_dtype(op, in[0], in[1]);
+  return {in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape, op)};
+}
+
+Primitive binary(const char* name, kernels::Binary k,
+                 std::function<V(ScalarEmitter&, V, V)> scalar,
+                 std::function<std::vector<Var>(TapeBuilder&, const AdjointArgs&)> adjoint) {
+  Primitive p;
+  p.name = name;
+  p.arity = 2;
+  p.infer = [name](std::span<const VarType> in, const Attrs&) { return infer_binary(name, in); };
+  p.eager = [k](std::span<const Tensor> in, const Attrs&) {
+    return kernels::binary(k, in[0], in[1]);
+  };
+  p.adjoint = std::move(adjoint);
+  p.lowering = Lowering::elementwise;
+  p.scalar = [scalar](ScalarEmitter& e, Scalars x, const Attrs&) { return scalar(e, x[0], x[1]); };
+  return p;
+}
+
+// Adjoint of an argument that was broadcast: sum back down to its shape.
+Var unbroadcast(TapeBuilder& b, Var adj, Var arg) { return b.sum_to(adj, b.type(arg).shape); }
+
+Primitive unary(const char* name, kernels::Unary k, std::function<V(ScalarEmitter&, V)> scalar,
+                std::function<Var(TapeBuilder&, Var x, Var y, Var dy)> adjoint) {
+  Primitive p;
+  p.name = name;
+  p.arity = 1;
+  p.infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; };
+  p.eager = [k](std::span<const Tensor> in, const Attrs&) { return kernels::unary(k, in[0]); };
+  p.adjoint = [adjoint](TapeBuilder& b, const AdjointArgs& a) {
+    return std::vector<Var>{adjoint(b, a.args[0], a.out, a.dout)};
+  };
+  p.lowering = Lowering::elementwise;
+  p.scalar = [scalar](ScalarEmitter& e, Scalars x, const Attrs&) { return scalar(e, x[0]); };
+  return p;
+}
+
+Var one_minus(TapeBuilder& b, Var y) { return b.sub(b.scalar(1.0, b.type(y).dtype), y); }
+
+}  // namespace
+
+void add_elementwise(std::vector<Primitive>& t) {
+  using kernels::Binary;
+  using kernels::Unary;
+
+  t.push_back(binary(
+      "add", Binary::add, [](ScalarEmitter& e, V a, V b) { return e.add(a, b); },
+      [](TapeBuilder& b, const AdjointArgs& a) {
+        return std::vector<Var>{a.needs[0] ? unbroadcast(b, a.dout, a.args[0]) : kNoVar,
+                                a.needs[1] ? unbroadcast(b, a.dout, a.args[1]) : kNoVar};
+      }));
+  t.push_back(binary(
+      "sub", Binary::sub, [](ScalarEmitter& e, V a, V b) { return e.sub(a, b); },
+      [](TapeBuilder& b, const AdjointArgs& a) {
+        return std::vector<Var>{
+            a.needs[0] ? unbroadcast(b, a.dout, a.args[0]) : kNoVar,
+            a.needs[1] ? unbroadcast(b, b.neg(a.dout), a.args[1]) : kNoVar};
+      }));
+  t.push_back(binary(
+      "mul", Binary::mul, [](ScalarEmitter& e, V a, V b) { return e.mul(a, b); },
+      [](TapeBuilder& b, const AdjointArgs& a) {
+        return std::vector<Var>{
+            a.needs[0] ? unbroadcast(b, b.mul(a.dout, a.args[1]), a.args[0]) : kNoVar,
+            a.needs[1] ? unbroadcast(b, b.mul(a.dout, a.args[0]), a.args[1]) : kNoVar};
+      }));
+  t.push_back(binary(
+      "div", Binary::div, [](ScalarEmitter& e, V a, V b) { return e.div(a, b); },
+      [](TapeBuilder& b, const AdjointArgs& a) {
+        // d(a/b)/db = -(a/b)/b, reusing the forward result.
+        return std::vector<Var>{
+            a.needs[0] ? unbroadcast(b, b.div(a.dout, a.args[1]), a.args[0]) : kNoVar,
+            a.needs[1]
+                ? unbroadcast(b, b.neg(b.mul(a.dout, b.div(a.out, a.args[1]))), a.args[1])
+                : kNoVar};
+      }));
+
+  t.push_back(unary(
+      "neg", Unary::neg, [](ScalarEmitter& e, V x) { return e.neg(x); },
+      [](TapeBuilder& b, Var, Var, Var dy) { return b.neg(dy); }));
+  t.push_back(unary(
+      "exp", Unary::exp, [](ScalarEmitter& e, V x) { return e.exp(x); },
+      [](TapeBuilder& b, Var, Var y, Var dy) { return b.mul(dy, y); }));
+  t.push_back(unary(
+      "log", Unary::log, [](ScalarEmitter& e, V x) { return e.log(x); },
+      [](TapeBuilder& b, Var x, Var, Var dy) { return b.div(dy, x); }));
+  t.push_back(unary(
+      "sin", Unary::sin, [](ScalarEmitter& e, V x) { return e.sin(x); },
+      [](TapeBuilder& b, Var x, Var, Var dy) { return b.mul(dy, b.call("cos", {x})); }));
+  t.push_back(unary(
+      "cos", Unary::cos, [](ScalarEmitter& e, V x) { return e.cos(x); },
+      [](TapeBuilder& b, Var x, Var, Var dy) { return b.neg(b.mul(dy, b.call("sin", {x}))); }));
+  t.push_back(unary(
+      "tanh", Unary::tanh, [](ScalarEmitter& e, V x) { return e.tanh(x); },
+      [](TapeBuilder& b, Var, Var y, Var dy) {
+        return b.mul(dy, one_minus(b, b.call("square", {y})));
+      }));
+  t.push_back(unary(
+      "sigmoid", Unary::sigmoid,
+      [](ScalarEmitter& e, V x) {
+        return e.div(e.constant(1.0), e.add(e.constant(1.0), e.exp(e.neg(x))));
+      },
+      [](TapeBuilder& b, Var, Var y, Var dy) { return b.mul(dy, b.mul(y, one_minus(b, y))); }));
+  t.push_back(unary(
+      "sqrt", Unary::sqrt, [](ScalarEmitter& e, V x) { return e.sqrt(x); },
+      [](TapeBuilder& b, Var, Var y, Var dy) { return b.div(dy, b.mul(y, 2.0)); }));
+  t.push_back(unary(
+      "square", Unary::square, [](ScalarEmitter& e, V x) { return e.mul(x, x); },
+      [](TapeBuilder& b, Var x, Var, Var dy) { return b.mul(dy, b.mul(x, 2.0)); }));
+
+  Primitive pow;
+  pow.name = "pow";
+  pow.arity = 1;
+  pow.attrs = {{"p", AttrKind::real}};
+  pow.infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; };
+  pow.eager = [](std::span<const Tensor> in, const Attrs& a) {
+    return kernels::pow(in[0], a.real("p"));
+  };
+  pow.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+    const double p = a.attrs.real("p");
+    const Var dpow = b.mul(b.call("pow", {a.args[0]}, {{"p", p - 1.0}}), p);
+    return std::vector<Var>{b.mul(a.dout, dpow)};
+  };
+  pow.lowering = Lowering::elementwise;
+  pow.scalar = [](ScalarEmitter& e, Scalars x, const Attrs& a) { return e.pow(x[0], a.real("p")); };
+  t.push_back(std::move(pow));
+}
+
+}  // namespace reel::prims

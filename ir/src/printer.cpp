@@ -1,0 +1,60 @@
+// Tape -> text. docs/tape-format.md describes the form; the parser reads it back.
+#include <fmt/format.h>
+
+#include "reel/ir/tape.hpp"
+
+namespace reel {
+
+namespace {
+
+// Shortest text that reads back as the same value (fmt's default for floats).
+std::string number(double v, DType dtype) {
+  return dtype == DType::f32 ? fmt::format("{}", static_cast<float>(v)) : fmt::format("{}", v);
+}
+
+std::string attr_value(const AttrValue& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return fmt::format("{}", *i);
+  if (const auto* d = std::get_if<double>(&v)) return fmt::format("{}", *d);
+  return shape_str(std::get<Shape>(v));
+}
+
+std::string constant_value(const Tensor& t) {
+  const auto values = t.values();
+  if (t.rank() == 0) return number(values[0], t.dtype());
+  std::string s = "[";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i) s += ", ";
+    s += number(values[i], t.dtype());
+  }
+  return s + "]";
+}
+
+}  // namespace
+
+std::string to_string(const Tape& tape) {
+  std::string out;
+  for (Var v = 1; v <= tape.size(); ++v) {
+    const Op& op = tape.op(v);
+    const std::string type = type_str(op.type);
+    switch (op.kind) {
+      case OpKind::input: out += fmt::format("inp %{}::{}\n", v, type); break;
+      case OpKind::constant:
+        out += fmt::format("%{} = const {}::{}\n", v, constant_value(op.value), type);
+        break;
+      case OpKind::call: {
+        std::vector<std::string> args;
+        for (Var a : op.args) args.push_back(fmt::format("%{}", a));
+        for (const auto& [name, value] : op.attrs.items())
+          args.push_back(fmt::format("{}={}", name, attr_value(value)));
+        out += fmt::format("%{} = {}({})::{}\n", v, op.prim->name, fmt::join(args, ", "), type);
+        break;
+      }
+    }
+  }
+  std::vector<std::string> outs;
+  for (Var o : tape.outputs) outs.push_back(fmt::format("%{}", o));
+  out += fmt::format("out {}", fmt::join(outs, ", "));
+  return out;
+}
+
+}  // namespace reel

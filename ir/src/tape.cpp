@@ -1,0 +1,120 @@
+#include "reel/ir/tape.hpp"
+
+#include <fmt/format.h>
+
+#include "reel/error.hpp"
+
+namespace reel {
+
+std::vector<Var> Tape::inputs() const {
+  std::vector<Var> in;
+  for (Var v = 1; v <= size(); ++v)
+    if (op(v).kind == OpKind::input) in.push_back(v);
+  return in;
+}
+
+std::vector<VarType> Tape::input_types() const {
+  std::vector<VarType> types;
+  for (Var v : inputs()) types.push_back(type(v));
+  return types;
+}
+
+int32_t Tape::count(OpKind kind) const {
+  int32_t n = 0;
+  for (const Op& o : ops) n += o.kind == kind;
+  return n;
+}
+
+namespace {
+const char* kind_name(AttrKind k) {
+  switch (k) {
+    case AttrKind::integer: return "an integer";
+    case AttrKind::real: return "a number";
+    case AttrKind::shape: return "a shape";
+  }
+  return "?";
+}
+}  // namespace
+
+VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
+  if (static_cast<int>(args.size()) != prim.arity)
+    throw Error(fmt::format("{}: expected {} argument{}, got {}", prim.name, prim.arity,
+                            prim.arity == 1 ? "" : "s", args.size()));
+  for (const auto& [name, value] : attrs.items()) {
+    bool known = false;
+    for (const AttrSpec& spec : prim.attrs) known |= spec.name == name;
+    if (!known) throw Error(fmt::format("{}: unknown attribute '{}'", prim.name, name));
+  }
+  Attrs ordered;
+  for (const AttrSpec& spec : prim.attrs) {
+    if (!attrs.has(spec.name)) {
+      if (spec.optional) continue;
+      throw Error(fmt::format("{}: missing attribute '{}'", prim.name, spec.name));
+    }
+    AttrValue v = attrs.get(spec.name);
+    if (spec.kind == AttrKind::real && std::holds_alternative<int64_t>(v))
+      v = static_cast<double>(std::get<int64_t>(v));
+    const bool ok = (spec.kind == AttrKind::integer && std::holds_alternative<int64_t>(v)) ||
+                    (spec.kind == AttrKind::real && std::holds_alternative<double>(v)) ||
+                    (spec.kind == AttrKind::shape && std::holds_alternative<Shape>(v));
+    if (!ok)
+      throw Error(fmt::format("{}: attribute '{}' must be {}", prim.name, spec.name,
+                              kind_name(spec.kind)));
+    ordered.set(spec.name, std::move(v));
+  }
+  attrs = std::move(ordered);
+  return prim.infer(args, attrs);
+}
+
+void verify(const Tape& tape) {
+  for (Var v = 1; v <= tape.size(); ++v) {
+    const Op& op = tape.op(v);
+    auto fail = [&](const std::string& what) {
+      throw Error(fmt::format("verify: %{}: {}", v, what));
+    };
+    switch (op.kind) {
+      case OpKind::input: break;
+      case OpKind::constant:
+        if (!op.value.defined() || op.value.dtype() != op.type.dtype ||
+            op.value.shape() != op.type.shape)
+          fail(fmt::format("constant's value does not have type {}", type_str(op.type)));
+        break;
+      case OpKind::call: {
+        if (op.prim == nullptr) fail("call without a primitive");
+        std::vector<VarType> args;
+        for (Var a : op.args) {
+          if (a < 1 || a >= v) fail(fmt::format("argument %{} is not defined before use", a));
+          args.push_back(tape.type(a));
+        }
+        Attrs attrs = op.attrs;
+        VarType t;
+        try {
+          t = infer_call(*op.prim, args, attrs);
+        } catch (const Error& e) {
+          fail(e.what());
+        }
+        if (t != op.type)
+          fail(fmt::format("{} has type {}, but its rule gives {}", op.prim->name,
+                           type_str(op.type), type_str(t)));
+        break;
+      }
+    }
+  }
+  for (Var o : tape.outputs)
+    if (o < 1 || o > tape.size())
+      throw Error(fmt::format("verify: output %{} is not a variable of the tape", o));
+}
+
+Tape select_outputs(const Tape& tape, const std::vector<int>& positions) {
+  Tape t = tape;
+  t.outputs.clear();
+  for (int p : positions) {
+    if (p < 0 || p >= static_cast<int>(tape.outputs.size()))
+      throw Error(fmt::format("select_outputs: the tape has {} outputs, asked for output {}",
+                              tape.outputs.size(), p));
+    t.outputs.push_back(tape.outputs[static_cast<std::size_t>(p)]);
+  }
+  return t;
+}
+
+}  // namespace reel

@@ -1,0 +1,52 @@
+#pragma once
+// Tape-to-tape passes. Each takes a tape and returns a new one; none changes its
+// argument. `reel-opt` (tools/) runs them by name from the command line.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "reel/ir/tape.hpp"
+
+namespace reel {
+
+// Reverse mode. The tape must have one output. Without a seed it must be a 0-d
+// scalar and the adjoint starts at 1; with a seed, the seed is a new last input of
+// the output's type (a vector-Jacobian product). The result returns the value and
+// then the gradient of every input, in input order (zeros for inputs the output does
+// not depend on). Only operations on a path from an input to the output get adjoints.
+// These return the raw reverse tape; grad_tape / vjp_tape also simplify it.
+Tape reverse_mode(const Tape& tape);
+Tape reverse_mode_seeded(const Tape& tape);
+
+// Common-subexpression elimination: calls with equal primitive, arguments (in either
+// order for add and mul) and attributes, and constants of equal type and value, are
+// merged into the first one.
+Tape cse(const Tape& tape);
+
+// Dead-code elimination: drops operations no output depends on. Inputs stay, since
+// they are the tape's signature.
+Tape dce(const Tape& tape);
+
+// reverse_mode (or reverse_mode_seeded) followed by cse and dce.
+Tape grad_tape(const Tape& tape);
+Tape vjp_tape(const Tape& tape);
+
+using Pass = std::function<Tape(const Tape&)>;
+
+// Passes by name: "grad", "vjp", "cse", "dce".
+std::vector<std::string> pass_names();
+const Pass& find_pass(const std::string& name);  // throws reel::Error for unknown names
+
+// Runs named passes in order.
+class PassPipeline {
+ public:
+  explicit PassPipeline(std::vector<std::string> names);
+  Tape run(const Tape& tape) const;
+  const std::vector<std::string>& names() const { return names_; }
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<const Pass*> passes_;
+};
+
+}  // namespace reel

@@ -1,0 +1,71 @@
+#pragma once
+// reel::Tensor: a dense, row-major, contiguous f32 or f64 array of any rank.
+// Tensors share their storage when copied; every operation makes a new tensor, so a
+// tensor's values never change once made.
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "reel/dtype.hpp"
+#include "reel/error.hpp"
+#include "reel/shape.hpp"
+
+namespace reel {
+
+// While a function is traced, tensors carry tags saying which tape variable they are
+// in which active trace. The runtime only stores them; the tracer gives them meaning.
+struct TraceTag {
+  uint64_t trace_id;
+  int32_t var;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: no dtype, no storage
+  Tensor(DType dtype, Shape shape);  // uninitialised storage
+
+  bool defined() const { return storage_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t numel() const { return numel_; }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
+
+  std::vector<double> values() const;  // row-major copy, converted to double
+  double item() const;                 // the one value of a tensor with numel() == 1
+
+  template <class T> const T* data() const { return static_cast<const T*>(storage_.get()); }
+  template <class T> T* mutable_data() { return static_cast<T*>(storage_.get()); }
+  const void* raw() const { return storage_.get(); }
+  void* mutable_raw() { return storage_.get(); }
+
+  // Same storage seen with another shape of equal numel.
+  Tensor reshaped(Shape shape) const;
+
+  const std::vector<TraceTag>& trace_tags() const { return tags_; }
+  void add_trace_tag(TraceTag tag) { tags_.push_back(tag); }
+  void clear_trace_tags() { tags_.clear(); }
+
+ private:
+  std::shared_ptr<void> storage_;
+  DType dtype_ = DType::f64;
+  Shape shape_;
+  int64_t numel_ = 0;
+  std::vector<TraceTag> tags_;
+};
+
+// Creation.
+Tensor tensor(const std::vector<double>& values);  // 1-D f64
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f64);
+Tensor scalar(double value, DType dtype = DType::f64);  // 0-d
+Tensor zeros(const Shape& shape, DType dtype = DType::f64);
+Tensor ones(const Shape& shape, DType dtype = DType::f64);
+Tensor full(const Shape& shape, double value, DType dtype = DType::f64);
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f64);  // N(0, 1)
+Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::f64);   // U[0, 1)
+
+// Largest |a - b| over elements; shapes must match.
+double max_abs_diff(const Tensor& a, const Tensor& b);
+
+}  // namespace reel

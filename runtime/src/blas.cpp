@@ -1,0 +1,57 @@
+#include "reel/blas.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+namespace {
+CBLAS_TRANSPOSE trans(int32_t t) { return t ? CblasTrans : CblasNoTrans; }
+}  // namespace
+
+extern "C" {
+
+void reel_rt_gemm_f64(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                      const double* a, int64_t lda, const double* b, int64_t ldb, double* c,
+                      int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0);
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, trans(trans_a), trans(trans_b), m, n, k, 1.0, a, lda, b, ldb, 0.0,
+              c, ldc);
+}
+
+void reel_rt_gemm_f32(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
+                      const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                      int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans(trans_a), trans(trans_b), m, n, k, 1.0f, a, lda, b, ldb,
+              0.0f, c, ldc);
+}
+
+void reel_rt_gemv_f64(int32_t trans_a, int64_t rows, int64_t cols, const double* a,
+                      const double* x, double* y) {
+  const int64_t out = trans_a ? cols : rows;
+  if (rows == 0 || cols == 0) {
+    std::fill(y, y + out, 0.0);
+    return;
+  }
+  cblas_dgemv(CblasRowMajor, trans(trans_a), rows, cols, 1.0, a, cols, x, 1, 0.0, y, 1);
+}
+
+void reel_rt_gemv_f32(int32_t trans_a, int64_t rows, int64_t cols, const float* a,
+                      const float* x, float* y) {
+  const int64_t out = trans_a ? cols : rows;
+  if (rows == 0 || cols == 0) {
+    std::fill(y, y + out, 0.0f);
+    return;
+  }
+  cblas_sgemv(CblasRowMajor, trans(trans_a), rows, cols, 1.0f, a, cols, x, 1, 0.0f, y, 1);
+}
+
+}  // extern "C"

@@ -1,0 +1,56 @@
+#include "reel/shape.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "reel/error.hpp"
+
+namespace reel {
+
+int64_t numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ",")); }
+
+std::string type_str(DType dtype, const Shape& shape) {
+  return fmt::format("{}{}", dtype_name(dtype), shape_str(shape));
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const std::size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (std::size_t i = 0; i < rank; ++i) {
+    const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      throw Error(fmt::format("{}: shapes {} and {} do not broadcast", op, shape_str(a),
+                              shape_str(b)));
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+bool broadcastable_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const std::size_t lead = to.size() - from.size();
+  for (std::size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1 && from[i] != to[lead + i]) return false;
+  return true;
+}
+
+std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& target) {
+  std::vector<int64_t> strides(target.size(), 0);
+  const std::size_t lead = target.size() - shape.size();
+  int64_t stride = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    strides[lead + i] = shape[i] == 1 ? 0 : stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
+}  // namespace reel

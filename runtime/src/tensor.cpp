@@ -1,0 +1,143 @@
+#include "reel/tensor.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+namespace reel {
+
+namespace {
+
+// 64-byte aligned storage so that vector loads in kernels and JIT code line up.
+std::shared_ptr<void> allocate(std::size_t bytes) {
+  const std::size_t rounded = ((bytes + 63) / 64) * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (p == nullptr) throw Error(fmt::format("tensor: cannot allocate {} bytes", bytes));
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+void check_shape(const Shape& shape, const char* op) {
+  for (int64_t d : shape)
+    if (d < 0) throw Error(fmt::format("{}: negative dimension in shape {}", op, shape_str(shape)));
+}
+
+template <class Fill>
+Tensor make(const Shape& shape, DType dtype, Fill fill) {
+  Tensor t(dtype, shape);
+  const int64_t n = t.numel();
+  if (dtype == DType::f64) {
+    double* p = t.mutable_data<double>();
+    for (int64_t i = 0; i < n; ++i) p[i] = fill(i);
+  } else {
+    float* p = t.mutable_data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(fill(i));
+  }
+  return t;
+}
+
+}  // namespace
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  check_shape(shape_, "tensor");
+  numel_ = reel::numel(shape_);
+  storage_ = allocate(nbytes());
+}
+
+std::vector<double> Tensor::values() const {
+  if (!defined()) throw Error("values: the tensor is undefined");
+  std::vector<double> out(static_cast<std::size_t>(numel_));
+  if (dtype_ == DType::f64) {
+    const double* p = data<double>();
+    out.assign(p, p + numel_);
+  } else {
+    const float* p = data<float>();
+    for (int64_t i = 0; i < numel_; ++i) out[i] = p[i];
+  }
+  return out;
+}
+
+double Tensor::item() const {
+  if (!defined()) throw Error("item: the tensor is undefined");
+  if (numel_ != 1)
+    throw Error(fmt::format("item: expected a tensor with one element, got {}",
+                            type_str(dtype_, shape_)));
+  return dtype_ == DType::f64 ? data<double>()[0] : data<float>()[0];
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  check_shape(shape, "reshape");
+  if (reel::numel(shape) != numel_)
+    throw Error(fmt::format("reshape: cannot reshape {} ({} elements) to {}",
+                            type_str(dtype_, shape_), numel_, shape_str(shape)));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  t.tags_.clear();
+  return t;
+}
+
+Tensor tensor(const std::vector<double>& values) {
+  return tensor(values, Shape{static_cast<int64_t>(values.size())});
+}
+
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  check_shape(shape, "tensor");
+  if (numel(shape) != static_cast<int64_t>(values.size()))
+    throw Error(fmt::format("tensor: shape {} needs {} values, got {}", shape_str(shape),
+                            numel(shape), values.size()));
+  return make(shape, dtype, [&](int64_t i) { return values[i]; });
+}
+
+Tensor scalar(double value, DType dtype) { return full({}, value, dtype); }
+Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+
+Tensor full(const Shape& shape, double value, DType dtype) {
+  return make(shape, dtype, [&](int64_t) { return value; });
+}
+
+Tensor randn(const Shape& shape, uint64_t seed, DType dtype) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  return make(shape, dtype, [&](int64_t) { return dist(gen); });
+}
+
+Tensor rand(const Shape& shape, uint64_t seed, DType dtype) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(0.0, 1.0);
+  return make(shape, dtype, [&](int64_t) { return dist(gen); });
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape())
+    throw Error(fmt::format("max_abs_diff: shapes {} and {} differ", shape_str(a.shape()),
+                            shape_str(b.shape())));
+  const auto va = a.values(), vb = b.values();
+  double m = 0;
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    const double d = std::abs(va[i] - vb[i]);
+    if (std::isnan(d)) return d;
+    m = std::max(m, d);
+  }
+  return m;
+}
+
+}  // namespace reel
+
+#include "reel/format.hpp"
+
+namespace reel {
+
+std::string to_string(const Tensor& t) {
+  if (!t.defined()) return "undefined";
+  const auto v = t.values();
+  const std::string type = type_str(t.dtype(), t.shape());
+  if (t.rank() == 0) return fmt::format("{} {}", type, v[0]);
+  constexpr std::size_t kShown = 10;  // long tensors print their first values
+  if (v.size() <= kShown) return fmt::format("{} [{}]", type, fmt::join(v, ", "));
+  return fmt::format("{} [{}, ...]", type,
+                     fmt::join(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(kShown), ", "));
+}
+
+}  // namespace reel

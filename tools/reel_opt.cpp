@@ -1,0 +1,57 @@
+// reel-opt: reads a tape in text form, runs passes on it, prints the result.
+//   reel-opt [--passes=grad,cse,dce] [file]     (standard input without a file)
+#include <fmt/core.h>
+#include <reel/reel.hpp>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+int usage() {
+  fmt::print(stderr, "usage: reel-opt [--passes=p1,p2,...] [file]\npasses: {}\n",
+             fmt::join(reel::pass_names(), ", "));
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> passes;
+  std::string path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--passes=", 0) == 0) passes = split(arg.substr(9));
+    else if (arg == "-h" || arg == "--help") return usage();
+    else if (arg.rfind("-", 0) == 0 && arg != "-") return usage();
+    else path = arg;
+  }
+  std::stringstream text;
+  if (path.empty() || path == "-") {
+    text << std::cin.rdbuf();
+  } else {
+    std::ifstream in(path);
+    if (!in) {
+      fmt::print(stderr, "reel-opt: cannot open '{}'\n", path);
+      return 1;
+    }
+    text << in.rdbuf();
+  }
+  try {
+    const reel::Tape tape = reel::PassPipeline(passes).run(reel::parse_tape(text.str()));
+    fmt::print("{}\n", tape);
+  } catch (const reel::Error& e) {
+    fmt::print(stderr, "reel-opt: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

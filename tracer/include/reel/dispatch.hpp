@@ -1,0 +1,13 @@
+#pragma once
+// The one way a primitive is applied to tensors: check types, run the eager kernel,
+// and record the call on every active trace that one of the inputs belongs to.
+#include <span>
+
+#include "reel/ir/primitive.hpp"
+
+namespace reel {
+
+Tensor apply(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs = {});
+Tensor apply(std::string_view prim, std::span<const Tensor> inputs, Attrs attrs = {});
+
+}  // namespace reel

@@ -1,0 +1,46 @@
+#include "reel/play.hpp"
+
+#include <fmt/format.h>
+
+#include "reel/dispatch.hpp"
+
+namespace reel {
+
+void check_args(const char* op, const Tape& tape, const std::vector<Tensor>& args) {
+  const std::vector<VarType> types = tape.input_types();
+  if (args.size() != types.size())
+    throw Error(fmt::format("{}: expected {} argument{}, got {}", op, types.size(),
+                            types.size() == 1 ? "" : "s", args.size()));
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].defined())
+      throw Error(fmt::format("{}: argument {}: expected {}, got an undefined tensor", op, i + 1,
+                              type_str(types[i])));
+    if (args[i].dtype() != types[i].dtype || args[i].shape() != types[i].shape)
+      throw Error(fmt::format("{}: argument {}: expected {}, got {}", op, i + 1,
+                              type_str(types[i]), type_str(args[i].dtype(), args[i].shape())));
+  }
+}
+
+std::vector<Tensor> play(const Tape& tape, const std::vector<Tensor>& args) {
+  check_args("play", tape, args);
+  std::vector<Tensor> env(static_cast<std::size_t>(tape.size()) + 1);
+  std::size_t next_arg = 0;
+  std::vector<Tensor> in;
+  for (Var v = 1; v <= tape.size(); ++v) {
+    const Op& op = tape.op(v);
+    switch (op.kind) {
+      case OpKind::input: env[v] = args[next_arg++]; break;
+      case OpKind::constant: env[v] = op.value; break;
+      case OpKind::call:
+        in.clear();
+        for (Var a : op.args) in.push_back(env[a]);
+        env[v] = apply(*op.prim, in, op.attrs);
+        break;
+    }
+  }
+  std::vector<Tensor> outs;
+  for (Var o : tape.outputs) outs.push_back(env[o]);
+  return outs;
+}
+
+}  // namespace reel

@@ -1,0 +1,53 @@
+#include "reel/trace.hpp"
+
+#include <atomic>
+
+#include "trace_state.hpp"
+
+namespace reel::detail {
+
+std::vector<Trace*>& active_traces() {
+  thread_local std::vector<Trace*> traces;
+  return traces;
+}
+
+namespace {
+uint64_t next_trace_id() {
+  static std::atomic<uint64_t> counter{1};
+  return counter.fetch_add(1);
+}
+}  // namespace
+
+TraceScope::TraceScope() : trace_(new Trace(next_trace_id())) {
+  active_traces().push_back(trace_);
+}
+
+TraceScope::~TraceScope() {
+  auto& traces = active_traces();
+  // Traces end in the reverse order they start (scopes are stack objects).
+  for (auto it = traces.begin(); it != traces.end(); ++it)
+    if (*it == trace_) {
+      traces.erase(it);
+      break;
+    }
+  delete trace_;
+}
+
+Tensor TraceScope::input(const Tensor& value) {
+  if (!value.defined()) throw Error("trace: an argument is an undefined tensor");
+  Tensor t = value;  // shares storage; only the tags differ
+  t.clear_trace_tags();
+  t.add_trace_tag({trace_->id, trace_->builder.input({value.dtype(), value.shape()})});
+  return t;
+}
+
+void TraceScope::output(const Tensor& value) {
+  if (!value.defined()) throw Error("trace: the function returned an undefined tensor");
+  std::vector<Var> outs = trace_->builder.tape().outputs;
+  outs.push_back(trace_->var_of(value));
+  trace_->builder.set_outputs(std::move(outs));
+}
+
+Tape TraceScope::finish() { return trace_->builder.finish(); }
+
+}  // namespace reel::detail
