@@ -1,1 +1,91 @@
-#include <doctest/doctest.h>
+// Bad input gets a reel::Error whose message names the operation, what it expected
+// and what it got.
+#include "test_util.hpp"
+
+using namespace reel;
+
+#define CHECK_ERROR(expr, ...)                                                   \
+  do {                                                                           \
+    std::string message;                                                         \
+    try {                                                                        \
+      (void)(expr);                                                              \
+    } catch (const reel::Error& e) {                                             \
+      message = e.what();                                                        \
+    }                                                                            \
+    CHECK_MESSAGE(!message.empty(), "no reel::Error from " #expr);               \
+    for (const char* part : {__VA_ARGS__})                                       \
+      CHECK_MESSAGE(message.find(part) != std::string::npos, "message '", message, \
+                    "' lacks '", part, "'");                                     \
+  } while (0)
+
+TEST_CASE("shape mismatches throw at trace time, naming the operation and both shapes") {
+  CHECK_ERROR(trace([](const Tensor& a, const Tensor& b) { return sum(matmul(a, b)); },
+                    zeros({2, 3}), zeros({2, 3})),
+              "matmul", "[2,3] and [2,3]");
+  CHECK_ERROR(trace([](const Tensor& a, const Tensor& b) { return sum(a + b); }, zeros({3, 4}),
+                    zeros({5})),
+              "add", "[3,4] and [5]", "broadcast");
+  CHECK_ERROR(zeros({3}) * zeros({2}), "mul", "[3] and [2]");
+  CHECK_ERROR(zeros({3}) + zeros({3}, DType::f32), "add", "f64[3]", "f32[3]");
+  CHECK_ERROR(reshape(zeros({3, 4}), {5}), "reshape", "f64[3,4]", "[5]");
+  CHECK_ERROR(sum(zeros({3, 4}), 2), "sum", "axis 2", "f64[3,4]");
+  CHECK_ERROR(transpose(zeros({3})), "transpose", "2-d", "f64[3]");
+  CHECK_ERROR(broadcast_to(zeros({3}), {4}), "broadcast_to", "f64[3]", "[4]");
+  CHECK_ERROR(sum_to(zeros({3}), {4}), "sum_to", "f64[3]", "[4]");
+  CHECK_ERROR(matmul(zeros({2}), zeros({2})), "matmul", "[2] and [2]");
+}
+
+TEST_CASE("grad of a non-scalar output without a seed says so") {
+  CHECK_ERROR(grad([](const Tensor& x) { return exp(x); }, zeros({3})), "grad", "scalar",
+              "f64[3]", "vjp");
+  CHECK_ERROR(vjp([](const Tensor& x) { return exp(x); }, zeros({2}), zeros({3})), "vjp", "seed",
+              "f64[3]", "f64[2]");
+  CHECK_ERROR(grad_tape(trace([](const Tensor& x) { return std::make_tuple(sum(x), sum(x)); },
+                              zeros({2}))),
+              "grad", "one output", "2");
+}
+
+TEST_CASE("play checks its arguments") {
+  const Tape t = trace([](const Tensor& a, const Tensor& b) { return sum(a * b); }, zeros({2}),
+                       zeros({2, 2}));
+  CHECK_ERROR(play(t, {zeros({2})}), "play", "expected 2 arguments, got 1");
+  CHECK_ERROR(play(t, {zeros({2}), zeros({3})}), "play", "argument 2", "f64[2,2]", "f64[3]");
+  CHECK_ERROR(play(t, {zeros({2}, DType::f32), zeros({2, 2})}), "play", "argument 1", "f64[2]",
+              "f32[2]");
+  CHECK_ERROR(play(t, {Tensor{}, zeros({2, 2})}), "play", "argument 1", "undefined");
+}
+
+TEST_CASE("malformed tape text gets an error with its line number") {
+  CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = frobnicate(%1)::f64[2]\nout %2"), "line 2",
+              "unknown primitive 'frobnicate'");
+  CHECK_ERROR(parse_tape("inp %1::f64[2]\n%3 = exp(%1)::f64[2]\nout %3"), "line 2", "%2");
+  CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = exp(%5)::f64[2]\nout %2"), "line 2", "%5",
+              "before it is defined");
+  CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = exp(%1)::f64[3]\nout %2"), "line 2", "f64[2]",
+              "f64[3]");
+  CHECK_ERROR(parse_tape("inp %1::f16[2]\nout %1"), "line 1", "dtype", "f16");
+  CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = exp(%1)::f64[2]"), "line 2", "missing 'out'");
+  CHECK_ERROR(parse_tape("inp %1::f64[2]\nout %1\n%2 = exp(%1)::f64[2]"), "line 3", "out");
+  CHECK_ERROR(parse_tape("%1 = const [1, 2]::f64[3]\nout %1"), "line 1", "3 values", "got 2");
+  CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = pow(%1)::f64[2]\nout %2"), "line 2", "pow",
+              "missing attribute 'p'");
+  CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = exp(%1, %1)::f64[2]\nout %2"), "line 2", "exp",
+              "expected 1 argument, got 2");
+  CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = sum(%1, axis=0.5)::f64[]\nout %2"), "line 2",
+              "axis", "integer");
+  CHECK_ERROR(parse_tape("inp %1::f64[2] junk\nout %1"), "line 1", "expected end of line",
+              "junk");
+  CHECK_ERROR(parse_tape("inp %1:f64[2]\nout %1"), "line 1", "'::'");
+  CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = add(%1, %1)::f64[2]\nout %2, %7"), "line 3", "%7");
+  CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = const 1x::f64[]\nout %2"), "line 2", "1x");
+}
+
+TEST_CASE("other bad input") {
+  CHECK_ERROR(tensor({1, 2, 3}, {2, 2}), "tensor", "[2,2]", "4 values", "got 3");
+  CHECK_ERROR(zeros({3}).item(), "item", "one element", "f64[3]");
+  CHECK_ERROR(Tensor{}.values(), "values", "undefined");
+  CHECK_ERROR(zeros({-1}), "negative");
+  CHECK_ERROR(exp(Tensor{}), "exp", "undefined");
+  CHECK_ERROR(PassPipeline({"cse", "nope"}), "unknown pass 'nope'");
+  CHECK_ERROR(select_outputs(parse_tape("inp %1::f64[]\nout %1"), {3}), "select_outputs", "1 outputs");
+}

@@ -1,1 +1,228 @@
-#include <doctest/doctest.h>
+// Gradients of every primitive against central finite differences (f64, random
+// points, through the interpreter), broadcasting pairs, second derivatives, and the
+// closed-form examples from Tracker.jl and Yota.jl.
+#include <cmath>
+
+#include "test_util.hpp"
+
+using namespace reel;
+using test::check_gradient;
+using test::Fn;
+
+namespace {
+
+// Weights a non-scalar result by fixed random numbers before summing, so every
+// output element has a different adjoint.
+Tensor weighted_sum(const Tensor& y, uint64_t seed) { return sum(y * randn(y.shape(), seed)); }
+
+Tensor positive(const Shape& s, uint64_t seed) { return rand(s, seed) + 0.5; }
+
+}  // namespace
+
+TEST_CASE("unary primitives: gradients match finite differences") {
+  const Tensor x = randn({3, 4}, 1);
+  const Tensor px = positive({3, 4}, 2);
+  struct Case {
+    const char* name;
+    Tensor (*f)(const Tensor&);
+    bool needs_positive;
+  };
+  const Case cases[] = {
+      {"neg", neg, false},   {"exp", exp, false},   {"log", log, true},
+      {"sin", sin, false},   {"cos", cos, false},   {"tanh", tanh, false},
+      {"sigmoid", sigmoid, false}, {"sqrt", sqrt, true}, {"square", square, false},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const Fn fn = [&](const std::vector<Tensor>& a) { return weighted_sum(c.f(a[0]), 7); };
+    check_gradient(fn, {c.needs_positive ? px : x}, c.name);
+  }
+  for (double p : {2.0, 2.5, -1.5, 0.5}) {
+    CAPTURE(p);
+    const Fn fn = [&](const std::vector<Tensor>& a) { return weighted_sum(pow(a[0], p), 7); };
+    check_gradient(fn, {px}, "pow");
+  }
+}
+
+TEST_CASE("binary primitives: gradients with broadcasting, in both orders") {
+  const Shape big{3, 4};
+  const std::vector<Shape> smalls{{3, 4}, {4}, {3, 1}, {1, 4}, {}};
+  using BinFn = Tensor (*)(const Tensor&, const Tensor&);
+  const std::pair<const char*, BinFn> ops[] = {{"add", add}, {"sub", sub}, {"mul", mul}, {"div", div}};
+  for (const auto& [name, op] : ops) {
+    for (const Shape& small : smalls) {
+      for (bool reversed : {false, true}) {
+        const std::string what = fmt::format("{} {} {} {}", name, shape_str(reversed ? small : big),
+                                             shape_str(reversed ? big : small), reversed ? "(reversed)" : "");
+        CAPTURE(what);
+        Tensor a = positive(big, 3), b = positive(small, 4);
+        if (reversed) std::swap(a, b);
+        const Fn fn = [&, op = op](const std::vector<Tensor>& t) { return weighted_sum(op(t[0], t[1]), 9); };
+        const auto g = check_gradient(fn, {a, b}, what);
+        CHECK(g[0].shape() == a.shape());
+        CHECK(g[1].shape() == b.shape());
+      }
+    }
+  }
+}
+
+TEST_CASE("tensor-double arithmetic: gradients") {
+  const Tensor x = positive({5}, 5);
+  const Fn fns[] = {
+      [](const std::vector<Tensor>& a) { return sum(a[0] * 3.0 + 1.0); },
+      [](const std::vector<Tensor>& a) { return sum(2.0 - a[0] / 4.0); },
+      [](const std::vector<Tensor>& a) { return sum(1.0 / a[0] - (a[0] - 2.0) * (0.5 + a[0])); },
+      [](const std::vector<Tensor>& a) { return sum(-a[0] * a[0]); },
+  };
+  int i = 0;
+  for (const Fn& fn : fns) check_gradient(fn, {x}, fmt::format("scalar case {}", i++));
+}
+
+TEST_CASE("reductions: gradients") {
+  const Tensor x = randn({3, 4}, 6);
+  check_gradient([](const std::vector<Tensor>& a) { return sum(a[0]); }, {x}, "sum");
+  check_gradient([](const std::vector<Tensor>& a) { return mean(a[0]); }, {x}, "mean");
+  check_gradient([](const std::vector<Tensor>& a) { return weighted_sum(sum(a[0], 0), 3); }, {x},
+                 "sum axis 0");
+  check_gradient([](const std::vector<Tensor>& a) { return weighted_sum(sum(a[0], 1), 3); }, {x},
+                 "sum axis 1");
+  check_gradient([](const std::vector<Tensor>& a) { return weighted_sum(sum(a[0], -1), 3); }, {x},
+                 "sum axis -1");
+  check_gradient([](const std::vector<Tensor>& a) { return weighted_sum(sum_to(a[0], {1, 4}), 3); },
+                 {x}, "sum_to [1,4]");
+  check_gradient([](const std::vector<Tensor>& a) { return weighted_sum(sum_to(a[0], {4}), 3); },
+                 {x}, "sum_to [4]");
+  check_gradient([](const std::vector<Tensor>& a) { return weighted_sum(sum_to(a[0], {3, 1}), 3); },
+                 {x}, "sum_to [3,1]");
+}
+
+TEST_CASE("shape and linear-algebra primitives: gradients") {
+  const Tensor a = randn({3, 4}, 7), b = randn({4, 2}, 8), v = randn({4}, 9);
+  check_gradient([](const std::vector<Tensor>& t) { return weighted_sum(matmul(t[0], t[1]), 1); },
+                 {a, b}, "matmul 2-D");
+  check_gradient([](const std::vector<Tensor>& t) { return weighted_sum(matmul(t[0], t[1]), 1); },
+                 {a, v}, "matmul matrix-vector");
+  check_gradient([](const std::vector<Tensor>& t) { return weighted_sum(transpose(t[0]), 1); }, {a},
+                 "transpose");
+  check_gradient([](const std::vector<Tensor>& t) { return weighted_sum(reshape(t[0], {2, 6}), 1); },
+                 {a}, "reshape");
+  check_gradient(
+      [](const std::vector<Tensor>& t) { return weighted_sum(broadcast_to(t[0], {3, 4}), 1); },
+      {v}, "broadcast_to [4] -> [3,4]");
+  check_gradient(
+      [](const std::vector<Tensor>& t) { return weighted_sum(broadcast_to(t[0], {3, 4}), 1); },
+      {randn({3, 1}, 10)}, "broadcast_to [3,1] -> [3,4]");
+}
+
+TEST_CASE("a variable used several times accumulates its adjoints") {
+  const Fn fn = [](const std::vector<Tensor>& t) {
+    const Tensor& x = t[0];
+    return sum(x * x * sin(x) + exp(x) / (x + 3.0));
+  };
+  check_gradient(fn, {randn({6}, 11)}, "reuse");
+}
+
+TEST_CASE("inputs the output does not depend on get zero gradients of their shape") {
+  const Tensor x = randn({3}, 1), y = randn({2, 2}, 2);
+  auto g = grad([](const Tensor& a, const Tensor&) { return sum(exp(a)); }, x, y);
+  CHECK(g.grads[1].shape() == Shape{2, 2});
+  CHECK(g.grads[1].values() == std::vector<double>(4, 0.0));
+  test::check_close(g.grads[0], exp(x), 1e-15, 0, "d/dx sum(exp(x))");
+}
+
+TEST_CASE("second derivative: differentiating a gradient tape") {
+  // f(x) = exp(sin(x)) * x, a scalar function of a 0-d x.
+  const Fn f = [](const std::vector<Tensor>& t) { return exp(sin(t[0])) * t[0]; };
+  const Tensor x = scalar(0.7);
+  const Tape forward = test::trace_list(f, {x});
+  const Tape first = grad_tape(forward);
+  const Tape df = dce(select_outputs(first, {1}));  // x -> f'(x), a scalar
+  const Tape second = grad_tape(df);                // x -> (f'(x), f''(x))
+  const auto out = test::run_checked(second, {x});
+  const double h = 1e-4, x0 = 0.7;
+  auto fv = [](double v) { return std::exp(std::sin(v)) * v; };
+  const double fd2 = (fv(x0 + h) - 2 * fv(x0) + fv(x0 - h)) / (h * h);
+  const double d1 = std::exp(std::sin(x0)) * (1 + x0 * std::cos(x0));
+  CHECK(out[0].item() == doctest::Approx(d1).epsilon(1e-12));
+  CHECK(out[1].item() == doctest::Approx(fd2).epsilon(1e-6));
+}
+
+TEST_CASE("second derivative: grad of a function that calls grad (nested traces)") {
+  // h(x) = sum(d/dx sum(tanh(x)^2)), whose gradient is the row sums of the Hessian.
+  auto inner = [](const Tensor& x) { return sum(square(tanh(x))); };
+  auto h = [&](const Tensor& x) { return sum(grad(inner, x).grads[0]); };
+  const Tensor x = randn({4}, 12);
+  const auto g = grad(h, x);
+  const test::Fn hf = [&](const std::vector<Tensor>& t) { return h(t[0]); };
+  const auto fd = test::finite_diff(hf, {x});
+  test::check_close(g.grads[0], fd[0], 1e-6, 1e-7, "Hessian row sums");
+  // The closed form: d/dx [2 tanh(x) (1 - tanh^2 x)] = 2 (1 - t^2)(1 - 3 t^2).
+  std::vector<double> want;
+  for (double v : x.values()) {
+    const double t = std::tanh(v);
+    want.push_back(2 * (1 - t * t) * (1 - 3 * t * t));
+  }
+  test::check_close(g.grads[0], tensor(want), 1e-12, 1e-14, "closed form");
+}
+
+TEST_CASE("Tracker.jl example: W*x and its vector-Jacobian product") {
+  const Tensor W = tensor({1, 2, 3, 4}, {2, 2});
+  const Tensor x = tensor({5, 6});
+  auto f = [](const Tensor& w, const Tensor& v) { return matmul(w, v); };
+  const Tape t = trace(f, W, x);
+  const auto y = test::run_checked(t, {W, x});
+  CHECK(y[0].values() == std::vector<double>{17, 39});
+  const auto r = vjp(f, tensor({1, -1}), W, x);
+  CHECK(r.value.values() == std::vector<double>{17, 39});
+  CHECK(r.grads[0].shape() == Shape{2, 2});
+  CHECK(r.grads[0].values() == std::vector<double>{5, 6, -5, -6});
+  CHECK(r.grads[1].values() == std::vector<double>{-2, -2});
+  // The seeded gradient tape runs like any other.
+  const auto out = test::run_checked(vjp_tape(t), {W, x, tensor({1, -1})});
+  CHECK(out[1].values() == std::vector<double>{5, 6, -5, -6});
+}
+
+TEST_CASE("Yota.jl example: L(x) = sum(sigmoid(x))") {
+  auto L = [](const Tensor& x) { return sum(sigmoid(x)); };
+  const Tensor x = tensor({1, 2, 3, 4, 5});
+  const auto g = grad(L, x);
+  double value = 0;
+  std::vector<double> want;
+  for (double v : x.values()) {
+    const double s = 1 / (1 + std::exp(-v));
+    value += s;
+    want.push_back(s * (1 - s));
+  }
+  CHECK(g.value.item() == doctest::Approx(value).epsilon(1e-14));
+  test::check_close(g.grads[0], tensor(want), 1e-14, 0, "sigmoid'");
+  const auto out = test::run_checked(grad_tape(trace(L, x)), {x});
+  test::check_close(out[1], tensor(want), 1e-14, 0, "grad tape");
+}
+
+TEST_CASE("Yota.jl example: loss(W, b, x) = sum(matmul(W, x) + b) has closed-form gradients") {
+  auto loss = [](const Tensor& W, const Tensor& b, const Tensor& x) { return sum(matmul(W, x) + b); };
+  const Tensor W = randn({128, 784}, 1), b = randn({128, 1}, 2), x = randn({784, 100}, 3);
+  const auto g = grad(loss, W, b, x);
+  // dW[i,j] = sum_k x[j,k]; db[i] = 100 (the batch size); dx[j,k] = sum_i W[i,j].
+  const auto xv = x.values(), wv = W.values();
+  std::vector<double> row_sums_x(784, 0), col_sums_w(784, 0);
+  for (int j = 0; j < 784; ++j)
+    for (int k = 0; k < 100; ++k) row_sums_x[j] += xv[j * 100 + k];
+  for (int i = 0; i < 128; ++i)
+    for (int j = 0; j < 784; ++j) col_sums_w[j] += wv[i * 784 + j];
+  std::vector<double> dW, dx;
+  for (int i = 0; i < 128; ++i) dW.insert(dW.end(), row_sums_x.begin(), row_sums_x.end());
+  for (int j = 0; j < 784; ++j) dx.insert(dx.end(), 100, col_sums_w[j]);
+  test::check_close(g.grads[0], tensor(dW, {128, 784}), 1e-10, 1e-10, "dW");
+  test::check_close(g.grads[1], full({128, 1}, 100.0), 1e-12, 0, "db");
+  test::check_close(g.grads[2], tensor(dx, {784, 100}), 1e-10, 1e-10, "dx");
+  test::check_round_trip(grad_tape(trace(loss, W, b, x)));
+}
+
+TEST_CASE("f32 gradients agree with f64 ones") {
+  auto f = [](const Tensor& x) { return sum(tanh(x) * sigmoid(x) + sqrt(square(x) + 1.0)); };
+  const Tensor x64 = randn({10}, 13), x32 = randn({10}, 13, DType::f32);
+  const auto g64 = grad(f, x64), g32 = grad(f, x32);
+  CHECK(g32.grads[0].dtype() == DType::f32);
+  test::check_close(g32.grads[0], g64.grads[0], 1e-5, 1e-6, "f32 vs f64");
+}

@@ -1,1 +1,81 @@
-#include <doctest/doctest.h>
+// Tensors and eager kernels, with hand-computed values.
+#include "test_util.hpp"
+
+using namespace reel;
+
+TEST_CASE("tensor creation and accessors") {
+  const Tensor v = tensor({1.0, 2.0, 3.0});
+  CHECK(v.shape() == Shape{3});
+  CHECK(v.dtype() == DType::f64);
+  CHECK(v.numel() == 3);
+  CHECK(v.values() == std::vector<double>{1, 2, 3});
+  const Tensor m = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f32);
+  CHECK(m.dtype() == DType::f32);
+  CHECK(m.rank() == 2);
+  CHECK(m.values() == std::vector<double>{1, 2, 3, 4, 5, 6});
+  CHECK(scalar(2.5).item() == 2.5);
+  CHECK(scalar(2.5).shape().empty());
+  CHECK(zeros({2, 2}).values() == std::vector<double>(4, 0.0));
+  CHECK(ones({3}, DType::f32).values() == std::vector<double>(3, 1.0));
+  CHECK(full({2}, 7.0).values() == std::vector<double>{7, 7});
+  CHECK(zeros({0, 3}).numel() == 0);
+}
+
+TEST_CASE("random tensors are reproducible and roughly distributed") {
+  const Tensor a = randn({1000}, 42), b = randn({1000}, 42), c = randn({1000}, 43);
+  CHECK(a.values() == b.values());
+  CHECK(a.values() != c.values());
+  double mean = 0, var = 0;
+  for (double v : a.values()) mean += v / 1000;
+  for (double v : a.values()) var += (v - mean) * (v - mean) / 1000;
+  CHECK(std::abs(mean) < 0.15);
+  CHECK(std::abs(var - 1) < 0.15);
+  for (double v : rand({1000}, 1).values()) CHECK((v >= 0 && v < 1));
+  CHECK(randn({4}, 1, DType::f32).dtype() == DType::f32);
+}
+
+TEST_CASE("elementwise kernels with broadcasting") {
+  const Tensor a = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK((a + tensor({10, 20, 30})).values() == std::vector<double>{11, 22, 33, 14, 25, 36});
+  CHECK((a * tensor({2, 3}, {2, 1})).values() == std::vector<double>{2, 4, 6, 12, 15, 18});
+  CHECK((tensor({1, 2}, {2, 1}) - tensor({1, 2, 3}, {1, 3})).values() ==
+        std::vector<double>{0, -1, -2, 1, 0, -1});
+  CHECK((a / 2.0).values() == std::vector<double>{0.5, 1, 1.5, 2, 2.5, 3});
+  CHECK((12.0 / a).values() == std::vector<double>{12, 6, 4, 3, 2.4, 2});
+  CHECK((-a).values() == std::vector<double>{-1, -2, -3, -4, -5, -6});
+  CHECK(square(a).values() == std::vector<double>{1, 4, 9, 16, 25, 36});
+  CHECK(pow(tensor({4, 9}), 0.5).values() == std::vector<double>{2, 3});
+  CHECK(sigmoid(scalar(0.0)).item() == 0.5);
+  CHECK(exp(scalar(0.0)).item() == 1.0);
+  CHECK(log(scalar(1.0)).item() == 0.0);
+  CHECK(sqrt(scalar(16.0)).item() == 4.0);
+  CHECK(tanh(scalar(0.0)).item() == 0.0);
+  CHECK(cos(scalar(0.0)).item() == 1.0);
+  CHECK(sin(scalar(0.0)).item() == 0.0);
+}
+
+TEST_CASE("reductions, shape ops and matmul") {
+  const Tensor a = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(sum(a).item() == 21);
+  CHECK(mean(a).item() == 3.5);
+  CHECK(sum(a, 0).values() == std::vector<double>{5, 7, 9});
+  CHECK(sum(a, 1).values() == std::vector<double>{6, 15});
+  CHECK(sum(a, 1).shape() == Shape{2});
+  CHECK(sum_to(a, {1, 3}).values() == std::vector<double>{5, 7, 9});
+  CHECK(sum_to(a, {2, 1}).values() == std::vector<double>{6, 15});
+  CHECK(transpose(a).shape() == Shape{3, 2});
+  CHECK(transpose(a).values() == std::vector<double>{1, 4, 2, 5, 3, 6});
+  CHECK(reshape(a, {3, 2}).values() == a.values());
+  CHECK(broadcast_to(tensor({1, 2}, {2, 1}), {2, 2}).values() == std::vector<double>{1, 1, 2, 2});
+  const Tensor b = tensor({1, 0, 0, 1, 1, 1}, {3, 2});
+  CHECK(matmul(a, b).values() == std::vector<double>{4, 5, 10, 11});
+  CHECK(matmul(a, tensor({1, 1, 1})).values() == std::vector<double>{6, 15});
+  const Tensor a32 = tensor({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f32);
+  CHECK(matmul(a32, tensor({1, 0, 0, 1, 1, 1}, {3, 2}, DType::f32)).values() ==
+        std::vector<double>{4, 5, 10, 11});
+}
+
+TEST_CASE("formatting a tensor") {
+  CHECK(fmt::format("{}", tensor({1, 2})) == "f64[2] [1, 2]");
+  CHECK(fmt::format("{}", scalar(3, DType::f32)) == "f32[] 3");
+}

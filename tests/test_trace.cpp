@@ -1,1 +1,100 @@
-#include <doctest/doctest.h>
+// The tracer: what becomes an input, a constant, an output; nesting.
+#include "test_util.hpp"
+
+using namespace reel;
+
+namespace {
+Tensor free_function(const Tensor& x) { return sum(exp(x)); }
+struct Functor {
+  double scale;
+  Tensor operator()(const Tensor& x) const { return sum(x * scale); }
+};
+}  // namespace
+
+TEST_CASE("trace records inputs, calls and outputs with types") {
+  const Tape t = trace(free_function, tensor({1, 2, 3}));
+  CHECK(to_string(t) ==
+        "inp %1::f64[3]\n"
+        "%2 = exp(%1)::f64[3]\n"
+        "%3 = sum(%2)::f64[]\n"
+        "out %3");
+  test::check_round_trip(t);
+}
+
+TEST_CASE("captured tensors and plain numbers become constants") {
+  const Tensor w = tensor({2, 3});
+  auto f = [&](const Tensor& x, double k) { return sum(x * w + k); };
+  const Tape t = trace(f, tensor({1, 1}), 5.0);
+  CHECK(t.inputs().size() == 1);
+  CHECK(t.count(OpKind::constant) == 2);
+  CHECK(to_string(t) ==
+        "inp %1::f64[2]\n"
+        "%2 = const [2, 3]::f64[2]\n"
+        "%3 = mul(%1, %2)::f64[2]\n"
+        "%4 = const 5::f64[]\n"
+        "%5 = add(%3, %4)::f64[2]\n"
+        "%6 = sum(%5)::f64[]\n"
+        "out %6");
+  const auto out = test::run_checked(t, {tensor({10, 100})});
+  CHECK(out[0].item() == 2 * 10 + 5 + 3 * 100 + 5);
+}
+
+TEST_CASE("functors, function pointers, several outputs, an input as output") {
+  const Tape t1 = trace(Functor{2.0}, tensor({1, 2}));
+  CHECK(test::run_checked(t1, {tensor({3, 4})})[0].item() == 14);
+  const Tape t2 = trace(&free_function, scalar(0.0));
+  CHECK(test::run_checked(t2, {scalar(0.0)})[0].item() == 1);
+  const Tape t3 = trace([](const Tensor& x) { return std::make_tuple(sum(x), x, x * 2.0); },
+                        tensor({1, 2}));
+  REQUIRE(t3.outputs.size() == 3);
+  const auto out = test::run_checked(t3, {tensor({5, 6})});
+  CHECK(out[0].item() == 11);
+  CHECK(out[1].values() == std::vector<double>{5, 6});
+  CHECK(out[2].values() == std::vector<double>{10, 12});
+  const Tape t4 = trace([](const Tensor& x) { return std::vector<Tensor>{x + 1.0, -x}; }, scalar(1.0));
+  CHECK(test::run_checked(t4, {scalar(2.0)})[1].item() == -2);
+}
+
+TEST_CASE("values are computed while tracing, so item() works inside f") {
+  double seen = 0;
+  auto f = [&](const Tensor& x) {
+    const Tensor s = sum(x);
+    seen = s.item();
+    // A branch on a value is recorded as taken.
+    return s.item() > 0 ? s * 2.0 : s * -1.0;
+  };
+  const Tape t = trace(f, tensor({1, 2}));
+  CHECK(seen == 3);
+  CHECK(test::run_checked(t, {tensor({-4, 1})})[0].item() == -6);  // the traced path
+}
+
+TEST_CASE("nested traces do not corrupt each other") {
+  // Tracing a function that itself traces and computes gradients.
+  auto inner = [](const Tensor& x) { return sum(sin(x) * x); };
+  auto outer = [&](const Tensor& x) {
+    const Tape inside = trace(inner, x);  // a separate tape of its own
+    CHECK(inside.size() == 4);
+    const auto g = grad(inner, x);
+    return sum(g.grads[0] * g.grads[0]) + g.value;
+  };
+  const Tensor x = tensor({0.3, -1.2, 2.0});
+  const Tape t = trace(outer, x);
+  CHECK(t.inputs().size() == 1);
+  const auto out = test::run_checked(t, {x});
+  // d/dx sum(x sin x) = sin x + x cos x
+  double want = 0;
+  for (double v : x.values()) want += std::pow(std::sin(v) + v * std::cos(v), 2) + v * std::sin(v);
+  CHECK(out[0].item() == doctest::Approx(want).epsilon(1e-13));
+  // The outer tape is a function of its input: run it at another point.
+  const Tensor y = tensor({1.0, 0.5, -0.25});
+  double want_y = 0;
+  for (double v : y.values()) want_y += std::pow(std::sin(v) + v * std::cos(v), 2) + v * std::sin(v);
+  CHECK(test::run_checked(t, {y})[0].item() == doctest::Approx(want_y).epsilon(1e-13));
+}
+
+TEST_CASE("playing a tape inside a trace records its operations") {
+  const Tape square_sum = trace([](const Tensor& x) { return sum(square(x)); }, tensor({1, 2}));
+  const Tape t = trace([&](const Tensor& x) { return play(square_sum, {x * 3.0})[0]; },
+                       tensor({1, 2}));
+  CHECK(test::run_checked(t, {tensor({1, 1})})[0].item() == 18);
+}

@@ -37,7 +37,7 @@ void add_reductions(std::vector<Primitive>& t) {
     return a.has("axis") ? kernels::sum_axis(in[0], a.integer("axis")) : kernels::sum_all(in[0]);
   };
   sum.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    const VarType& x = b.type(a.args[0]);
+    const VarType x = b.type(a.args[0]);  // a copy: building may move the tape
     Var d = a.dout;
     if (a.attrs.has("axis")) {
       Shape keep = x.shape;
@@ -62,7 +62,7 @@ void add_reductions(std::vector<Primitive>& t) {
   mean.infer = [](std::span<const VarType> in, const Attrs&) { return VarType{in[0].dtype, {}}; };
   mean.eager = [](std::span<const Tensor> in, const Attrs&) { return kernels::mean_all(in[0]); };
   mean.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    const VarType& x = b.type(a.args[0]);
+    const VarType x = b.type(a.args[0]);  // a copy: building may move the tape
     const double scale = 1.0 / static_cast<double>(numel(x.shape));
     return std::vector<Var>{b.broadcast_to(b.mul(a.dout, scale), x.shape)};
   };

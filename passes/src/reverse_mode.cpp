@@ -84,7 +84,7 @@ Tape reverse(const Tape& f, bool seeded) {
 Tape reverse_mode(const Tape& tape) { return reverse(tape, false); }
 Tape reverse_mode_seeded(const Tape& tape) { return reverse(tape, true); }
 
-Tape grad_tape(const Tape& tape) { return PassPipeline({"grad", "cse", "dce"}).run(tape); }
-Tape vjp_tape(const Tape& tape) { return PassPipeline({"vjp", "cse", "dce"}).run(tape); }
+Tape grad_tape(const Tape& tape) { return PassPipeline({"grad", "simplify", "cse", "dce"}).run(tape); }
+Tape vjp_tape(const Tape& tape) { return PassPipeline({"vjp", "simplify", "cse", "dce"}).run(tape); }
 
 }  // namespace reel

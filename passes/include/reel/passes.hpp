@@ -27,13 +27,17 @@ Tape cse(const Tape& tape);
 // they are the tape's signature.
 Tape dce(const Tape& tape);
 
-// reverse_mode (or reverse_mode_seeded) followed by cse and dce.
+// Algebraic identities: x*1, 1*x, x+0, 0+x, x-0, x/1 -> x and -(-x) -> x, where x
+// already has the result's type (so no broadcast is lost).
+Tape simplify(const Tape& tape);
+
+// reverse_mode (or reverse_mode_seeded) followed by simplify, cse and dce.
 Tape grad_tape(const Tape& tape);
 Tape vjp_tape(const Tape& tape);
 
 using Pass = std::function<Tape(const Tape&)>;
 
-// Passes by name: "grad", "vjp", "cse", "dce".
+// Passes by name: "grad", "vjp", "simplify", "cse", "dce".
 std::vector<std::string> pass_names();
 const Pass& find_pass(const std::string& name);  // throws reel::Error for unknown names
 

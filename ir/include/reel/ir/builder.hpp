@@ -30,6 +30,7 @@ class TapeBuilder {
   Var broadcast_to(Var a, const Shape& shape);    // no-op if the shape is already right
   Var sum_to(Var a, const Shape& shape);          // no-op if the shape is already right
 
+  // The reference is valid only until the next op is added.
   const VarType& type(Var v) const { return tape_.type(v); }
   void set_outputs(std::vector<Var> outputs) { tape_.outputs = std::move(outputs); }
   const Tape& tape() const { return tape_; }

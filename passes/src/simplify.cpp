@@ -1,0 +1,61 @@
+// Algebraic simplification of the identities the reverse pass produces most: a seed of
+// ones multiplied in (x * 1 -> x), zero adjoints added (x + 0 -> x), double negation.
+// Only rewrites where the kept operand already has the result's type, so no
+// broadcast is lost.
+#include "reel/ir/builder.hpp"
+#include "reel/passes.hpp"
+
+namespace reel {
+
+namespace {
+
+// True if v is a constant whose every element is `value`, or a broadcast of one.
+bool is_filled_with(const Tape& t, Var v, double value) {
+  const Op* op = &t.op(v);
+  while (op->kind == OpKind::call && op->prim->name == "broadcast_to") op = &t.op(op->args[0]);
+  if (op->kind != OpKind::constant) return false;
+  for (double x : op->value.values())
+    if (x != value) return false;
+  return true;
+}
+
+// The simpler variable equal to `op` (with arguments `a` in the new tape), or kNoVar.
+Var simpler(const Tape& t, const Op& op, const std::vector<Var>& a) {
+  if (op.kind != OpKind::call) return kNoVar;
+  const std::string& name = op.prim->name;
+  auto same_type = [&](Var v) { return t.type(v) == op.type; };
+  if (name == "mul") {
+    if (is_filled_with(t, a[0], 1.0) && same_type(a[1])) return a[1];
+    if (is_filled_with(t, a[1], 1.0) && same_type(a[0])) return a[0];
+  } else if (name == "add") {
+    if (is_filled_with(t, a[0], 0.0) && same_type(a[1])) return a[1];
+    if (is_filled_with(t, a[1], 0.0) && same_type(a[0])) return a[0];
+  } else if (name == "sub" || name == "div") {
+    const double identity = name == "sub" ? 0.0 : 1.0;
+    if (is_filled_with(t, a[1], identity) && same_type(a[0])) return a[0];
+  } else if (name == "neg") {
+    const Op& inner = t.op(a[0]);
+    if (inner.kind == OpKind::call && inner.prim->name == "neg") return inner.args[0];
+  }
+  return kNoVar;
+}
+
+}  // namespace
+
+Tape simplify(const Tape& tape) {
+  TapeBuilder b;
+  std::vector<Var> map(tape.size() + 1, kNoVar);
+  for (Var v = 1; v <= tape.size(); ++v) {
+    const Op& op = tape.op(v);
+    std::vector<Var> args;
+    for (Var a : op.args) args.push_back(map[a]);
+    const Var s = simpler(b.tape(), op, args);
+    map[v] = s != kNoVar ? s : b.copy(op, std::move(args));
+  }
+  std::vector<Var> outs;
+  for (Var o : tape.outputs) outs.push_back(map[o]);
+  b.set_outputs(std::move(outs));
+  return b.finish();
+}
+
+}  // namespace reel

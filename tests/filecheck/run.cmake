@@ -1,0 +1,13 @@
+# Runs reel-opt with the passes of the file's '# RUN:' line, then FileCheck on the output.
+file(STRINGS ${INPUT} run_line REGEX "^# RUN: reel-opt")
+string(REGEX REPLACE "^# RUN: reel-opt *" "" args "${run_line}")
+separate_arguments(args)
+execute_process(COMMAND ${REEL_OPT} ${args} ${INPUT} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "reel-opt failed (${rc})")
+endif()
+file(WRITE ${OUTPUT} "${out}")
+execute_process(COMMAND ${FILECHECK} ${INPUT} --input-file=${OUTPUT} RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "FileCheck failed")
+endif()

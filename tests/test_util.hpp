@@ -1,0 +1,59 @@
+#pragma once
+// Helpers shared by the tests. Every tape a test runs goes through run_checked, which
+// also checks that the tape's text form parses back to the same text.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <reel/reel.hpp>
+
+#include <functional>
+#include <string>
+
+namespace reel::test {
+
+// print -> parse -> print gives the same text.
+inline void check_round_trip(const Tape& tape) {
+  const std::string text = to_string(tape);
+  const std::string again = to_string(parse_tape(text));
+  CHECK_MESSAGE(text == again, "round trip changed the tape:\n", text, "\n---\n", again);
+}
+
+// Runs `tape` through the interpreter after checking its text round trip.
+std::vector<Tensor> run_checked(const Tape& tape, const std::vector<Tensor>& args);
+
+// Central finite differences of a scalar function of several tensors: one gradient
+// tensor per argument (f64).
+std::vector<Tensor> finite_diff(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                                const std::vector<Tensor>& args, double h = 1e-6);
+
+// |a - b| <= atol + rtol * |b| elementwise, with a message naming the first failure.
+inline void check_close(const Tensor& a, const Tensor& b, double rtol, double atol,
+                        const std::string& what) {
+  REQUIRE_MESSAGE(a.shape() == b.shape(), what, ": shapes ", shape_str(a.shape()), " vs ",
+                  shape_str(b.shape()));
+  const auto va = a.values(), vb = b.values();
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    const bool ok = std::abs(va[i] - vb[i]) <= atol + rtol * std::abs(vb[i]);
+    if (!ok) {
+      FAIL_CHECK(what, ": element ", i, ": ", va[i], " vs ", vb[i]);
+      return;
+    }
+  }
+}
+
+// A function of its argument list, for tests that pass several tensors.
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Traces fn over `args` (as separate tape inputs).
+Tape trace_list(const Fn& fn, const std::vector<Tensor>& args);
+
+// Checks the gradient tape of fn against finite differences at `args`, through the
+// interpreter (and whatever run_checked adds). Returns the gradients.
+std::vector<Tensor> check_gradient(const Fn& fn, const std::vector<Tensor>& args,
+                                   const std::string& what, double rtol = 1e-6,
+                                   double atol = 1e-7);
+
+// Runs fn(args...) with tensors given in a vector: the tracer takes a fixed number of
+// tensor arguments, so lists of up to three are spelled out.
+Tensor call_list(const Fn& fn, const std::vector<Tensor>& args);
+
+}  // namespace reel::test
