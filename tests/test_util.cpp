@@ -4,7 +4,16 @@ namespace reel::test {
 
 std::vector<Tensor> run_checked(const Tape& tape, const std::vector<Tensor>& args) {
   check_round_trip(tape);
-  return play(tape, args);
+  std::vector<Tensor> interpreted = play(tape, args);
+  const std::vector<Tensor> compiled = compile(tape)(args);
+  REQUIRE(compiled.size() == interpreted.size());
+  for (std::size_t k = 0; k < compiled.size(); ++k) {
+    CHECK(compiled[k].dtype() == interpreted[k].dtype());
+    const Tolerance tol = compiled_tolerance(interpreted[k].dtype());
+    check_close(compiled[k], interpreted[k], tol.rtol, tol.atol,
+                fmt::format("output {} compiled vs interpreted", k));
+  }
+  return interpreted;
 }
 
 std::vector<Tensor> finite_diff(const Fn& f, const std::vector<Tensor>& args, double h) {

@@ -17,7 +17,17 @@ inline void check_round_trip(const Tape& tape) {
   CHECK_MESSAGE(text == again, "round trip changed the tape:\n", text, "\n---\n", again);
 }
 
-// Runs `tape` through the interpreter after checking its text round trip.
+// How closely compiled results must match the interpreter's (README documents these):
+// vector math (libmvec), FMA contraction and reassociated sums change the last bits.
+struct Tolerance {
+  double rtol, atol;
+};
+inline Tolerance compiled_tolerance(DType dtype) {
+  return dtype == DType::f64 ? Tolerance{1e-12, 1e-13} : Tolerance{1e-5, 1e-6};
+}
+
+// Runs `tape` through the interpreter after checking its text round trip, and checks
+// that the compiled tape gives the same outputs.
 std::vector<Tensor> run_checked(const Tape& tape, const std::vector<Tensor>& args);
 
 // Central finite differences of a scalar function of several tensors: one gradient

@@ -105,6 +105,21 @@ void verify(const Tape& tape) {
       throw Error(fmt::format("verify: output %{} is not a variable of the tape", o));
 }
 
+void check_args(const char* op, const Tape& tape, const std::vector<Tensor>& args) {
+  const std::vector<VarType> types = tape.input_types();
+  if (args.size() != types.size())
+    throw Error(fmt::format("{}: expected {} argument{}, got {}", op, types.size(),
+                            types.size() == 1 ? "" : "s", args.size()));
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].defined())
+      throw Error(fmt::format("{}: argument {}: expected {}, got an undefined tensor", op, i + 1,
+                              type_str(types[i])));
+    if (args[i].dtype() != types[i].dtype || args[i].shape() != types[i].shape)
+      throw Error(fmt::format("{}: argument {}: expected {}, got {}", op, i + 1,
+                              type_str(types[i]), type_str(args[i].dtype(), args[i].shape())));
+  }
+}
+
 Tape select_outputs(const Tape& tape, const std::vector<int>& positions) {
   Tape t = tape;
   t.outputs.clear();

@@ -6,21 +6,6 @@
 
 namespace reel {
 
-void check_args(const char* op, const Tape& tape, const std::vector<Tensor>& args) {
-  const std::vector<VarType> types = tape.input_types();
-  if (args.size() != types.size())
-    throw Error(fmt::format("{}: expected {} argument{}, got {}", op, types.size(),
-                            types.size() == 1 ? "" : "s", args.size()));
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (!args[i].defined())
-      throw Error(fmt::format("{}: argument {}: expected {}, got an undefined tensor", op, i + 1,
-                              type_str(types[i])));
-    if (args[i].dtype() != types[i].dtype || args[i].shape() != types[i].shape)
-      throw Error(fmt::format("{}: argument {}: expected {}, got {}", op, i + 1,
-                              type_str(types[i]), type_str(args[i].dtype(), args[i].shape())));
-  }
-}
-
 std::vector<Tensor> play(const Tape& tape, const std::vector<Tensor>& args) {
   check_args("play", tape, args);
   std::vector<Tensor> env(static_cast<std::size_t>(tape.size()) + 1);

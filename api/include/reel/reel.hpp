@@ -10,3 +10,5 @@
 #include "reel/play.hpp"
 #include "reel/passes.hpp"
 #include "reel/grad.hpp"
+#include "reel/compile.hpp"
+#include "reel/simplegrad.hpp"

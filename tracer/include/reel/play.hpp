@@ -11,8 +11,4 @@ namespace reel {
 // records its operations there.
 std::vector<Tensor> play(const Tape& tape, const std::vector<Tensor>& args);
 
-// Throws reel::Error naming `op`, the argument, and the expected and given types
-// if `args` do not match the tape's inputs.
-void check_args(const char* op, const Tape& tape, const std::vector<Tensor>& args);
-
 }  // namespace reel

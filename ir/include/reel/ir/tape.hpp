@@ -50,6 +50,10 @@ VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& 
 // reel::Error naming the variable and the problem.
 void verify(const Tape& tape);
 
+// Throws reel::Error naming `op`, the argument, and the expected and given types if
+// `args` do not match the tape's inputs in count, dtype and shape.
+void check_args(const char* op, const Tape& tape, const std::vector<Tensor>& args);
+
 // A copy of the tape that returns only the outputs at the given positions.
 Tape select_outputs(const Tape& tape, const std::vector<int>& positions);
 

@@ -1,0 +1,146 @@
+#include "reel/compile.hpp"
+
+#include <fmt/format.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "emit.hpp"
+#include "jit.hpp"
+#include "plan.hpp"
+#include "reel/passes.hpp"
+
+namespace reel {
+
+using EntryFn = void (*)(const void* const*, void* const*, const void* const*, void*);
+
+struct CompiledFunction::Impl {
+  Tape tape;
+  std::vector<VarType> output_types;
+  std::vector<Tensor> constants;
+  std::vector<const void*> constant_ptrs;
+  int64_t workspace_bytes = 0;
+  std::string ir;
+  EntryFn entry = nullptr;
+  std::shared_ptr<void> code;  // frees the JIT code
+};
+
+namespace {
+
+std::string print(const llvm::Module& m) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  m.print(os, nullptr);
+  return os.str();
+}
+
+struct Lowered {
+  Tape tape;
+  codegen::Plan plan;
+  std::string name;
+  std::unique_ptr<llvm::LLVMContext> context;
+  std::unique_ptr<llvm::Module> module;
+  std::string before, after;
+};
+
+// Everything but adding to the JIT. Call with the JIT's mutex held.
+Lowered lower(const Tape& input, bool keep_text) {
+  static std::atomic<uint64_t> counter{0};
+  auto& jit = codegen::Jit::get();
+  Lowered l;
+  l.tape = PassPipeline({"simplify", "cse", "dce"}).run(input);
+  verify(l.tape);
+  l.plan = codegen::make_plan(l.tape);
+  l.name = fmt::format("reel_fn_{}", counter++);
+  l.context = std::make_unique<llvm::LLVMContext>();
+  l.module = codegen::emit_module(*l.context, l.tape, l.plan, l.name, jit.data_layout(), jit.triple());
+  if (keep_text) l.before = print(*l.module);
+  jit.optimize(*l.module);
+  l.after = print(*l.module);
+  return l;
+}
+
+// One growing, 64-byte-aligned scratch buffer per thread, reused across calls.
+void* thread_workspace(int64_t bytes) {
+  struct Buffer {
+    void* data = nullptr;
+    int64_t size = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buf;
+  if (buf.size < bytes) {
+    std::free(buf.data);
+    buf.data = std::aligned_alloc(64, static_cast<std::size_t>((bytes + 63) / 64 * 64));
+    if (buf.data == nullptr) throw Error(fmt::format("compiled function: cannot allocate {} bytes", bytes));
+    buf.size = bytes;
+  }
+  return buf.data;
+}
+
+}  // namespace
+
+CompiledFunction compile(const Tape& tape) {
+  auto& jit = codegen::Jit::get();
+  std::lock_guard<std::mutex> lock(jit.mutex());
+  const bool dump = std::getenv("REEL_DUMP_IR") != nullptr;
+  Lowered l = lower(tape, dump);
+  if (dump)
+    fmt::print(stderr, "; ---- {} before optimisation ----\n{}\n; ---- {} after optimisation ----\n{}\n",
+               l.name, l.before, l.name, l.after);
+
+  auto impl = std::make_shared<CompiledFunction::Impl>();
+  for (Var o : l.tape.outputs) impl->output_types.push_back(l.tape.type(o));
+  for (Var c : l.plan.constants) {
+    impl->constants.push_back(l.tape.op(c).value);
+    impl->constant_ptrs.push_back(impl->constants.back().raw());
+  }
+  impl->workspace_bytes = l.plan.workspace_bytes;
+  impl->ir = std::move(l.after);
+  auto added = jit.add(std::move(l.module), std::move(l.context), l.name);
+  impl->entry = reinterpret_cast<EntryFn>(added.address);
+  impl->code = std::move(added.handle);
+  impl->tape = std::move(l.tape);
+  CompiledFunction f;
+  f.impl_ = std::move(impl);
+  return f;
+}
+
+std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args) const {
+  check_args("compiled function", impl_->tape, args);
+  constexpr std::size_t kInline = 16;  // pointer tables on the stack for small signatures
+  const void* in_small[kInline];
+  void* out_small[kInline];
+  std::vector<const void*> in_big;
+  std::vector<void*> out_big;
+  const void** in = in_small;
+  void** out = out_small;
+  if (args.size() > kInline) in = (in_big.resize(args.size()), in_big.data());
+  if (impl_->output_types.size() > kInline) out = (out_big.resize(impl_->output_types.size()), out_big.data());
+
+  for (std::size_t i = 0; i < args.size(); ++i) in[i] = args[i].raw();
+  std::vector<Tensor> outputs;
+  outputs.reserve(impl_->output_types.size());
+  for (std::size_t k = 0; k < impl_->output_types.size(); ++k) {
+    outputs.emplace_back(impl_->output_types[k].dtype, impl_->output_types[k].shape);
+    out[k] = outputs.back().mutable_raw();
+  }
+  impl_->entry(in, out, impl_->constant_ptrs.data(), thread_workspace(impl_->workspace_bytes));
+  return outputs;
+}
+
+const Tape& CompiledFunction::tape() const { return impl_->tape; }
+int64_t CompiledFunction::workspace_bytes() const { return impl_->workspace_bytes; }
+const std::string& CompiledFunction::llvm_ir() const { return impl_->ir; }
+
+std::string dump_ir(const Tape& tape) {
+  auto& jit = codegen::Jit::get();
+  std::lock_guard<std::mutex> lock(jit.mutex());
+  Lowered l = lower(tape, true);
+  return fmt::format("; ---- before optimisation ----\n{}\n; ---- after optimisation ----\n{}",
+                     l.before, l.after);
+}
+
+std::string jit_cpu() { return codegen::Jit::get().cpu(); }
+
+}  // namespace reel

@@ -1,0 +1,156 @@
+#include "jit.hpp"
+
+#include <fmt/format.h>
+#include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/DynamicLibrary.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Target/TargetMachine.h>
+
+#include "reel/blas.hpp"
+#include "reel/error.hpp"
+
+namespace reel::codegen {
+
+namespace {
+
+std::string message(llvm::Error e) { return llvm::toString(std::move(e)); }
+
+template <class T>
+T unwrap(llvm::Expected<T> v, const char* what) {
+  if (!v) throw Error(fmt::format("compile: {}: {}", what, message(v.takeError())));
+  return std::move(*v);
+}
+
+// glibc (2.35 and later) has vector forms LLVM 19's LIBMVEC_X86 table does not list:
+// tanh at every width, and the AVX-512 ('e') forms of the others. Names must outlive
+// the TargetLibraryInfoImpl, hence string literals.
+void add_libmvec_extras(llvm::TargetLibraryInfoImpl& tli, bool avx2, bool avx512) {
+  using llvm::ElementCount;
+  std::vector<llvm::VecDesc> v;
+  auto add = [&](const char* scalar, const char* vec, unsigned vf, const char* abi) {
+    v.emplace_back(scalar, vec, ElementCount::getFixed(vf), false, abi);
+  };
+  add("tanh", "_ZGVbN2v_tanh", 2, "_ZGV_LLVM_N2v");
+  add("tanhf", "_ZGVbN4v_tanhf", 4, "_ZGV_LLVM_N4v");
+  if (avx2) {
+    add("tanh", "_ZGVdN4v_tanh", 4, "_ZGV_LLVM_N4v");
+    add("tanhf", "_ZGVdN8v_tanhf", 8, "_ZGV_LLVM_N8v");
+  }
+  if (avx512) {
+    add("tanh", "_ZGVeN8v_tanh", 8, "_ZGV_LLVM_N8v");
+    add("tanhf", "_ZGVeN16v_tanhf", 16, "_ZGV_LLVM_N16v");
+    add("llvm.exp.f64", "_ZGVeN8v_exp", 8, "_ZGV_LLVM_N8v");
+    add("llvm.exp.f32", "_ZGVeN16v_expf", 16, "_ZGV_LLVM_N16v");
+    add("llvm.log.f64", "_ZGVeN8v_log", 8, "_ZGV_LLVM_N8v");
+    add("llvm.log.f32", "_ZGVeN16v_logf", 16, "_ZGV_LLVM_N16v");
+    add("llvm.sin.f64", "_ZGVeN8v_sin", 8, "_ZGV_LLVM_N8v");
+    add("llvm.sin.f32", "_ZGVeN16v_sinf", 16, "_ZGV_LLVM_N16v");
+    add("llvm.cos.f64", "_ZGVeN8v_cos", 8, "_ZGV_LLVM_N8v");
+    add("llvm.cos.f32", "_ZGVeN16v_cosf", 16, "_ZGV_LLVM_N16v");
+    add("llvm.pow.f64", "_ZGVeN8vv_pow", 8, "_ZGV_LLVM_N8vv");
+    add("llvm.pow.f32", "_ZGVeN16vv_powf", 16, "_ZGV_LLVM_N16vv");
+  }
+  tli.addVectorizableFunctions(v);
+}
+
+}  // namespace
+
+struct Jit::State {
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::unique_ptr<llvm::TargetMachine> tm;  // for the optimisation pipeline's cost model
+  bool avx2 = false, avx512 = false;
+};
+
+Jit& Jit::get() {
+  // Never destroyed: compiled functions may outlive static destruction order.
+  static Jit* jit = new Jit();
+  return *jit;
+}
+
+Jit::Jit() : state_(std::make_unique<State>()) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  // The vector math symbols (_ZGV...) the optimiser may call live in libmvec, which
+  // nothing else in the process references, so load it for the JIT to resolve them.
+  std::string err;
+  if (llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &err))
+    throw Error(fmt::format("compile: cannot load libmvec.so.1: {}", err));
+
+  auto jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
+  jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  for (const std::string& f : jtmb.getFeatures().getFeatures()) {
+    state_->avx2 |= f == "+avx2";
+    state_->avx512 |= f == "+avx512f";
+  }
+  cpu_ = jtmb.getCPU();
+  triple_ = jtmb.getTargetTriple().str();
+  state_->tm = unwrap(jtmb.createTargetMachine(), "creating the target machine");
+  state_->jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(),
+                       "creating the JIT");
+
+  auto& jd = state_->jit->getMainJITDylib();
+  const char prefix = state_->jit->getDataLayout().getGlobalPrefix();
+  jd.addGenerator(unwrap(
+      llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix), "process symbols"));
+  // The runtime's CBLAS wrappers, by address, so they resolve however Reel is linked.
+  llvm::orc::MangleAndInterner mangle(state_->jit->getExecutionSession(),
+                                      state_->jit->getDataLayout());
+  llvm::orc::SymbolMap runtime;
+  auto define = [&](const char* name, auto* fn) {
+    runtime[mangle(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn),
+                             llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+  };
+  define("reel_rt_gemm_f64", &reel_rt_gemm_f64);
+  define("reel_rt_gemm_f32", &reel_rt_gemm_f32);
+  define("reel_rt_gemv_f64", &reel_rt_gemv_f64);
+  define("reel_rt_gemv_f32", &reel_rt_gemv_f32);
+  if (auto e = jd.define(llvm::orc::absoluteSymbols(std::move(runtime))))
+    throw Error(fmt::format("compile: defining runtime symbols: {}", message(std::move(e))));
+}
+
+const llvm::DataLayout& Jit::data_layout() const { return state_->jit->getDataLayout(); }
+
+void Jit::optimize(llvm::Module& module) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = true;
+  pto.SLPVectorization = true;
+  pto.LoopUnrolling = true;
+  llvm::PassBuilder pb(state_->tm.get(), pto);
+
+  llvm::TargetLibraryInfoImpl tli(llvm::Triple(module.getTargetTriple()));
+  tli.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86,
+                                         llvm::Triple(module.getTargetTriple()));
+  add_libmvec_extras(tli, state_->avx2, state_->avx512);
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tli); });
+
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(module, mam);
+}
+
+Jit::Added Jit::add(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm::LLVMContext> context,
+                    const std::string& function) {
+  auto& jit = *state_->jit;
+  llvm::orc::ResourceTrackerSP tracker = jit.getMainJITDylib().createResourceTracker();
+  if (auto e = jit.addIRModule(tracker, llvm::orc::ThreadSafeModule(std::move(module), std::move(context))))
+    throw Error(fmt::format("compile: adding the module to the JIT: {}", message(std::move(e))));
+  auto address = unwrap(jit.lookup(function), "looking up the compiled function");
+  auto release = [this, tracker](void*) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    llvm::consumeError(tracker->remove());
+  };
+  return {address.toPtr<void*>(), std::shared_ptr<void>(nullptr, release)};
+}
+
+}  // namespace reel::codegen

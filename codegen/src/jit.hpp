@@ -1,0 +1,43 @@
+#pragma once
+// The process's one ORC LLJIT, shared by every compiled function. Internal to codegen/.
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace reel::codegen {
+
+class Jit {
+ public:
+  static Jit& get();  // created on first use, for the host CPU
+
+  const llvm::DataLayout& data_layout() const;
+  const std::string& triple() const { return triple_; }
+  const std::string& cpu() const { return cpu_; }
+  // Runs LLVM's O3 pipeline for the host, with glibc's libmvec as the vector math
+  // library so loops calling exp/log/sin/cos/pow/tanh vectorize.
+  void optimize(llvm::Module& module);
+
+  // Adds an optimised module; returns the address of `function` and a handle whose
+  // destruction frees the module's code (its ORC resource tracker).
+  struct Added {
+    void* address;
+    std::shared_ptr<void> handle;
+  };
+  Added add(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm::LLVMContext> context,
+            const std::string& function);
+
+  // Compilation holds this; LLVM's pass objects are not shared across threads.
+  std::mutex& mutex() { return mutex_; }
+
+ private:
+  Jit();
+  struct State;
+  std::unique_ptr<State> state_;
+  std::string triple_, cpu_;
+  std::mutex mutex_;
+};
+
+}  // namespace reel::codegen

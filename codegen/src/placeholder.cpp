@@ -1,1 +1,0 @@
-// codegen arrives with the JIT issue.

@@ -1,0 +1,197 @@
+#include "plan.hpp"
+
+#include <fmt/format.h>
+
+namespace reel::codegen {
+
+namespace {
+
+bool is_full_reduction(const Tape& t, Var v) {
+  const Op& op = t.op(v);
+  const Shape target = op.prim->reduce_target(t.type(op.args[0]), op.attrs);
+  return numel(target) == 1;
+}
+
+class Planner {
+ public:
+  explicit Planner(const Tape& t)
+      : t_(t), n_(t.size()), loop_of_(n_ + 1, -1), view_src_(n_ + 1, kNoVar),
+        folded_(n_ + 1, false), needs_memory_(n_ + 1, false) {}
+
+  Plan run() {
+    find_folded_transposes();
+    for (Var v = 1; v <= n_; ++v) place(v);
+    close_loop();
+    assign_slots();
+    return std::move(plan_);
+  }
+
+ private:
+  // The variable whose memory v's elements are in (through reshapes).
+  Var storage_of(Var v) const {
+    while (view_src_[v] != kNoVar) v = view_src_[v];
+    return v;
+  }
+
+  void find_folded_transposes() {
+    std::vector<bool> only_matmul(n_ + 1, true);
+    for (Var o : t_.outputs) only_matmul[o] = false;
+    for (Var v = 1; v <= n_; ++v) {
+      const Op& op = t_.op(v);
+      if (op.kind != OpKind::call) continue;
+      const bool is_matmul = op.prim->lowering == Lowering::matmul;
+      for (std::size_t i = 0; i < op.args.size(); ++i)
+        // The vector operand of a matrix-vector product cannot be transposed.
+        if (!is_matmul || t_.type(op.args[i]).shape.size() != 2) only_matmul[op.args[i]] = false;
+    }
+    for (Var v = 1; v <= n_; ++v) {
+      const Op& op = t_.op(v);
+      folded_[v] = op.kind == OpKind::call && op.prim->lowering == Lowering::transpose &&
+                   only_matmul[v];
+    }
+  }
+
+  // Computed element by element in the open loop (reductions finish after it).
+  bool is_member(Var v) const {
+    return current_ >= 0 && loop_of_[v] == current_ &&
+           t_.op(v).prim->lowering != Lowering::reduce;
+  }
+
+  // Can the current loop read `arg` (as a register or from memory written before it)?
+  bool loop_can_read(Var arg) const {
+    return current_ < 0 || is_member(arg) || loop_of_[storage_of(arg)] != current_;
+  }
+
+  void place(Var v) {
+    const Op& op = t_.op(v);
+    if (op.kind != OpKind::call) return;
+    switch (op.prim->lowering) {
+      case Lowering::view: view_src_[v] = op.args[0]; return;
+      case Lowering::elementwise:
+      case Lowering::broadcast: {
+        if (op.prim->lowering == Lowering::elementwise && !op.prim->scalar)
+          throw Error(fmt::format("compile: primitive '{}' has no code-generation rule", op.prim->name));
+        bool fits = current_ >= 0 &&
+                    std::get<LoopStep>(plan_.steps[current_]).shape == op.type.shape;
+        for (Var a : op.args) fits = fits && loop_can_read(a);
+        if (!fits) open_loop(op.type.shape);
+        join(v);
+        for (Var a : op.args) read_in_loop(a);
+        return;
+      }
+      case Lowering::reduce: {
+        const Var in = op.args[0];
+        if (is_full_reduction(t_, v) && is_member(in)) {
+          std::get<LoopStep>(plan_.steps[current_]).reductions.push_back(v);
+          loop_of_[v] = current_;
+          needs_memory_[v] = true;  // written after the loop
+          return;
+        }
+        close_loop();
+        need(in);
+        needs_memory_[v] = true;
+        plan_.steps.push_back(ReduceStep{v, in});
+        return;
+      }
+      case Lowering::matmul: {
+        close_loop();
+        MatmulStep m{v, op.args[0], op.args[1]};
+        if (folded_[m.a]) m.a = t_.op(m.a).args[0], m.trans_a = true;
+        if (folded_[m.b]) m.b = t_.op(m.b).args[0], m.trans_b = true;
+        need(m.a);
+        need(m.b);
+        needs_memory_[v] = true;
+        plan_.steps.push_back(m);
+        return;
+      }
+      case Lowering::transpose:
+        if (folded_[v]) return;
+        close_loop();
+        need(op.args[0]);
+        needs_memory_[v] = true;
+        plan_.steps.push_back(TransposeStep{v, op.args[0]});
+        return;
+    }
+    throw Error(fmt::format("compile: primitive '{}' has no code generation", op.prim->name));
+  }
+
+  void open_loop(const Shape& shape) {
+    plan_.steps.push_back(LoopStep{shape, {}, {}});
+    current_ = static_cast<int>(plan_.steps.size()) - 1;
+  }
+  void close_loop() { current_ = -1; }
+  void join(Var v) {
+    std::get<LoopStep>(plan_.steps[current_]).members.push_back(v);
+    loop_of_[v] = current_;
+  }
+  // A loop member's argument: a register if it is a member, else read from memory
+  // (0-d constants become immediates in the code and need no memory either).
+  void read_in_loop(Var a) {
+    if (is_member(a)) return;
+    const Op& op = t_.op(a);
+    if (op.kind == OpKind::constant && op.type.shape.empty()) return;
+    need(a);
+  }
+  void need(Var v) { needs_memory_[storage_of(v)] = true; }
+
+  void assign_slots() {
+    plan_.slot_of.assign(n_ + 1, -1);
+    plan_.stored.assign(n_ + 1, false);
+    auto add_slot = [&](Slot s) {
+      plan_.slots.push_back(s);
+      return static_cast<int>(plan_.slots.size()) - 1;
+    };
+    for (Var v = 1; v <= n_; ++v) {
+      const Op& op = t_.op(v);
+      if (op.kind == OpKind::input) plan_.slot_of[v] = add_slot({SlotKind::input, plan_.num_inputs++});
+      if (op.kind == OpKind::constant) {
+        plan_.slot_of[v] =
+            add_slot({SlotKind::constant, static_cast<int>(plan_.constants.size())});
+        plan_.constants.push_back(v);
+      }
+    }
+    // A computed output is written straight into its tensor; anything else that is an
+    // output (an input, a constant, a view, a repeat) is copied there at the end.
+    for (std::size_t k = 0; k < t_.outputs.size(); ++k) {
+      const Var v = t_.outputs[k];
+      const Op& op = t_.op(v);
+      const bool computed = op.kind == OpKind::call && view_src_[v] == kNoVar && !folded_[v];
+      if (computed && plan_.slot_of[v] < 0) {
+        plan_.slot_of[v] = add_slot({SlotKind::output, static_cast<int>(k)});
+        needs_memory_[v] = true;
+      } else {
+        need(v);
+        const int slot = add_slot({SlotKind::output, static_cast<int>(k)});
+        plan_.steps.push_back(CopyStep{slot, v});
+      }
+    }
+    for (Var v = 1; v <= n_; ++v) {
+      if (!needs_memory_[v] || plan_.slot_of[v] >= 0) continue;
+      if (folded_[v])
+        throw Error(fmt::format("compile: internal error: folded transpose %{} is needed", v));
+      plan_.slot_of[v] = add_slot({SlotKind::workspace, 0, plan_.workspace_bytes});
+      const int64_t bytes = numel(t_.type(v).shape) * static_cast<int64_t>(dtype_size(t_.type(v).dtype));
+      plan_.workspace_bytes += (bytes + 63) / 64 * 64;
+    }
+    for (Var v = 1; v <= n_; ++v) {
+      if (view_src_[v] != kNoVar) plan_.slot_of[v] = plan_.slot_of[storage_of(v)];
+      plan_.stored[v] = loop_of_[v] >= 0 && needs_memory_[v] &&
+                        t_.op(v).prim->lowering != Lowering::reduce;
+    }
+  }
+
+  const Tape& t_;
+  const Var n_;
+  Plan plan_;
+  int current_ = -1;            // index of the open loop step, or -1
+  std::vector<int> loop_of_;    // per variable: the loop step computing it, or -1
+  std::vector<Var> view_src_;   // per variable: the reshaped variable, for views
+  std::vector<bool> folded_;    // transposes folded into matmul calls
+  std::vector<bool> needs_memory_;
+};
+
+}  // namespace
+
+Plan make_plan(const Tape& tape) { return Planner(tape).run(); }
+
+}  // namespace reel::codegen

@@ -1,0 +1,66 @@
+#pragma once
+// The lowering plan: which operations run in which loop or call, and where every
+// value lives. It is decided here, without LLVM, and emitted by emit.cpp.
+//
+// - Elementwise and broadcast operations of one output shape that follow each other
+//   on the tape are fused into one loop nest; full reductions (sum, mean) of a fused
+//   value accumulate in the same loop. A fused value is written to memory only if
+//   something outside its loop reads it.
+// - matmul is a CBLAS call; a transpose used only by matmuls is folded into the call.
+// - reshape is a view: the same memory, another shape.
+// - Values that must be in memory live in the caller's inputs, the constants table,
+//   the output tensors (a computed output is written straight into its tensor), or
+//   one workspace, each at its own 64-byte-aligned offset.
+#include <variant>
+#include <vector>
+
+#include "reel/ir/tape.hpp"
+
+namespace reel::codegen {
+
+enum class SlotKind { input, constant, output, workspace };
+
+struct Slot {
+  SlotKind kind;
+  int index = 0;       // input, constant or output number
+  int64_t offset = 0;  // workspace: byte offset
+};
+
+struct LoopStep {
+  Shape shape;                  // iteration space
+  std::vector<Var> members;     // elementwise/broadcast calls, in order, one element each
+  std::vector<Var> reductions;  // full reductions of members, accumulated over the loop
+};
+struct ReduceStep {
+  Var out;
+  Var in;
+};
+struct MatmulStep {
+  Var out;
+  Var a, b;  // after folding transposes: the matrices as stored
+  bool trans_a = false, trans_b = false;
+};
+struct TransposeStep {
+  Var out;
+  Var in;
+};
+struct CopyStep {
+  int slot;  // an output's slot
+  Var from;
+};
+using Step = std::variant<LoopStep, ReduceStep, MatmulStep, TransposeStep, CopyStep>;
+
+struct Plan {
+  std::vector<Slot> slots;
+  std::vector<int> slot_of;     // per variable: its slot, or -1 (not in memory)
+  std::vector<bool> stored;     // per variable: a loop member written to its slot
+  std::vector<Step> steps;
+  int64_t workspace_bytes = 0;
+  int num_inputs = 0;
+  std::vector<Var> constants;   // constant variables, in constants-table order
+};
+
+// Throws reel::Error naming an operation that code generation cannot handle.
+Plan make_plan(const Tape& tape);
+
+}  // namespace reel::codegen
