@@ -1,0 +1,226 @@
+// The JIT: simplegrad against finite differences, argument checking, threads,
+// outputs that are not computed, IR inspection, and errors.
+#include <thread>
+
+#include "test_util.hpp"
+
+using namespace reel;
+
+namespace {
+
+Tensor weighted_sum(const Tensor& y, uint64_t seed) { return sum(y * randn(y.shape(), seed)); }
+Tensor positive(const Shape& s, uint64_t seed) { return rand(s, seed) + 0.5; }
+
+// simplegrad's gradients against central finite differences of f.
+template <class F, class... T>
+void check_simplegrad(F f, const std::string& what, const T&... args) {
+  CAPTURE(what);
+  const auto g = simplegrad(f, args...);
+  const auto out = g(args...);
+  const std::vector<Tensor> list{args...};
+  const test::Fn fn = [&](const std::vector<Tensor>& a) {
+    if constexpr (sizeof...(T) == 1) return f(a[0]);
+    else return f(a[0], a[1]);
+  };
+  test::check_close(out[0], fn(list), 1e-12, 1e-12, what + " value");
+  const auto fd = test::finite_diff(fn, list);
+  for (std::size_t k = 0; k < list.size(); ++k) {
+    CHECK(out[k + 1].shape() == list[k].shape());
+    test::check_close(out[k + 1], fd[k], 1e-6, 1e-7, fmt::format("{}: d/darg{}", what, k));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("simplegrad: every primitive's gradient matches finite differences") {
+  const Tensor x = randn({3, 4}, 1), px = positive({3, 4}, 2);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(-a, 3); }, "neg", x);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(exp(a), 3); }, "exp", x);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(log(a), 3); }, "log", px);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(sin(a), 3); }, "sin", x);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(cos(a), 3); }, "cos", x);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(tanh(a), 3); }, "tanh", x);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(sigmoid(a), 3); }, "sigmoid", x);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(sqrt(a), 3); }, "sqrt", px);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(square(a), 3); }, "square", x);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(pow(a, 2.5), 3); }, "pow 2.5", px);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(pow(a, -1.0), 3); }, "pow -1", px);
+  check_simplegrad([](const Tensor& a) { return sum(a); }, "sum", x);
+  check_simplegrad([](const Tensor& a) { return mean(a); }, "mean", x);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(sum(a, 0), 3); }, "sum axis 0", x);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(sum(a, 1), 3); }, "sum axis 1", x);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(sum_to(a, {3, 1}), 3); }, "sum_to", x);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(transpose(a), 3); }, "transpose", x);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(reshape(a, {6, 2}), 3); }, "reshape", x);
+  check_simplegrad([](const Tensor& a) { return weighted_sum(broadcast_to(a, {2, 3, 4}), 3); },
+                   "broadcast_to", x);
+  const Tensor b = randn({4, 5}, 4), v = randn({4}, 5);
+  check_simplegrad([](const Tensor& p, const Tensor& q) { return weighted_sum(matmul(p, q), 3); },
+                   "matmul", x, b);
+  check_simplegrad([](const Tensor& p, const Tensor& q) { return weighted_sum(matmul(p, q), 3); },
+                   "matvec", x, v);
+  check_simplegrad(
+      [](const Tensor& p, const Tensor& q) { return weighted_sum(matmul(transpose(p), q), 3); },
+      "matmul of a transpose", randn({4, 3}, 6), b);
+  for (const Shape& s : std::vector<Shape>{{3, 4}, {4}, {3, 1}, {1, 4}, {}}) {
+    const Tensor y = positive(s, 7);
+    check_simplegrad([](const Tensor& p, const Tensor& q) { return weighted_sum(p + q, 3); },
+                     "add " + shape_str(s), px, y);
+    check_simplegrad([](const Tensor& p, const Tensor& q) { return weighted_sum(q - p, 3); },
+                     "sub reversed " + shape_str(s), px, y);
+    check_simplegrad([](const Tensor& p, const Tensor& q) { return weighted_sum(p * q, 3); },
+                     "mul " + shape_str(s), px, y);
+    check_simplegrad([](const Tensor& p, const Tensor& q) { return weighted_sum(q / p, 3); },
+                     "div reversed " + shape_str(s), px, y);
+  }
+}
+
+TEST_CASE("simplegrad: a two-layer perceptron in f64 and f32") {
+  auto mlp = [](const Tensor& W1, const Tensor& W2) {
+    const Tensor x = randn({6, 5}, 11, W1.dtype()), y = randn({3, 5}, 12, W1.dtype());
+    const Tensor b1 = randn({4, 1}, 13, W1.dtype()), b2 = randn({3, 1}, 14, W1.dtype());
+    return sum(square(matmul(W2, tanh(matmul(W1, x) + b1)) + b2 - y));
+  };
+  check_simplegrad(mlp, "mlp f64", randn({4, 6}, 1), randn({3, 4}, 2));
+  const Tensor W1 = randn({4, 6}, 1, DType::f32), W2 = randn({3, 4}, 2, DType::f32);
+  const auto g = simplegrad(mlp, W1, W2);
+  const auto [val, d1, d2] = g(W1, W2);
+  const auto ref = grad(mlp, W1, W2);
+  CHECK(val.dtype() == DType::f32);
+  test::check_close(val, ref.value, 1e-5, 1e-5, "f32 value");
+  test::check_close(d1, ref.grads[0], 1e-5, 1e-5, "f32 dW1");
+  test::check_close(d2, ref.grads[1], 1e-5, 1e-5, "f32 dW2");
+}
+
+TEST_CASE("simplegrad runs on new inputs of the traced shapes") {
+  auto L = [](const Tensor& x) { return sum(sigmoid(x)); };
+  const auto g = simplegrad(L, randn({5}, 1));
+  const Tensor x = tensor({1, 2, 3, 4, 5});
+  const auto [val, dx] = g(x);
+  const auto ref = grad(L, x);
+  CHECK(val.item() == doctest::Approx(ref.value.item()).epsilon(1e-14));
+  test::check_close(dx, ref.grads[0], 1e-14, 1e-16, "dx");
+}
+
+TEST_CASE("a compiled function checks its arguments") {
+  const CompiledFunction f = compile(trace(
+      [](const Tensor& a, const Tensor& b) { return sum(a * b); }, zeros({3}), zeros({2, 3})));
+  auto message = [&](const std::vector<Tensor>& args) {
+    try {
+      f(args);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(message({zeros({3})}) == "compiled function: expected 2 arguments, got 1");
+  CHECK(message({zeros({3}), zeros({3, 2})}) ==
+        "compiled function: argument 2: expected f64[2,3], got f64[3,2]");
+  CHECK(message({zeros({3}, DType::f32), zeros({2, 3})}) ==
+        "compiled function: argument 1: expected f64[3], got f32[3]");
+  CHECK(message({Tensor{}, zeros({2, 3})}) ==
+        "compiled function: argument 1: expected f64[3], got an undefined tensor");
+  const auto g = simplegrad([](const Tensor& a) { return sum(a); }, zeros({2}));
+  CHECK_THROWS_WITH_AS(g(zeros({3})), "compiled function: argument 1: expected f64[2], got f64[3]",
+                       Error);
+}
+
+TEST_CASE("a compiled function gives identical results from 4 threads at once") {
+  auto mlp = [](const Tensor& W1, const Tensor& x) {
+    return sum(square(tanh(matmul(W1, x) + 0.5)) * 3.0);
+  };
+  const Tensor W = randn({32, 64}, 1), x = randn({64, 16}, 2);
+  const auto g = simplegrad(mlp, W, x);
+  const auto want = g(W, x);
+  std::vector<std::thread> threads;
+  std::vector<int> mismatches(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const auto got = g(W, x);
+        for (int k = 0; k < 3; ++k) mismatches[t] += got[k].values() != want[k].values();
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) CHECK(mismatches[t] == 0);
+}
+
+TEST_CASE("outputs that are inputs, constants, views or repeats are copied out") {
+  const Tensor c = tensor({7, 8});
+  const Tape t = trace(
+      [&](const Tensor& x) {
+        const Tensor y = exp(x);
+        return std::make_tuple(x, y, c + 0.0 * 0.0, y, reshape(y, {2, 1}), transpose(reshape(x, {1, 2})));
+      },
+      tensor({0.5, 1.5}));
+  const auto out = test::run_checked(t, {tensor({1, 2})});
+  CHECK(out[0].values() == std::vector<double>{1, 2});
+  CHECK(out[4].shape() == Shape{2, 1});
+  const auto compiled = compile(parse_tape("inp %1::f64[2]\n%2 = const [3, 4]::f64[2]\nout %2, %1, %1"))(
+      {tensor({1, 2})});
+  CHECK(compiled[0].values() == std::vector<double>{3, 4});
+  CHECK(compiled[2].values() == std::vector<double>{1, 2});
+}
+
+TEST_CASE("a transpose used outside matmul is materialised; one used only by matmul is folded") {
+  const Tape t = parse_tape(
+      "inp %1::f64[2,3]\ninp %2::f64[2,4]\n%3 = transpose(%1)::f64[3,2]\n"
+      "%4 = matmul(%3, %2)::f64[3,4]\n%5 = exp(%3)::f64[3,2]\nout %4, %5");
+  test::run_checked(t, {randn({2, 3}, 1), randn({2, 4}, 2)});
+  const Tape folded = parse_tape(
+      "inp %1::f64[2,3]\ninp %2::f64[4,2]\n%3 = transpose(%1)::f64[3,2]\n%4 = transpose(%2)::f64[2,4]\n"
+      "%5 = matmul(%3, %4)::f64[3,4]\nout %5");
+  CHECK(compile(folded).workspace_bytes() == 0);
+  test::run_checked(folded, {randn({2, 3}, 1), randn({4, 2}, 2)});
+}
+
+TEST_CASE("empty tensors compile") {
+  const Tape t = trace([](const Tensor& x) { return std::make_tuple(sum(exp(x)), x * 2.0); }, zeros({0, 3}));
+  const auto out = test::run_checked(t, {zeros({0, 3})});
+  CHECK(out[0].item() == 0);
+  CHECK(out[1].shape() == Shape{0, 3});
+}
+
+TEST_CASE("dump_ir shows the IR before and after optimisation, with vector math") {
+  const std::string ir =
+      dump_ir(grad_tape(trace([](const Tensor& x) { return sum(sigmoid(x)); }, zeros({1000}))));
+  CHECK(ir.find("before optimisation") != std::string::npos);
+  CHECK(ir.find("after optimisation") != std::string::npos);
+  CHECK(ir.find("llvm.exp.f64") != std::string::npos);
+  // libmvec's vector exp, not a scalar exp call per element.
+  const std::string after = ir.substr(ir.find("after optimisation"));
+  CHECK(after.find("@_ZGV") != std::string::npos);
+  const auto tanh_ir = compile(trace([](const Tensor& x) { return tanh(x); }, zeros({64}, DType::f32))).llvm_ir();
+  CHECK(tanh_ir.find("v_tanhf") != std::string::npos);
+}
+
+TEST_CASE("compiled code is freed with the last copy and compiling again works") {
+  const Tape t = trace([](const Tensor& x) { return sum(x * x); }, zeros({4}));
+  for (int i = 0; i < 20; ++i) {
+    CompiledFunction f = compile(t);
+    CompiledFunction copy = f;
+    f = compile(t);
+    CHECK(copy({tensor({1, 2, 3, 4})})[0].item() == 30);
+    CHECK(f({tensor({1, 1, 1, 1})})[0].item() == 4);
+  }
+}
+
+TEST_CASE("an operation code generation cannot handle is an error naming it") {
+  Primitive mystery;
+  mystery.name = "mystery";
+  mystery.arity = 1;
+  mystery.infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; };
+  mystery.lowering = Lowering::elementwise;  // but no scalar rule
+  Tape t;
+  Op in;
+  in.kind = OpKind::input;
+  in.type = {DType::f64, {2}};
+  Op call;
+  call.kind = OpKind::call;
+  call.prim = &mystery;
+  call.args = {1};
+  call.type = in.type;
+  t.ops = {in, call};
+  t.outputs = {2};
+  CHECK_THROWS_WITH_AS(compile(t), doctest::Contains("mystery"), Error);
+}
