@@ -17,6 +17,7 @@ using EntryFn = void (*)(const void* const*, void* const*, const void* const*, v
 
 struct CompiledFunction::Impl {
   Tape tape;
+  std::vector<VarType> input_types;
   std::vector<VarType> output_types;
   std::vector<Tensor> constants;
   std::vector<const void*> constant_ptrs;
@@ -91,6 +92,7 @@ CompiledFunction compile(const Tape& tape) {
 
   auto impl = std::make_shared<CompiledFunction::Impl>();
   for (Var o : l.tape.outputs) impl->output_types.push_back(l.tape.type(o));
+  impl->input_types = l.tape.input_types();
   for (Var c : l.plan.constants) {
     impl->constants.push_back(l.tape.op(c).value);
     impl->constant_ptrs.push_back(impl->constants.back().raw());
@@ -107,7 +109,27 @@ CompiledFunction compile(const Tape& tape) {
 }
 
 std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args) const {
-  check_args("compiled function", impl_->tape, args);
+  std::vector<const Tensor*> pointers(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) pointers[i] = &args[i];
+  std::vector<Tensor> outputs(impl_->output_types.size());
+  run(pointers, outputs);
+  return outputs;
+}
+
+void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor> outputs) const {
+  // The common case checked inline; on a mismatch, the shared check builds the message.
+  bool ok = args.size() == impl_->input_types.size();
+  for (std::size_t i = 0; ok && i < args.size(); ++i)
+    ok = args[i]->defined() && args[i]->dtype() == impl_->input_types[i].dtype &&
+         args[i]->shape() == impl_->input_types[i].shape;
+  if (!ok) {
+    std::vector<Tensor> copies;
+    for (const Tensor* a : args) copies.push_back(*a);
+    check_args("compiled function", impl_->input_types, copies);
+  }
+  if (outputs.size() != impl_->output_types.size())
+    throw Error(fmt::format("compiled function: expected room for {} outputs, got {}",
+                            impl_->output_types.size(), outputs.size()));
   constexpr std::size_t kInline = 16;  // pointer tables on the stack for small signatures
   const void* in_small[kInline];
   void* out_small[kInline];
@@ -116,18 +138,17 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
   const void** in = in_small;
   void** out = out_small;
   if (args.size() > kInline) in = (in_big.resize(args.size()), in_big.data());
-  if (impl_->output_types.size() > kInline) out = (out_big.resize(impl_->output_types.size()), out_big.data());
+  if (outputs.size() > kInline) out = (out_big.resize(outputs.size()), out_big.data());
 
-  for (std::size_t i = 0; i < args.size(); ++i) in[i] = args[i].raw();
-  std::vector<Tensor> outputs;
-  outputs.reserve(impl_->output_types.size());
-  for (std::size_t k = 0; k < impl_->output_types.size(); ++k) {
-    outputs.emplace_back(impl_->output_types[k].dtype, impl_->output_types[k].shape);
-    out[k] = outputs.back().mutable_raw();
+  for (std::size_t i = 0; i < args.size(); ++i) in[i] = args[i]->raw();
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    outputs[k] = Tensor(impl_->output_types[k].dtype, impl_->output_types[k].shape);
+    out[k] = outputs[k].mutable_raw();
   }
   impl_->entry(in, out, impl_->constant_ptrs.data(), thread_workspace(impl_->workspace_bytes));
-  return outputs;
 }
+
+std::size_t CompiledFunction::num_outputs() const { return impl_->output_types.size(); }
 
 const Tape& CompiledFunction::tape() const { return impl_->tape; }
 int64_t CompiledFunction::workspace_bytes() const { return impl_->workspace_bytes; }

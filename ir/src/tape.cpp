@@ -106,7 +106,10 @@ void verify(const Tape& tape) {
 }
 
 void check_args(const char* op, const Tape& tape, const std::vector<Tensor>& args) {
-  const std::vector<VarType> types = tape.input_types();
+  check_args(op, tape.input_types(), args);
+}
+
+void check_args(const char* op, std::span<const VarType> types, std::span<const Tensor> args) {
   if (args.size() != types.size())
     throw Error(fmt::format("{}: expected {} argument{}, got {}", op, types.size(),
                             types.size() == 1 ? "" : "s", args.size()));

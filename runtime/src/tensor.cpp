@@ -2,20 +2,32 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <new>
 #include <random>
 
 namespace reel {
 
 namespace {
 
-// 64-byte aligned storage so that vector loads in kernels and JIT code line up.
+// 64-byte aligned storage, padded to a multiple of 64 bytes, so that vector loads in
+// kernels and JIT code line up. One allocation holds the reference count and the data
+// (this is on the path of every compiled call, which allocates its outputs).
 std::shared_ptr<void> allocate(std::size_t bytes) {
-  const std::size_t rounded = ((bytes + 63) / 64) * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (p == nullptr) throw Error(fmt::format("tensor: cannot allocate {} bytes", bytes));
-  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  constexpr std::size_t kAlign = 64;
+  const std::size_t rounded = std::max<std::size_t>((bytes + kAlign - 1) / kAlign * kAlign, kAlign);
+  std::shared_ptr<unsigned char[]> block;
+  try {
+    block = std::make_shared_for_overwrite<unsigned char[]>(rounded + kAlign);
+  } catch (const std::bad_alloc&) {
+    throw Error(fmt::format("tensor: cannot allocate {} bytes", bytes));
+  }
+  const auto addr = reinterpret_cast<std::uintptr_t>(block.get());
+  void* aligned = block.get() + ((kAlign - addr % kAlign) % kAlign);
+  return std::shared_ptr<void>(std::move(block), aligned);
 }
 
 void check_shape(const Shape& shape, const char* op) {

@@ -22,9 +22,9 @@ class GradFunction {
   std::array<Tensor, N + 1> operator()(const T&... args) const {
     static_assert(sizeof...(T) == N, "simplegrad: call with as many arguments as were traced");
     static_assert((std::is_same_v<T, Tensor> && ...), "simplegrad: arguments are Tensors");
-    const std::vector<Tensor> out = compiled_({args...});
+    const std::array<const Tensor*, N> in{&args...};
     std::array<Tensor, N + 1> result;
-    for (std::size_t i = 0; i <= N; ++i) result[i] = out[i];
+    compiled_.run(in, result);
     return result;
   }
 

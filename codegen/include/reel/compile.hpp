@@ -1,6 +1,7 @@
 #pragma once
 // reel::compile: a tape -> native code through LLVM's ORC JIT.
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,10 @@ namespace reel {
 class CompiledFunction {
  public:
   std::vector<Tensor> operator()(const std::vector<Tensor>& args) const;
+  // The same, for hot paths: arguments by pointer, and newly allocated outputs written
+  // into `outputs`, which must have one element per output. No vector is allocated.
+  void run(std::span<const Tensor* const> args, std::span<Tensor> outputs) const;
+  std::size_t num_outputs() const;
 
   const Tape& tape() const;            // the tape that was compiled (after simplification)
   int64_t workspace_bytes() const;     // scratch memory one call uses

@@ -53,6 +53,7 @@ void verify(const Tape& tape);
 // Throws reel::Error naming `op`, the argument, and the expected and given types if
 // `args` do not match the tape's inputs in count, dtype and shape.
 void check_args(const char* op, const Tape& tape, const std::vector<Tensor>& args);
+void check_args(const char* op, std::span<const VarType> expected, std::span<const Tensor> args);
 
 // A copy of the tape that returns only the outputs at the given positions.
 Tape select_outputs(const Tape& tape, const std::vector<int>& positions);

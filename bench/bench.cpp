@@ -1,0 +1,199 @@
+// Reel's benchmark: hand-written C++ gradients against the interpreted gradient tape
+// (reel::play) and the compiled one (reel::simplegrad), measured side by side in one
+// run. Prints a table and writes bench/results/latest.json. It asserts nothing.
+//
+//   ./build/bench/reel_bench [--quick] [--out FILE]
+#include <fmt/core.h>
+#include <fmt/format.h>
+#include <reel/reel.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "hand_written.hpp"
+
+using reel::DType;
+using reel::Tensor;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int g_rounds = 15;           // timed rounds per measurement; the median is reported
+double g_round_seconds = 0.01;
+
+// Median time of one call, in nanoseconds, over rounds of calibrated batches.
+double median_ns(const std::function<void()>& call) {
+  call();  // warm up
+  auto t0 = Clock::now();
+  call();
+  const double one = std::max(seconds_since(t0), 1e-9);
+  const auto batch = static_cast<int64_t>(std::max(1.0, g_round_seconds / one));
+  std::vector<double> samples;
+  for (int r = 0; r < g_rounds; ++r) {
+    t0 = Clock::now();
+    for (int64_t i = 0; i < batch; ++i) call();
+    samples.push_back(seconds_since(t0) * 1e9 / static_cast<double>(batch));
+  }
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
+}
+
+struct Result {
+  std::string workload;
+  DType dtype;
+  double hand_ns, interp_ns, compiled_ns, compile_ms;
+  double max_rel_diff;  // compiled vs hand-written, over the value and every gradient
+};
+
+double max_rel_diff(const std::vector<Tensor>& a, const std::vector<std::vector<double>>& b) {
+  double m = 0;
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    const auto va = a[k].values();
+    for (std::size_t i = 0; i < va.size(); ++i)
+      m = std::max(m, std::abs(va[i] - b[k][i]) / (1 + std::abs(b[k][i])));
+  }
+  return m;
+}
+
+// Times one workload: f traced at args, and `hand`, which computes the same value and
+// gradients by hand and returns them (value first) for the agreement check.
+template <class F, class... T>
+Result measure(const std::string& workload, DType dtype, F f,
+               const std::function<std::vector<std::vector<double>>()>& hand, const T&... args) {
+  std::vector<double> compile_ms;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = Clock::now();
+    auto g = reel::simplegrad(f, args...);
+    compile_ms.push_back(seconds_since(t0) * 1e3);
+  }
+  std::sort(compile_ms.begin(), compile_ms.end());
+  const auto g = reel::simplegrad(f, args...);
+  const reel::Tape tape = reel::grad_tape(reel::trace(f, args...));
+  const std::vector<Tensor> argv{args...};
+
+  Result r{workload, dtype, 0, 0, 0, compile_ms[1], 0};
+  r.hand_ns = median_ns([&] { hand(); });
+  r.interp_ns = median_ns([&] { reel::play(tape, argv); });
+  r.compiled_ns = median_ns([&] { g(args...); });
+  const auto out = g(args...);
+  r.max_rel_diff = max_rel_diff(std::vector<Tensor>(out.begin(), out.end()), hand());
+  return r;
+}
+
+std::vector<double> to_vec(const double* p, std::size_t n) { return {p, p + n}; }
+template <class T>
+std::vector<double> to_vec(const std::vector<T>& v) { return {v.begin(), v.end()}; }
+
+Result sigmoid_sum(int64_t n, DType dtype) {
+  const Tensor x = reel::randn({n}, 1, dtype);
+  auto L = [](const Tensor& v) { return reel::sum(reel::sigmoid(v)); };
+  auto hand = [&, dx64 = std::vector<double>(n), dx32 = std::vector<float>(n)]() mutable {
+    if (dtype == DType::f64) {
+      const double v = bench::sigmoid_sum_grad(x.data<double>(), dx64.data(), n);
+      return std::vector<std::vector<double>>{{v}, to_vec(dx64)};
+    }
+    const float v = bench::sigmoid_sum_grad(x.data<float>(), dx32.data(), n);
+    return std::vector<std::vector<double>>{{v}, to_vec(dx32)};
+  };
+  return measure(fmt::format("(a/b) sum(sigmoid(x)), n={}", n), dtype, L,
+                 std::function<std::vector<std::vector<double>>()>(hand), x);
+}
+
+Result linear_sum() {
+  const int64_t m = 128, k = 784, n = 100;
+  const Tensor W = reel::randn({m, k}, 1), b = reel::randn({m, 1}, 2), x = reel::randn({k, n}, 3);
+  auto loss = [](const Tensor& w, const Tensor& bias, const Tensor& v) {
+    return reel::sum(reel::matmul(w, v) + bias);
+  };
+  bench::LinearBuffers buf(m, k, n);
+  auto hand = [&] {
+    const double v = bench::linear_sum_grad(W.data<double>(), b.data<double>(), x.data<double>(),
+                                            m, k, n, buf);
+    return std::vector<std::vector<double>>{{v}, buf.dW, buf.db, buf.dx};
+  };
+  return measure("(c) sum(matmul(W,x)+b), 128x784x100", DType::f64, loss,
+                 std::function<std::vector<std::vector<double>>()>(hand), W, b, x);
+}
+
+template <class T>
+Result mlp(DType dtype) {
+  const int64_t h = 128, k = 784, o = 10, n = 100;
+  const Tensor W1 = reel::randn({h, k}, 1, dtype) * 0.05, b1 = reel::randn({h, 1}, 2, dtype);
+  const Tensor W2 = reel::randn({o, h}, 3, dtype) * 0.1, b2 = reel::randn({o, 1}, 4, dtype);
+  const Tensor x = reel::randn({k, n}, 5, dtype), y = reel::randn({o, n}, 6, dtype);
+  auto loss = [&](const Tensor& w1, const Tensor& c1, const Tensor& w2, const Tensor& c2) {
+    return reel::sum(reel::square(reel::matmul(w2, reel::tanh(reel::matmul(w1, x) + c1)) + c2 - y));
+  };
+  bench::MlpBuffers<T> buf(h, k, o, n);
+  auto hand = [&] {
+    const T v = bench::mlp_grad(W1.data<T>(), b1.data<T>(), W2.data<T>(), b2.data<T>(), x.data<T>(),
+                                y.data<T>(), h, k, o, n, buf);
+    return std::vector<std::vector<double>>{{static_cast<double>(v)}, to_vec(buf.dW1),
+                                            to_vec(buf.db1), to_vec(buf.dW2), to_vec(buf.db2)};
+  };
+  return measure("(d) 2-layer MLP, 784-128-10, batch 100", dtype, loss,
+                 std::function<std::vector<std::vector<double>>()>(hand), W1, b1, W2, b2);
+}
+
+std::string human(double ns) {
+  if (ns < 1e3) return fmt::format("{:.0f} ns", ns);
+  if (ns < 1e6) return fmt::format("{:.1f} us", ns / 1e3);
+  return fmt::format("{:.2f} ms", ns / 1e6);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_path = REEL_BENCH_RESULTS;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") g_rounds = 5, g_round_seconds = 0.002;
+    else if (a == "--out" && i + 1 < argc) out_path = argv[++i];
+    else {
+      fmt::print(stderr, "usage: reel_bench [--quick] [--out FILE]\n");
+      return 2;
+    }
+  }
+  {  // Start the JIT once, so its one-off set-up is not counted as a compile.
+    const auto t0 = Clock::now();
+    reel::compile(reel::trace([](const Tensor& v) { return v * 2.0; }, reel::zeros({1})));
+    fmt::print("JIT start-up: {:.1f} ms, host CPU {}\n\n", seconds_since(t0) * 1e3, reel::jit_cpu());
+  }
+  std::vector<Result> results;
+  results.push_back(sigmoid_sum(5, DType::f64));
+  results.push_back(sigmoid_sum(1000000, DType::f64));
+  results.push_back(linear_sum());
+  results.push_back(mlp<double>(DType::f64));
+  results.push_back(mlp<float>(DType::f32));
+
+  fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}\n", "workload", "dtype",
+             "hand", "interp", "compiled", "compile", "comp/hand", "interp/comp", "max rel diff");
+  for (const Result& r : results)
+    fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>7.1f} ms {:>9.2f} {:>11.1f} {:>9.1e}\n",
+               r.workload, reel::dtype_name(r.dtype), human(r.hand_ns), human(r.interp_ns),
+               human(r.compiled_ns), r.compile_ms, r.compiled_ns / r.hand_ns,
+               r.interp_ns / r.compiled_ns, r.max_rel_diff);
+
+  std::string json = "[\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    json += fmt::format(
+        "  {{\"workload\": \"{}\", \"dtype\": \"{}\", \"hand_ns\": {:.1f}, \"interp_ns\": {:.1f}, "
+        "\"compiled_ns\": {:.1f}, \"compile_ms\": {:.2f}, \"compiled_over_hand\": {:.3f}, "
+        "\"interp_over_compiled\": {:.2f}, \"max_rel_diff\": {:.2e}}}{}\n",
+        r.workload, reel::dtype_name(r.dtype), r.hand_ns, r.interp_ns, r.compiled_ns, r.compile_ms,
+        r.compiled_ns / r.hand_ns, r.interp_ns / r.compiled_ns, r.max_rel_diff,
+        i + 1 < results.size() ? "," : "");
+  }
+  json += "]\n";
+  std::ofstream(out_path) << json;
+  fmt::print("\nwrote {}\n", out_path);
+}
