@@ -8,6 +8,7 @@
 #include <reel/reel.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -29,21 +30,33 @@ double seconds_since(Clock::time_point t0) {
 int g_rounds = 15;           // timed rounds per measurement; the median is reported
 double g_round_seconds = 0.01;
 
-// Median time of one call, in nanoseconds, over rounds of calibrated batches.
-double median_ns(const std::function<void()>& call) {
-  call();  // warm up
-  auto t0 = Clock::now();
-  call();
-  const double one = std::max(seconds_since(t0), 1e-9);
-  const auto batch = static_cast<int64_t>(std::max(1.0, g_round_seconds / one));
-  std::vector<double> samples;
-  for (int r = 0; r < g_rounds; ++r) {
-    t0 = Clock::now();
-    for (int64_t i = 0; i < batch; ++i) call();
-    samples.push_back(seconds_since(t0) * 1e9 / static_cast<double>(batch));
+// Median time of one call of each function, in nanoseconds. Rounds of calibrated
+// batches alternate between the functions, so that a slow spell of the machine hits
+// all of them alike and their ratios stay fair.
+template <std::size_t N>
+std::array<double, N> median_ns(const std::array<std::function<void()>, N>& calls) {
+  std::array<int64_t, N> batch{};
+  for (std::size_t k = 0; k < N; ++k) {
+    calls[k]();  // warm up
+    const auto t0 = Clock::now();
+    calls[k]();
+    const double one = std::max(seconds_since(t0), 1e-9);
+    batch[k] = static_cast<int64_t>(std::max(1.0, g_round_seconds / one));
   }
-  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return samples[samples.size() / 2];
+  std::array<std::vector<double>, N> samples;
+  for (int r = 0; r < g_rounds; ++r)
+    for (std::size_t k = 0; k < N; ++k) {
+      const auto t0 = Clock::now();
+      for (int64_t i = 0; i < batch[k]; ++i) calls[k]();
+      samples[k].push_back(seconds_since(t0) * 1e9 / static_cast<double>(batch[k]));
+    }
+  std::array<double, N> medians{};
+  for (std::size_t k = 0; k < N; ++k) {
+    auto& v = samples[k];
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    medians[k] = v[v.size() / 2];
+  }
+  return medians;
 }
 
 struct Result {
@@ -63,11 +76,17 @@ double max_rel_diff(const std::vector<Tensor>& a, const std::vector<std::vector<
   return m;
 }
 
-// Times one workload: f traced at args, and `hand`, which computes the same value and
-// gradients by hand and returns them (value first) for the agreement check.
+// The hand-written version of a workload: `run` computes the value and gradients into
+// its own buffers (this is what is timed); `outputs` copies them out, value first, for
+// the agreement check.
+struct Hand {
+  std::function<void()> run;
+  std::function<std::vector<std::vector<double>>()> outputs;
+};
+
+// Times one workload: f traced at args, against the hand-written version.
 template <class F, class... T>
-Result measure(const std::string& workload, DType dtype, F f,
-               const std::function<std::vector<std::vector<double>>()>& hand, const T&... args) {
+Result measure(const std::string& workload, DType dtype, F f, const Hand& hand, const T&... args) {
   std::vector<double> compile_ms;
   for (int i = 0; i < 3; ++i) {
     const auto t0 = Clock::now();
@@ -80,31 +99,36 @@ Result measure(const std::string& workload, DType dtype, F f,
   const std::vector<Tensor> argv{args...};
 
   Result r{workload, dtype, 0, 0, 0, compile_ms[1], 0};
-  r.hand_ns = median_ns([&] { hand(); });
-  r.interp_ns = median_ns([&] { reel::play(tape, argv); });
-  r.compiled_ns = median_ns([&] { g(args...); });
+  const auto ns = median_ns<3>({hand.run, [&] { reel::play(tape, argv); },
+                                [&] { g(args...); }});
+  r.hand_ns = ns[0];
+  r.interp_ns = ns[1];
+  r.compiled_ns = ns[2];
   const auto out = g(args...);
-  r.max_rel_diff = max_rel_diff(std::vector<Tensor>(out.begin(), out.end()), hand());
+  hand.run();
+  r.max_rel_diff = max_rel_diff(std::vector<Tensor>(out.begin(), out.end()), hand.outputs());
   return r;
 }
 
-std::vector<double> to_vec(const double* p, std::size_t n) { return {p, p + n}; }
 template <class T>
 std::vector<double> to_vec(const std::vector<T>& v) { return {v.begin(), v.end()}; }
 
 Result sigmoid_sum(int64_t n, DType dtype) {
   const Tensor x = reel::randn({n}, 1, dtype);
   auto L = [](const Tensor& v) { return reel::sum(reel::sigmoid(v)); };
-  auto hand = [&, dx64 = std::vector<double>(n), dx32 = std::vector<float>(n)]() mutable {
-    if (dtype == DType::f64) {
-      const double v = bench::sigmoid_sum_grad(x.data<double>(), dx64.data(), n);
-      return std::vector<std::vector<double>>{{v}, to_vec(dx64)};
-    }
-    const float v = bench::sigmoid_sum_grad(x.data<float>(), dx32.data(), n);
-    return std::vector<std::vector<double>>{{v}, to_vec(dx32)};
-  };
-  return measure(fmt::format("(a/b) sum(sigmoid(x)), n={}", n), dtype, L,
-                 std::function<std::vector<std::vector<double>>()>(hand), x);
+  std::vector<double> dx64(n);
+  std::vector<float> dx32(n);
+  double value = 0;
+  Hand hand{[&] {
+              value = dtype == DType::f64
+                          ? bench::sigmoid_sum_grad(x.data<double>(), dx64.data(), n)
+                          : bench::sigmoid_sum_grad(x.data<float>(), dx32.data(), n);
+            },
+            [&] {
+              return std::vector<std::vector<double>>{
+                  {value}, dtype == DType::f64 ? to_vec(dx64) : to_vec(dx32)};
+            }};
+  return measure(fmt::format("(a/b) sum(sigmoid(x)), n={}", n), dtype, L, hand, x);
 }
 
 Result linear_sum() {
@@ -114,13 +138,13 @@ Result linear_sum() {
     return reel::sum(reel::matmul(w, v) + bias);
   };
   bench::LinearBuffers buf(m, k, n);
-  auto hand = [&] {
-    const double v = bench::linear_sum_grad(W.data<double>(), b.data<double>(), x.data<double>(),
-                                            m, k, n, buf);
-    return std::vector<std::vector<double>>{{v}, buf.dW, buf.db, buf.dx};
-  };
-  return measure("(c) sum(matmul(W,x)+b), 128x784x100", DType::f64, loss,
-                 std::function<std::vector<std::vector<double>>()>(hand), W, b, x);
+  double value = 0;
+  Hand hand{[&] {
+              value = bench::linear_sum_grad(W.data<double>(), b.data<double>(),
+                                             x.data<double>(), m, k, n, buf);
+            },
+            [&] { return std::vector<std::vector<double>>{{value}, buf.dW, buf.db, buf.dx}; }};
+  return measure("(c) sum(matmul(W,x)+b), 128x784x100", DType::f64, loss, hand, W, b, x);
 }
 
 template <class T>
@@ -133,14 +157,17 @@ Result mlp(DType dtype) {
     return reel::sum(reel::square(reel::matmul(w2, reel::tanh(reel::matmul(w1, x) + c1)) + c2 - y));
   };
   bench::MlpBuffers<T> buf(h, k, o, n);
-  auto hand = [&] {
-    const T v = bench::mlp_grad(W1.data<T>(), b1.data<T>(), W2.data<T>(), b2.data<T>(), x.data<T>(),
-                                y.data<T>(), h, k, o, n, buf);
-    return std::vector<std::vector<double>>{{static_cast<double>(v)}, to_vec(buf.dW1),
-                                            to_vec(buf.db1), to_vec(buf.dW2), to_vec(buf.db2)};
-  };
-  return measure("(d) 2-layer MLP, 784-128-10, batch 100", dtype, loss,
-                 std::function<std::vector<std::vector<double>>()>(hand), W1, b1, W2, b2);
+  T value = 0;
+  Hand hand{[&] {
+              value = bench::mlp_grad(W1.data<T>(), b1.data<T>(), W2.data<T>(), b2.data<T>(),
+                                      x.data<T>(), y.data<T>(), h, k, o, n, buf);
+            },
+            [&] {
+              return std::vector<std::vector<double>>{{static_cast<double>(value)},
+                                                      to_vec(buf.dW1), to_vec(buf.db1),
+                                                      to_vec(buf.dW2), to_vec(buf.db2)};
+            }};
+  return measure("(d) 2-layer MLP, 784-128-10, batch 100", dtype, loss, hand, W1, b1, W2, b2);
 }
 
 std::string human(double ns) {
