@@ -1,5 +1,5 @@
 // The README's example: trace L(x) = sum(sigmoid(x)), print its tape and gradient
-// tape, and the gradient values.
+// tape, and the gradient values, interpreted and compiled to native code.
 #include <fmt/core.h>
 #include <reel/reel.hpp>
 
@@ -16,5 +16,9 @@ int main() {
   fmt::print("play(tape, x) = {}\n\n", out[0]);
   auto g = reel::grad(L, x);
   fmt::print("Gradient tape:\n{}\n\n", reel::grad_tape(tape));
-  fmt::print("L(x)  = {}\ndL/dx = {}\n", g.value, g.grads[0]);
+  fmt::print("L(x)  = {}\ndL/dx = {}\n\n", g.value, g.grads[0]);
+
+  auto compiled = reel::simplegrad(L, x);  // the same gradient tape, as native code
+  auto [value, dx] = compiled(reel::tensor({-1.0, 0.0, 1.0, 2.0, 3.0}));
+  fmt::print("compiled, at x = [-1, 0, 1, 2, 3]:\nL(x)  = {}\ndL/dx = {}\n", value, dx);
 }
