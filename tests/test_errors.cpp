@@ -78,6 +78,7 @@ TEST_CASE("malformed tape text gets an error with its line number") {
   CHECK_ERROR(parse_tape("inp %1:f64[2]\nout %1"), "line 1", "'::'");
   CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = add(%1, %1)::f64[2]\nout %2, %7"), "line 3", "%7");
   CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = const 1x::f64[]\nout %2"), "line 2", "1x");
+  CHECK_ERROR(parse_tape("inp %1::f64[-3]\nout %1"), "line 1", "dimension >= 0", "-3");
 }
 
 TEST_CASE("other bad input") {
@@ -88,4 +89,5 @@ TEST_CASE("other bad input") {
   CHECK_ERROR(exp(Tensor{}), "exp", "undefined");
   CHECK_ERROR(PassPipeline({"cse", "nope"}), "unknown pass 'nope'");
   CHECK_ERROR(select_outputs(parse_tape("inp %1::f64[]\nout %1"), {3}), "select_outputs", "1 outputs");
+  CHECK_ERROR(CompiledFunction{}({}), "compiled function", "empty");
 }

@@ -47,8 +47,6 @@ Tape trace_list(const Fn& fn, const std::vector<Tensor>& args) {
   throw Error("trace_list: 1 to 3 arguments");
 }
 
-Tensor call_list(const Fn& fn, const std::vector<Tensor>& args) { return fn(args); }
-
 std::vector<Tensor> check_gradient(const Fn& fn, const std::vector<Tensor>& args,
                                    const std::string& what, double rtol, double atol) {
   const Tape forward = trace_list(fn, args);

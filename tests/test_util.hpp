@@ -53,7 +53,7 @@ inline void check_close(const Tensor& a, const Tensor& b, double rtol, double at
 // A function of its argument list, for tests that pass several tensors.
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
-// Traces fn over `args` (as separate tape inputs).
+// Traces fn over `args` (as separate tape inputs; up to three).
 Tape trace_list(const Fn& fn, const std::vector<Tensor>& args);
 
 // Checks the gradient tape of fn against finite differences at `args`, through the
@@ -61,9 +61,5 @@ Tape trace_list(const Fn& fn, const std::vector<Tensor>& args);
 std::vector<Tensor> check_gradient(const Fn& fn, const std::vector<Tensor>& args,
                                    const std::string& what, double rtol = 1e-6,
                                    double atol = 1e-7);
-
-// Runs fn(args...) with tensors given in a vector: the tracer takes a fixed number of
-// tensor arguments, so lists of up to three are spelled out.
-Tensor call_list(const Fn& fn, const std::vector<Tensor>& args);
 
 }  // namespace reel::test

@@ -111,25 +111,26 @@ CompiledFunction compile(const Tape& tape) {
 std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args) const {
   std::vector<const Tensor*> pointers(args.size());
   for (std::size_t i = 0; i < args.size(); ++i) pointers[i] = &args[i];
-  std::vector<Tensor> outputs(impl_->output_types.size());
+  std::vector<Tensor> outputs(num_outputs());
   run(pointers, outputs);
   return outputs;
 }
 
 void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor> outputs) const {
+  const Impl& impl = checked();
   // The common case checked inline; on a mismatch, the shared check builds the message.
-  bool ok = args.size() == impl_->input_types.size();
+  bool ok = args.size() == impl.input_types.size();
   for (std::size_t i = 0; ok && i < args.size(); ++i)
-    ok = args[i]->defined() && args[i]->dtype() == impl_->input_types[i].dtype &&
-         args[i]->shape() == impl_->input_types[i].shape;
+    ok = args[i]->defined() && args[i]->dtype() == impl.input_types[i].dtype &&
+         args[i]->shape() == impl.input_types[i].shape;
   if (!ok) {
     std::vector<Tensor> copies;
     for (const Tensor* a : args) copies.push_back(*a);
-    check_args("compiled function", impl_->input_types, copies);
+    check_args("compiled function", impl.input_types, copies);
   }
-  if (outputs.size() != impl_->output_types.size())
+  if (outputs.size() != impl.output_types.size())
     throw Error(fmt::format("compiled function: expected room for {} outputs, got {}",
-                            impl_->output_types.size(), outputs.size()));
+                            impl.output_types.size(), outputs.size()));
   constexpr std::size_t kInline = 16;  // pointer tables on the stack for small signatures
   const void* in_small[kInline];
   void* out_small[kInline];
@@ -142,17 +143,21 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
 
   for (std::size_t i = 0; i < args.size(); ++i) in[i] = args[i]->raw();
   for (std::size_t k = 0; k < outputs.size(); ++k) {
-    outputs[k] = Tensor(impl_->output_types[k].dtype, impl_->output_types[k].shape);
+    outputs[k] = Tensor(impl.output_types[k].dtype, impl.output_types[k].shape);
     out[k] = outputs[k].mutable_raw();
   }
-  impl_->entry(in, out, impl_->constant_ptrs.data(), thread_workspace(impl_->workspace_bytes));
+  impl.entry(in, out, impl.constant_ptrs.data(), thread_workspace(impl.workspace_bytes));
 }
 
-std::size_t CompiledFunction::num_outputs() const { return impl_->output_types.size(); }
+const CompiledFunction::Impl& CompiledFunction::checked() const {
+  if (!impl_) throw Error("compiled function: this CompiledFunction is empty (not made by reel::compile)");
+  return *impl_;
+}
 
-const Tape& CompiledFunction::tape() const { return impl_->tape; }
-int64_t CompiledFunction::workspace_bytes() const { return impl_->workspace_bytes; }
-const std::string& CompiledFunction::llvm_ir() const { return impl_->ir; }
+std::size_t CompiledFunction::num_outputs() const { return checked().output_types.size(); }
+const Tape& CompiledFunction::tape() const { return checked().tape; }
+int64_t CompiledFunction::workspace_bytes() const { return checked().workspace_bytes; }
+const std::string& CompiledFunction::llvm_ir() const { return checked().ir; }
 
 std::string dump_ir(const Tape& tape) {
   auto& jit = codegen::Jit::get();

@@ -99,7 +99,11 @@ class Cursor {
     expect("[");
     Shape s;
     if (accept("]")) return s;
-    do s.push_back(integer_token("a dimension")); while (accept(","));
+    do {
+      const int64_t d = integer_token("a dimension");
+      if (d < 0) throw LineError(fmt::format("expected a dimension >= 0, got {}", d));
+      s.push_back(d);
+    } while (accept(","));
     expect("]");
     return s;
   }

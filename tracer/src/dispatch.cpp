@@ -15,6 +15,7 @@ Tensor apply(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs)
     types.push_back({inputs[i].dtype(), inputs[i].shape()});
   }
   const VarType type = infer_call(prim, types, attrs);
+  if (!prim.eager) throw Error(fmt::format("{}: the primitive has no eager kernel", prim.name));
   Tensor out = prim.eager(inputs, attrs);
   if (out.dtype() != type.dtype || out.shape() != type.shape)
     throw Error(fmt::format("{}: internal error: the kernel made {}, the shape rule says {}",

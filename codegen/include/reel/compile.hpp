@@ -28,6 +28,7 @@ class CompiledFunction {
 
  private:
   friend CompiledFunction compile(const Tape& tape);
+  const Impl& checked() const;  // throws reel::Error for an empty (default-made) object
   std::shared_ptr<const Impl> impl_;
 };
 
