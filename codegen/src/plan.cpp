@@ -39,10 +39,8 @@ class Planner {
     for (Var v = 1; v <= n_; ++v) {
       const Op& op = t_.op(v);
       if (op.kind != OpKind::call) continue;
-      const bool is_matmul = op.prim->lowering == Lowering::matmul;
-      for (std::size_t i = 0; i < op.args.size(); ++i)
-        // The vector operand of a matrix-vector product cannot be transposed.
-        if (!is_matmul || t_.type(op.args[i]).shape.size() != 2) only_matmul[op.args[i]] = false;
+      if (op.prim->lowering != Lowering::matmul)
+        for (Var a : op.args) only_matmul[a] = false;
     }
     for (Var v = 1; v <= n_; ++v) {
       const Op& op = t_.op(v);
