@@ -63,6 +63,7 @@ struct Result {
   std::string workload;
   DType dtype;
   double hand_ns, interp_ns, compiled_ns, compile_ms;
+  double scalar_math_ns;  // compiled with CompileOptions{.vector_math = false}
   double max_rel_diff;  // compiled vs hand-written, over the value and every gradient
 };
 
@@ -97,13 +98,15 @@ Result measure(const std::string& workload, DType dtype, F f, const Hand& hand, 
   const auto g = reel::simplegrad(f, args...);
   const reel::Tape tape = reel::grad_tape(reel::trace(f, args...));
   const std::vector<Tensor> argv{args...};
+  const reel::GradFunction<sizeof...(T)> scalar_math(reel::compile(tape, {.vector_math = false}));
 
-  Result r{workload, dtype, 0, 0, 0, compile_ms[1], 0};
-  const auto ns = median_ns<3>({hand.run, [&] { reel::play(tape, argv); },
-                                [&] { g(args...); }});
+  Result r{workload, dtype, 0, 0, 0, compile_ms[1], 0, 0};
+  const auto ns = median_ns<4>({hand.run, [&] { reel::play(tape, argv); }, [&] { g(args...); },
+                                [&] { scalar_math(args...); }});
   r.hand_ns = ns[0];
   r.interp_ns = ns[1];
   r.compiled_ns = ns[2];
+  r.scalar_math_ns = ns[3];
   const auto out = g(args...);
   hand.run();
   r.max_rel_diff = max_rel_diff(std::vector<Tensor>(out.begin(), out.end()), hand.outputs());
@@ -201,13 +204,16 @@ int main(int argc, char** argv) {
   results.push_back(mlp<double>(DType::f64));
   results.push_back(mlp<float>(DType::f32));
 
-  fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}\n", "workload", "dtype",
-             "hand", "interp", "compiled", "compile", "comp/hand", "interp/comp", "max rel diff");
+  fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>11} {:>12} {:>12}\n", "workload",
+             "dtype", "hand", "interp", "compiled", "compile", "comp/hand", "interp/comp",
+             "no-vec-math", "max rel diff");
   for (const Result& r : results)
-    fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>7.1f} ms {:>9.2f} {:>11.1f} {:>9.1e}\n",
+    fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>7.1f} ms {:>9.2f} {:>11.1f} {:>12} {:>12.1e}\n",
                r.workload, reel::dtype_name(r.dtype), human(r.hand_ns), human(r.interp_ns),
                human(r.compiled_ns), r.compile_ms, r.compiled_ns / r.hand_ns,
-               r.interp_ns / r.compiled_ns, r.max_rel_diff);
+               r.interp_ns / r.compiled_ns, human(r.scalar_math_ns), r.max_rel_diff);
+  fmt::print("\nno-vec-math: the compiled gradient with one scalar libm call per element for\n"
+             "exp/tanh (CompileOptions{{.vector_math = false}}), for comparison.\n");
 
   std::string json = "[\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
@@ -215,9 +221,10 @@ int main(int argc, char** argv) {
     json += fmt::format(
         "  {{\"workload\": \"{}\", \"dtype\": \"{}\", \"hand_ns\": {:.1f}, \"interp_ns\": {:.1f}, "
         "\"compiled_ns\": {:.1f}, \"compile_ms\": {:.2f}, \"compiled_over_hand\": {:.3f}, "
-        "\"interp_over_compiled\": {:.2f}, \"max_rel_diff\": {:.2e}}}{}\n",
+        "\"interp_over_compiled\": {:.2f}, \"compiled_scalar_math_ns\": {:.1f}, "
+        "\"max_rel_diff\": {:.2e}}}{}\n",
         r.workload, reel::dtype_name(r.dtype), r.hand_ns, r.interp_ns, r.compiled_ns, r.compile_ms,
-        r.compiled_ns / r.hand_ns, r.interp_ns / r.compiled_ns, r.max_rel_diff,
+        r.compiled_ns / r.hand_ns, r.interp_ns / r.compiled_ns, r.scalar_math_ns, r.max_rel_diff,
         i + 1 < results.size() ? "," : "");
   }
   json += "]\n";

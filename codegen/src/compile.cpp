@@ -46,7 +46,7 @@ struct Lowered {
 };
 
 // Everything but adding to the JIT. Call with the JIT's mutex held.
-Lowered lower(const Tape& input, bool keep_text) {
+Lowered lower(const Tape& input, const CompileOptions& options, bool keep_text) {
   static std::atomic<uint64_t> counter{0};
   auto& jit = codegen::Jit::get();
   Lowered l;
@@ -57,7 +57,7 @@ Lowered lower(const Tape& input, bool keep_text) {
   l.context = std::make_unique<llvm::LLVMContext>();
   l.module = codegen::emit_module(*l.context, l.tape, l.plan, l.name, jit.data_layout(), jit.triple());
   if (keep_text) l.before = print(*l.module);
-  jit.optimize(*l.module);
+  jit.optimize(*l.module, options.vector_math);
   l.after = print(*l.module);
   return l;
 }
@@ -81,11 +81,11 @@ void* thread_workspace(int64_t bytes) {
 
 }  // namespace
 
-CompiledFunction compile(const Tape& tape) {
+CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
   auto& jit = codegen::Jit::get();
   std::lock_guard<std::mutex> lock(jit.mutex());
   const bool dump = std::getenv("REEL_DUMP_IR") != nullptr;
-  Lowered l = lower(tape, dump);
+  Lowered l = lower(tape, options, dump);
   if (dump)
     fmt::print(stderr, "; ---- {} before optimisation ----\n{}\n; ---- {} after optimisation ----\n{}\n",
                l.name, l.before, l.name, l.after);
@@ -159,10 +159,10 @@ const Tape& CompiledFunction::tape() const { return checked().tape; }
 int64_t CompiledFunction::workspace_bytes() const { return checked().workspace_bytes; }
 const std::string& CompiledFunction::llvm_ir() const { return checked().ir; }
 
-std::string dump_ir(const Tape& tape) {
+std::string dump_ir(const Tape& tape, const CompileOptions& options) {
   auto& jit = codegen::Jit::get();
   std::lock_guard<std::mutex> lock(jit.mutex());
-  Lowered l = lower(tape, true);
+  Lowered l = lower(tape, options, true);
   return fmt::format("; ---- before optimisation ----\n{}\n; ---- after optimisation ----\n{}",
                      l.before, l.after);
 }

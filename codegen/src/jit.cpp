@@ -114,7 +114,7 @@ Jit::Jit() : state_(std::make_unique<State>()) {
 
 const llvm::DataLayout& Jit::data_layout() const { return state_->jit->getDataLayout(); }
 
-void Jit::optimize(llvm::Module& module) {
+void Jit::optimize(llvm::Module& module, bool vector_math) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -126,9 +126,11 @@ void Jit::optimize(llvm::Module& module) {
   llvm::PassBuilder pb(state_->tm.get(), pto);
 
   llvm::TargetLibraryInfoImpl tli(llvm::Triple(module.getTargetTriple()));
-  tli.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86,
-                                         llvm::Triple(module.getTargetTriple()));
-  add_libmvec_extras(tli, state_->avx2, state_->avx512);
+  if (vector_math) {
+    tli.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86,
+                                           llvm::Triple(module.getTargetTriple()));
+    add_libmvec_extras(tli, state_->avx2, state_->avx512);
+  }
   fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tli); });
 
   pb.registerModuleAnalyses(mam);

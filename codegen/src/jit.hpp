@@ -16,9 +16,9 @@ class Jit {
   const llvm::DataLayout& data_layout() const;
   const std::string& triple() const { return triple_; }
   const std::string& cpu() const { return cpu_; }
-  // Runs LLVM's O3 pipeline for the host, with glibc's libmvec as the vector math
-  // library so loops calling exp/log/sin/cos/pow/tanh vectorize.
-  void optimize(llvm::Module& module);
+  // Runs LLVM's O3 pipeline for the host; with vector_math, glibc's libmvec is the
+  // vector math library, so loops calling exp/log/sin/cos/pow/tanh vectorize.
+  void optimize(llvm::Module& module, bool vector_math);
 
   // Adds an optimised module; returns the address of `function` and a handle whose
   // destruction frees the module's code (its ORC resource tracker).

@@ -9,6 +9,12 @@
 
 namespace reel {
 
+struct CompileOptions {
+  // Let loops call glibc's libmvec vector functions for exp, log, sin, cos, pow and
+  // tanh. Off: one scalar libm call per element (for measuring what vector math buys).
+  bool vector_math = true;
+};
+
 // A tape compiled to native code. Call it like the tape: f(args) -> outputs. Copies
 // share the code, which is freed when the last copy goes. It may be called from
 // several threads at once (each thread gets its own workspace).
@@ -27,7 +33,7 @@ class CompiledFunction {
   struct Impl;
 
  private:
-  friend CompiledFunction compile(const Tape& tape);
+  friend CompiledFunction compile(const Tape& tape, const CompileOptions& options);
   const Impl& checked() const;  // throws reel::Error for an empty (default-made) object
   std::shared_ptr<const Impl> impl_;
 };
@@ -37,10 +43,10 @@ class CompiledFunction {
 // An operation code generation cannot handle is a reel::Error naming it.
 // With the environment variable REEL_DUMP_IR set, the IR before and after
 // optimisation is printed to standard error.
-CompiledFunction compile(const Tape& tape);
+CompiledFunction compile(const Tape& tape, const CompileOptions& options = {});
 
 // The LLVM IR for a tape, before and after optimisation, without compiling it.
-std::string dump_ir(const Tape& tape);
+std::string dump_ir(const Tape& tape, const CompileOptions& options = {});
 
 // The host CPU code is generated for, e.g. "skylake-avx512".
 std::string jit_cpu();
