@@ -126,7 +126,8 @@ void Jit::optimize(llvm::Module& module, bool vector_math) {
   llvm::PassBuilder pb(state_->tm.get(), pto);
 
   llvm::TargetLibraryInfoImpl tli(llvm::Triple(module.getTargetTriple()));
-  if (vector_math) {
+  // libmvec's names are x86's vector ABI; elsewhere loops keep scalar calls.
+  if (vector_math && llvm::Triple(module.getTargetTriple()).getArch() == llvm::Triple::x86_64) {
     tli.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86,
                                            llvm::Triple(module.getTargetTriple()));
     add_libmvec_extras(tli, state_->avx2, state_->avx512);
