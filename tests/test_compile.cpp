@@ -162,7 +162,7 @@ TEST_CASE("outputs that are inputs, constants, views or repeats are copied out")
   CHECK(compiled[2].values() == std::vector<double>{1, 2});
 }
 
-TEST_CASE("a transpose used outside matmul is materialised; one used only by matmul is folded") {
+TEST_CASE("a transpose used outside matmul is materialised, one used only by matmul is folded") {
   const Tape t = parse_tape(
       "inp %1::f64[2,3]\ninp %2::f64[2,4]\n%3 = transpose(%1)::f64[3,2]\n"
       "%4 = matmul(%3, %2)::f64[3,4]\n%5 = exp(%3)::f64[3,2]\nout %4, %5");

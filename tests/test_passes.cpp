@@ -26,7 +26,7 @@ TEST_CASE("CSE and DCE shrink a tape by the expected count and keep its results"
   CHECK(test::run_checked(d, {y})[0].item() == test::run_checked(t, {y})[0].item());
 }
 
-TEST_CASE("CSE merges equal constants and commuted add/mul; DCE keeps unused inputs") {
+TEST_CASE("CSE merges equal constants and commuted add/mul, and DCE keeps unused inputs") {
   const Tape t = parse_tape(R"(
     inp %1::f64[2]
     inp %2::f64[2]      # unused, but part of the signature
