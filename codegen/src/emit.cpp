@@ -248,12 +248,7 @@ class Emitter {
     coalesce(dims, strides);
 
     std::vector<llvm::AllocaInst*> acc;
-    for (Var r : loop.reductions) {
-      Type* T = elem(r);
-      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-      acc.push_back(entry.CreateAlloca(T));
-      b_.CreateStore(llvm::ConstantFP::get(T, 0.0), acc.back());
-    }
+    for (std::size_t i = 0; i < loop.reductions.size(); ++i) acc.push_back(new_accumulator());
 
     if (numel(loop.shape) > 0) {
       loop_nest(dims, [&](const std::vector<Value*>& idx) {
@@ -285,24 +280,35 @@ class Emitter {
             b_.CreateStore(value[m], element_ptr(m, own));
           }
         }
-        for (std::size_t i = 0; i < loop.reductions.size(); ++i) {
-          const Var r = loop.reductions[i];
-          Type* T = elem(r);
-          Value* sum = b_.CreateFAdd(b_.CreateLoad(T, acc[i]), value.at(t_.op(r).args[0]));
-          llvm::cast<llvm::Instruction>(sum)->setFastMathFlags(reduction_flags());
-          b_.CreateStore(sum, acc[i]);
-        }
+        for (std::size_t i = 0; i < loop.reductions.size(); ++i)
+          accumulate(acc[i], value.at(t_.op(loop.reductions[i]).args[0]));
       });
     }
-    for (std::size_t i = 0; i < loop.reductions.size(); ++i) {
-      const Var r = loop.reductions[i];
-      const Op& op = t_.op(r);
-      Type* T = elem(r);
-      Value* total = b_.CreateLoad(T, acc[i]);
-      const double scale = op.prim->reduce_scale(t_.type(op.args[0]));
-      if (scale != 1.0) total = b_.CreateFMul(total, llvm::ConstantFP::get(T, scale));
-      b_.CreateStore(total, base(r));
-    }
+    for (std::size_t i = 0; i < loop.reductions.size(); ++i) finish_sum(acc[i], loop.reductions[i]);
+  }
+
+  // Sums to one number accumulate in double, as the interpreter's do, for f32 too: an
+  // f32 sum of many terms followed by a cancellation can keep only a few good digits.
+  llvm::AllocaInst* new_accumulator() {
+    llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    llvm::AllocaInst* acc = entry.CreateAlloca(b_.getDoubleTy());
+    b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), 0.0), acc);
+    return acc;
+  }
+  void accumulate(llvm::AllocaInst* acc, Value* x) {
+    if (!x->getType()->isDoubleTy()) x = b_.CreateFPExt(x, b_.getDoubleTy());
+    Value* sum = b_.CreateFAdd(b_.CreateLoad(b_.getDoubleTy(), acc), x);
+    llvm::cast<llvm::Instruction>(sum)->setFastMathFlags(reduction_flags());
+    b_.CreateStore(sum, acc);
+  }
+  // Scales the sum (mean: 1/n) and stores it as reduction r's one element.
+  void finish_sum(llvm::AllocaInst* acc, Var r) {
+    const Op& op = t_.op(r);
+    Value* total = b_.CreateLoad(b_.getDoubleTy(), acc);
+    const double scale = op.prim->reduce_scale(t_.type(op.args[0]));
+    if (scale != 1.0) total = b_.CreateFMul(total, llvm::ConstantFP::get(b_.getDoubleTy(), scale));
+    if (elem(r) != total->getType()) total = b_.CreateFPTrunc(total, elem(r));
+    b_.CreateStore(total, base(r));
   }
 
   void emit_step(const ReduceStep& r) {
@@ -311,6 +317,15 @@ class Emitter {
     const Shape target = op.prim->reduce_target(in, op.attrs);
     Type* T = elem(r.out);
     const int64_t out_n = numel(t_.type(r.out).shape);
+    if (out_n == 1) {  // a sum to one number: in a register, in double
+      llvm::AllocaInst* acc = new_accumulator();
+      if (numel(in.shape) > 0)
+        loop_nest({numel(in.shape)}, [&](const std::vector<Value*>& idx) {
+          accumulate(acc, b_.CreateLoad(T, element_ptr(r.in, idx[0])));
+        });
+      finish_sum(acc, r.out);
+      return;
+    }
     b_.CreateMemSet(base(r.out), b_.getInt8(0), out_n * static_cast<int64_t>(dtype_size(in.dtype)),
                     llvm::MaybeAlign(64));
     if (numel(in.shape) == 0) return;

@@ -1,0 +1,133 @@
+// A small differential fuzzer: random tapes (and their gradient tapes) must give the
+// same results compiled as interpreted. Deterministic seeds, so a failure reproduces.
+#include <cstdlib>
+#include <random>
+
+#include "test_util.hpp"
+
+using namespace reel;
+
+namespace {
+
+class RandomTape {
+ public:
+  explicit RandomTape(uint64_t seed) : rng_(seed) {}
+
+  Tape make(DType dtype) {
+    const std::vector<Shape> input_shapes{{3, 4}, {4}, {3, 1}, {}, {4, 3}, {1, 4}};
+    const int inputs = pick(2, 4);
+    for (int i = 0; i < inputs; ++i) vars_.push_back(b_.input({dtype, input_shapes[pick(0, 5)]}));
+    const int ops = pick(3, 14);
+    for (int i = 0; i < ops; ++i) add_op(dtype);
+    // Outputs: the last value, plus a few others (inputs and repeats included).
+    std::vector<Var> outs{vars_.back()};
+    for (int i = pick(0, 3); i > 0; --i) outs.push_back(vars_[pick(0, static_cast<int>(vars_.size()) - 1)]);
+    b_.set_outputs(outs);
+    return b_.finish();
+  }
+
+  std::vector<Tensor> args(const Tape& t) {
+    std::vector<Tensor> a;
+    for (const VarType& type : t.input_types()) a.push_back(randn(type.shape, rng_(), type.dtype));
+    return a;
+  }
+
+ private:
+  int pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  Var any() { return vars_[pick(0, static_cast<int>(vars_.size()) - 1)]; }
+  const Shape& shape(Var v) { return b_.type(v).shape; }
+
+  void add_op(DType dtype) {
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      const Var x = any(), y = any();
+      const Shape sx = shape(x), sy = shape(y);
+      Var v = kNoVar;
+      switch (pick(0, 11)) {
+        case 0: case 1: {  // bounded unary ops, so values stay finite
+          static const char* unary[] = {"neg", "sin", "cos", "tanh", "sigmoid", "square"};
+          v = b_.call(unary[pick(0, 5)], {x});
+          break;
+        }
+        case 2: case 3: case 4: {
+          if (!broadcastable(sx, sy)) continue;
+          static const char* binary[] = {"add", "sub", "mul"};
+          v = b_.call(binary[pick(0, 2)], {x, y});
+          break;
+        }
+        case 5: v = b_.call("sum", {x}); break;
+        case 6:
+          if (sx.empty()) continue;
+          v = b_.call("sum", {x}, {{"axis", static_cast<int64_t>(pick(0, static_cast<int>(sx.size()) - 1))}});
+          break;
+        case 7: v = b_.call("mean", {x}); break;
+        case 8:
+          if (sx.size() != 2) continue;
+          v = pick(0, 1) ? b_.call("transpose", {x}) : b_.call("reshape", {x}, {{"shape", Shape{sx[1], sx[0]}}});
+          break;
+        case 9: {
+          if (sx.size() != 2 || sy.empty() || sy.size() > 2 || sx[1] != sy[0]) continue;
+          v = b_.matmul(x, y);
+          break;
+        }
+        case 10: {
+          if (!broadcastable_to(sx, {3, 4})) continue;
+          v = b_.call("broadcast_to", {x}, {{"shape", Shape{3, 4}}});
+          break;
+        }
+        case 11: v = b_.mul(x, pick(0, 1) ? 0.5 : -2.0); break;
+      }
+      (void)dtype;
+      vars_.push_back(v);
+      return;
+    }
+  }
+
+  static bool broadcastable(const Shape& a, const Shape& b) {
+    try {
+      broadcast_shapes(a, b, "fuzz");
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+
+  std::mt19937_64 rng_;
+  TapeBuilder b_;
+  std::vector<Var> vars_;
+};
+
+// A scalar of every output, so the tape can be differentiated.
+Tape scalarised(const Tape& t) {
+  TapeBuilder b;
+  std::vector<Var> map(t.size() + 1);
+  for (Var v = 1; v <= t.size(); ++v) {
+    std::vector<Var> args;
+    for (Var a : t.op(v).args) args.push_back(map[a]);
+    map[v] = b.copy(t.op(v), args);
+  }
+  Var total = kNoVar;
+  for (Var o : t.outputs) {
+    const Var s = b.call("sum", {b.call("sin", {map[o]})});
+    total = total == kNoVar ? s : b.add(total, s);
+  }
+  b.set_outputs({total});
+  return b.finish();
+}
+
+}  // namespace
+
+TEST_CASE("fuzz: random tapes and their gradients run the same compiled and interpreted") {
+  // REEL_FUZZ_SEEDS=N runs more seeds (CI runs 150).
+  const char* env = std::getenv("REEL_FUZZ_SEEDS");
+  const uint64_t seeds = env ? std::strtoull(env, nullptr, 10) : 150;
+  for (uint64_t seed = 1; seed <= seeds; ++seed) {
+    CAPTURE(seed);
+    RandomTape gen(seed);
+    const DType dtype = seed % 4 == 0 ? DType::f32 : DType::f64;
+    const Tape t = gen.make(dtype);
+    CAPTURE(to_string(t));
+    const std::vector<Tensor> args = gen.args(t);
+    test::run_checked(t, args);
+    test::run_checked(grad_tape(scalarised(t)), args);
+  }
+}
