@@ -79,6 +79,18 @@ TEST_CASE("malformed tape text gets an error with its line number") {
   CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = add(%1, %1)::f64[2]\nout %2, %7"), "line 3", "%7");
   CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = const 1x::f64[]\nout %2"), "line 2", "1x");
   CHECK_ERROR(parse_tape("inp %1::f64[-3]\nout %1"), "line 1", "dimension >= 0", "-3");
+  CHECK_ERROR(parse_tape("inp %1::f64[3]\n%2 = reshape(%1, shape=[3], shape=[1,3])::f64[1,3]\nout %2"),
+              "line 2", "'shape' is given twice");
+  CHECK_ERROR(parse_tape("inp %1::f64[3]\n%2 = sum(axis=0, %1)::f64[]\nout %2"), "line 2",
+              "arguments come before attributes");
+  CHECK_ERROR(parse_tape("inp %1::f64[3]\n%2 = pow(%1, p=1e999)::f64[3]\nout %2"), "line 2",
+              "1e999 is out of range");
+  CHECK_ERROR(parse_tape("%1 = const 1e40::f32[]\nout %1"), "line 1", "out of range for f32");
+  CHECK_ERROR(parse_tape("%1 = const [1]::f64[]\nout %1"), "line 1", "one number, not a list");
+  CHECK_ERROR(parse_tape("inp %01::f64[3]\nout %1"), "line 1", "variable number");
+  CHECK_ERROR(parse_tape("inp % 1::f64[3]\nout %1"), "line 1", "variable number");
+  CHECK_ERROR(parse_tape("inp %1::f64[3]\noutput %1"), "line 2", "expected '%'");
+  CHECK_ERROR(parse_tape("inp %1::f64[4611686018427387904,4]\nout %1"), "line 1", "int64");
 }
 
 TEST_CASE("other bad input") {
@@ -90,4 +102,22 @@ TEST_CASE("other bad input") {
   CHECK_ERROR(PassPipeline({"cse", "nope"}), "unknown pass 'nope'");
   CHECK_ERROR(select_outputs(parse_tape("inp %1::f64[]\nout %1"), {3}), "select_outputs", "1 outputs");
   CHECK_ERROR(CompiledFunction{}({}), "compiled function", "empty");
+  CHECK_ERROR(zeros({3, 6148914691236517206}), "more elements than int64");
+  CHECK_ERROR(broadcast_to(zeros({1}), {-1}), "broadcast_to", "negative dimension");
+}
+
+TEST_CASE("hand-built malformed tapes are errors in passes, the interpreter and compile") {
+  Tape dangling;
+  dangling.outputs = {5};
+  CHECK_ERROR(cse(dangling), "cse", "malformed", "%5");
+  CHECK_ERROR(play(dangling, {}), "play", "malformed", "%5");
+  CHECK_ERROR(compile(dangling), "verify", "%5");
+  CHECK_ERROR(grad_tape(dangling), "malformed");
+  Tape no_prim = parse_tape("inp %1::f64[2]\n%2 = exp(%1)::f64[2]\nout %2");
+  no_prim.ops[1].prim = nullptr;
+  CHECK_ERROR(simplify(no_prim), "simplify", "%2", "without a primitive");
+  CHECK_ERROR(to_string(no_prim), "to_string", "without a primitive");
+  Tape forward_ref = parse_tape("inp %1::f64[2]\n%2 = exp(%1)::f64[2]\nout %2");
+  forward_ref.ops[1].args = {2};
+  CHECK_ERROR(dce(forward_ref), "dce", "%2 is not defined before use");
 }

@@ -49,13 +49,13 @@ TEST_CASE("CSE merges equal constants and commuted add/mul, and DCE keeps unused
   CHECK(test::run_checked(s, args)[0].values() == test::run_checked(t, args)[0].values());
 }
 
-TEST_CASE("simplify removes multiplications by one and additions of zero") {
+TEST_CASE("simplify removes multiplications by one and additions of negative zero") {
   const Tape t = parse_tape(
       "inp %1::f64[3]\n"
       "%2 = const 1::f64[]\n"
       "%3 = broadcast_to(%2, shape=[3])::f64[3]\n"
       "%4 = mul(%3, %1)::f64[3]\n"
-      "%5 = const [0, 0, 0]::f64[3]\n"
+      "%5 = const [-0, -0, -0]::f64[3]\n"
       "%6 = add(%4, %5)::f64[3]\n"
       "%7 = neg(%6)::f64[3]\n"
       "%8 = neg(%7)::f64[3]\n"
@@ -64,6 +64,11 @@ TEST_CASE("simplify removes multiplications by one and additions of zero") {
       "out %10");
   const Tape s = dce(simplify(t));
   CHECK(to_string(s) == "inp %1::f64[3]\nout %1");
+  // x + (+0) is kept: for x = -0 it is +0, not x.
+  const Tape z = parse_tape("inp %1::f64[2]\n%2 = const 0::f64[]\n%3 = add(%1, %2)::f64[2]\nout %3");
+  CHECK(dce(simplify(z)).size() == 3);
+  const auto out = test::run_checked(z, {tensor({-0.0, 1.0})});
+  CHECK(!std::signbit(out[0].values()[0]));
   // A multiplication by ones that broadcasts is kept: it changes the shape.
   const Tape b = parse_tape(
       "inp %1::f64[]\n%2 = const [1, 1]::f64[2]\n%3 = mul(%1, %2)::f64[2]\nout %3");

@@ -50,8 +50,8 @@ Lowered lower(const Tape& input, const CompileOptions& options, bool keep_text) 
   static std::atomic<uint64_t> counter{0};
   auto& jit = codegen::Jit::get();
   Lowered l;
+  verify(input);
   l.tape = PassPipeline({"simplify", "cse", "dce"}).run(input);
-  verify(l.tape);
   l.plan = codegen::make_plan(l.tape);
   l.name = fmt::format("reel_fn_{}", counter++);
   l.context = std::make_unique<llvm::LLVMContext>();
@@ -131,22 +131,31 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
   if (outputs.size() != impl.output_types.size())
     throw Error(fmt::format("compiled function: expected room for {} outputs, got {}",
                             impl.output_types.size(), outputs.size()));
-  constexpr std::size_t kInline = 16;  // pointer tables on the stack for small signatures
+  constexpr std::size_t kInline = 16;  // tables on the stack for small signatures
   const void* in_small[kInline];
   void* out_small[kInline];
+  Tensor result_small[kInline];
   std::vector<const void*> in_big;
   std::vector<void*> out_big;
+  std::vector<Tensor> result_big;
   const void** in = in_small;
   void** out = out_small;
+  Tensor* result = result_small;
   if (args.size() > kInline) in = (in_big.resize(args.size()), in_big.data());
-  if (outputs.size() > kInline) out = (out_big.resize(outputs.size()), out_big.data());
+  if (outputs.size() > kInline) {
+    out = (out_big.resize(outputs.size()), out_big.data());
+    result = (result_big.resize(outputs.size()), result_big.data());
+  }
 
   for (std::size_t i = 0; i < args.size(); ++i) in[i] = args[i]->raw();
+  // New tensors first, handed to the caller only after the call: an output slot may
+  // hold one of the arguments (x = f(x)), whose memory must outlive the call.
   for (std::size_t k = 0; k < outputs.size(); ++k) {
-    outputs[k] = Tensor(impl.output_types[k].dtype, impl.output_types[k].shape);
-    out[k] = outputs[k].mutable_raw();
+    result[k] = Tensor(impl.output_types[k].dtype, impl.output_types[k].shape);
+    out[k] = result[k].mutable_raw();
   }
   impl.entry(in, out, impl.constant_ptrs.data(), thread_workspace(impl.workspace_bytes));
+  for (std::size_t k = 0; k < outputs.size(); ++k) outputs[k] = std::move(result[k]);
 }
 
 const CompiledFunction::Impl& CompiledFunction::checked() const {

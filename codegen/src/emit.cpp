@@ -23,25 +23,15 @@ class LlvmScalar final : public ScalarEmitter {
  public:
   LlvmScalar(IRBuilder<>& b, llvm::Module& m, llvm::Type* t) : b_(b), m_(m), t_(t) {}
 
-  llvm::Value* fast_math(llvm::Value* v) {
-    // Contract a*b+c into FMA where it helps; no other relaxation of IEEE semantics.
-    if (auto* i = llvm::dyn_cast<llvm::Instruction>(v)) {
-      llvm::FastMathFlags f;
-      f.setAllowContract(true);
-      if (llvm::isa<llvm::FPMathOperator>(i)) i->setFastMathFlags(f);
-    }
-    return v;
-  }
-
   ScalarEmitter::Value constant(double v) override { return llvm::ConstantFP::get(t_, v); }
   ScalarEmitter::Value add(ScalarEmitter::Value a, ScalarEmitter::Value b) override {
-    return fast_math(b_.CreateFAdd(v(a), v(b)));
+    return b_.CreateFAdd(v(a), v(b));
   }
   ScalarEmitter::Value sub(ScalarEmitter::Value a, ScalarEmitter::Value b) override {
-    return fast_math(b_.CreateFSub(v(a), v(b)));
+    return b_.CreateFSub(v(a), v(b));
   }
   ScalarEmitter::Value mul(ScalarEmitter::Value a, ScalarEmitter::Value b) override {
-    return fast_math(b_.CreateFMul(v(a), v(b)));
+    return b_.CreateFMul(v(a), v(b));
   }
   ScalarEmitter::Value div(ScalarEmitter::Value a, ScalarEmitter::Value b) override {
     return b_.CreateFDiv(v(a), v(b));
@@ -220,10 +210,10 @@ class Emitter {
 
   static llvm::FastMathFlags reduction_flags() {
     // Reassociation lets the vectorizer keep several partial sums (results differ
-    // from a sequential sum in the last bits; see the documented tolerances).
+    // from a sequential sum in the last bits; see the documented tolerances). Nothing
+    // else is relaxed: no FMA contraction, which would make x*x - y*y nonzero for x == y.
     llvm::FastMathFlags f;
     f.setAllowReassoc(true);
-    f.setAllowContract(true);
     return f;
   }
 
@@ -301,51 +291,56 @@ class Emitter {
     llvm::cast<llvm::Instruction>(sum)->setFastMathFlags(reduction_flags());
     b_.CreateStore(sum, acc);
   }
-  // Scales the sum (mean: 1/n) and stores it as reduction r's one element.
-  void finish_sum(llvm::AllocaInst* acc, Var r) {
+  // Scales the sum (mean: 1/n) and stores it as element `at` of reduction r.
+  void finish_sum(llvm::AllocaInst* acc, Var r, Value* at = nullptr) {
     const Op& op = t_.op(r);
     Value* total = b_.CreateLoad(b_.getDoubleTy(), acc);
     const double scale = op.prim->reduce_scale(t_.type(op.args[0]));
     if (scale != 1.0) total = b_.CreateFMul(total, llvm::ConstantFP::get(b_.getDoubleTy(), scale));
     if (elem(r) != total->getType()) total = b_.CreateFPTrunc(total, elem(r));
-    b_.CreateStore(total, base(r));
+    b_.CreateStore(total, at ? element_ptr(r, at) : base(r));
   }
 
+  // Each result element is summed in a register (in double, like the interpreter),
+  // looping over the kept dimensions outside and the reduced ones inside.
   void emit_step(const ReduceStep& r) {
     const Op& op = t_.op(r.out);
     const VarType in = t_.type(r.in);
-    const Shape target = op.prim->reduce_target(in, op.attrs);
     Type* T = elem(r.out);
     const int64_t out_n = numel(t_.type(r.out).shape);
-    if (out_n == 1) {  // a sum to one number: in a register, in double
-      llvm::AllocaInst* acc = new_accumulator();
-      if (numel(in.shape) > 0)
-        loop_nest({numel(in.shape)}, [&](const std::vector<Value*>& idx) {
-          accumulate(acc, b_.CreateLoad(T, element_ptr(r.in, idx[0])));
-        });
-      finish_sum(acc, r.out);
+    if (numel(in.shape) == 0) {  // a sum of nothing
+      b_.CreateMemSet(base(r.out), b_.getInt8(0), out_n * static_cast<int64_t>(dtype_size(in.dtype)),
+                      llvm::MaybeAlign(64));
       return;
     }
-    b_.CreateMemSet(base(r.out), b_.getInt8(0), out_n * static_cast<int64_t>(dtype_size(in.dtype)),
-                    llvm::MaybeAlign(64));
-    if (numel(in.shape) == 0) return;
-    std::vector<int64_t> dims = in.shape;
-    std::vector<std::vector<int64_t>> strides{contiguous_strides(in.shape),
-                                              broadcast_strides(target, in.shape)};
-    coalesce(dims, strides);
-    loop_nest(dims, [&](const std::vector<Value*>& idx) {
-      Value* dst = element_ptr(r.out, offset(idx, strides[1]));
-      Value* x = b_.CreateLoad(T, element_ptr(r.in, offset(idx, strides[0])));
-      Value* sum = b_.CreateFAdd(b_.CreateLoad(T, dst), x);
-      llvm::cast<llvm::Instruction>(sum)->setFastMathFlags(reduction_flags());
-      b_.CreateStore(sum, dst);
-    });
-    const double scale = op.prim->reduce_scale(in);
-    if (scale != 1.0 && out_n > 0)
-      loop_nest({out_n}, [&](const std::vector<Value*>& idx) {
-        Value* dst = element_ptr(r.out, idx[0]);
-        b_.CreateStore(b_.CreateFMul(b_.CreateLoad(T, dst), llvm::ConstantFP::get(T, scale)), dst);
+    const Shape target = op.prim->reduce_target(in, op.attrs);
+    const std::vector<int64_t> in_strides = contiguous_strides(in.shape);
+    const std::vector<int64_t> out_strides = broadcast_strides(target, in.shape);
+    std::vector<int64_t> kept, reduced;
+    std::vector<std::vector<int64_t>> kept_strides(2), reduced_strides(1);
+    for (std::size_t d = 0; d < in.shape.size(); ++d) {
+      if (in.shape[d] == 1) continue;
+      if (out_strides[d] != 0) {
+        kept.push_back(in.shape[d]);
+        kept_strides[0].push_back(in_strides[d]);
+        kept_strides[1].push_back(out_strides[d]);
+      } else {
+        reduced.push_back(in.shape[d]);
+        reduced_strides[0].push_back(in_strides[d]);
+      }
+    }
+    coalesce(kept, kept_strides);
+    coalesce(reduced, reduced_strides);
+    loop_nest(kept, [&](const std::vector<Value*>& k) {
+      Value* in_base = offset(k, kept_strides[0]);
+      Value* out_offset = offset(k, kept_strides[1]);
+      llvm::AllocaInst* acc = new_accumulator();
+      loop_nest(reduced, [&](const std::vector<Value*>& j) {
+        Value* at = b_.CreateAdd(in_base, offset(j, reduced_strides[0]), "", true, true);
+        accumulate(acc, b_.CreateLoad(T, element_ptr(r.in, at)));
       });
+      finish_sum(acc, r.out, out_offset);
+    });
   }
 
   void emit_step(const MatmulStep& m) {

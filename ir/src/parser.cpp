@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cmath>
 #include <cerrno>
 #include <cstdlib>
 #include <string>
@@ -39,6 +40,16 @@ class Cursor {
     i_ += tok.size();
     return true;
   }
+  // A word such as 'out' or 'inp', not the start of a longer name.
+  bool accept_keyword(std::string_view word) {
+    skip_ws();
+    if (s_.substr(i_, word.size()) != word) return false;
+    const std::size_t end = i_ + word.size();
+    if (end < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[end])) || s_[end] == '_'))
+      return false;
+    i_ = end;
+    return true;
+  }
   void expect(std::string_view tok) {
     if (!accept(tok)) fail(fmt::format("'{}'", tok));
   }
@@ -61,6 +72,8 @@ class Cursor {
 
   Var var() {
     expect("%");
+    // The number follows '%' directly, without sign or leading zero: %1, %23.
+    if (i_ >= s_.size() || s_[i_] < '1' || s_[i_] > '9') fail("a variable number right after '%'");
     const int64_t v = integer_token("a variable number after '%'");
     if (v < 1 || v > INT32_MAX) throw LineError(fmt::format("bad variable number %{}", v));
     return static_cast<Var>(v);
@@ -87,11 +100,17 @@ class Cursor {
   }
 
   double real_token(const std::string& what, DType dtype = DType::f64) {
-    const std::string tok = number_token(what);
+    return parse_real(number_token(what), what, dtype);
+  }
+
+  // A number that reads exactly; one too large for the dtype (1e999) is an error, not inf.
+  static double parse_real(const std::string& tok, const std::string& what, DType dtype) {
     char* end = nullptr;
     const double v = dtype == DType::f32 ? std::strtof(tok.c_str(), &end)
                                          : std::strtod(tok.c_str(), &end);
-    if (*end != '\0') throw LineError(fmt::format("expected {}, got '{}'", what, tok));
+    if (*end != '\0' || tok.empty()) throw LineError(fmt::format("expected {}, got '{}'", what, tok));
+    if (std::isinf(v) && tok.find_first_of("iI") == std::string::npos)
+      throw LineError(fmt::format("{} is out of range for {}", tok, dtype_name(dtype)));
     return v;
   }
 
@@ -116,6 +135,7 @@ class Cursor {
     else if (dt == "f32") t.dtype = DType::f32;
     else throw LineError(fmt::format("expected dtype f32 or f64, got '{}'", dt));
     t.shape = shape();
+    (void)numel(t.shape);  // throws if the element count overflows
     return t;
   }
 
@@ -129,9 +149,7 @@ class Cursor {
       const long long v = std::strtoll(tok.c_str(), &end, 10);
       if (errno == 0) return static_cast<int64_t>(v);
     }
-    const double d = std::strtod(tok.c_str(), &end);
-    if (*end != '\0') throw LineError(fmt::format("expected an attribute value, got '{}'", tok));
-    return d;
+    return parse_real(tok, "an attribute value", DType::f64);
   }
 
  private:
@@ -167,14 +185,14 @@ class Parser {
  private:
   // Returns true for the 'out' line.
   bool parse_line(Cursor& c) {
-    if (c.accept("out")) {
+    if (c.accept_keyword("out")) {
       std::vector<Var> outs;
       if (!c.at_end()) do outs.push_back(defined(c.var())); while (c.accept(","));
       if (!c.at_end()) c.fail("',' or end of line");
       b_.set_outputs(std::move(outs));
       return true;
     }
-    if (c.accept("inp")) {
+    if (c.accept_keyword("inp")) {
       next(c.var());
       b_.input(c.type());
       end(c);
@@ -195,9 +213,11 @@ class Parser {
     if (!c.accept(")")) {
       do {
         if (c.peek('%')) {
+          if (!attrs.empty()) throw LineError("arguments come before attributes");
           args.push_back(defined(c.var()));
         } else {
           const std::string key = c.ident();
+          if (attrs.has(key)) throw LineError(fmt::format("attribute '{}' is given twice", key));
           c.expect("=");
           attrs.set(key, c.attr_value());
         }
@@ -229,6 +249,8 @@ class Parser {
     end(c);
     if (!list && !t.shape.empty())
       throw LineError(fmt::format("a constant of type {} needs a [...] list of values", type_str(t)));
+    if (list && t.shape.empty())
+      throw LineError(fmt::format("a constant of type {} is one number, not a list", type_str(t)));
     if (static_cast<int64_t>(tokens.size()) != numel(t.shape))
       throw LineError(fmt::format("a constant of type {} needs {} values, got {}", type_str(t),
                                   numel(t.shape), tokens.size()));

@@ -32,6 +32,7 @@ std::string constant_value(const Tensor& t) {
 }  // namespace
 
 std::string to_string(const Tape& tape) {
+  check_structure("to_string", tape);
   std::string out;
   for (Var v = 1; v <= tape.size(); ++v) {
     const Op& op = tape.op(v);

@@ -60,49 +60,69 @@ VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& 
     if (!ok)
       throw Error(fmt::format("{}: attribute '{}' must be {}", prim.name, spec.name,
                               kind_name(spec.kind)));
+    if (const auto* s = std::get_if<Shape>(&v)) {
+      for (int64_t d : *s)
+        if (d < 0)
+          throw Error(fmt::format("{}: attribute '{}' has a negative dimension: {}", prim.name,
+                                  spec.name, shape_str(*s)));
+      (void)numel(*s);  // throws if the element count overflows
+    }
     ordered.set(spec.name, std::move(v));
   }
   attrs = std::move(ordered);
   return prim.infer(args, attrs);
 }
 
-void verify(const Tape& tape) {
+void check_structure(const char* op_name, const Tape& tape) {
   for (Var v = 1; v <= tape.size(); ++v) {
     const Op& op = tape.op(v);
     auto fail = [&](const std::string& what) {
-      throw Error(fmt::format("verify: %{}: {}", v, what));
+      throw Error(fmt::format("{}: malformed tape: %{}: {}", op_name, v, what));
     };
     switch (op.kind) {
-      case OpKind::input: break;
+      case OpKind::input:
+        if (!op.args.empty()) fail("an input has arguments");
+        break;
       case OpKind::constant:
+        if (!op.args.empty()) fail("a constant has arguments");
         if (!op.value.defined() || op.value.dtype() != op.type.dtype ||
             op.value.shape() != op.type.shape)
-          fail(fmt::format("constant's value does not have type {}", type_str(op.type)));
+          fail(fmt::format("the constant's value does not have type {}", type_str(op.type)));
         break;
-      case OpKind::call: {
-        if (op.prim == nullptr) fail("call without a primitive");
-        std::vector<VarType> args;
-        for (Var a : op.args) {
+      case OpKind::call:
+        if (op.prim == nullptr) fail("a call without a primitive");
+        if (static_cast<int>(op.args.size()) != op.prim->arity)
+          fail(fmt::format("{} takes {} arguments, the call has {}", op.prim->name, op.prim->arity,
+                           op.args.size()));
+        for (Var a : op.args)
           if (a < 1 || a >= v) fail(fmt::format("argument %{} is not defined before use", a));
-          args.push_back(tape.type(a));
-        }
-        Attrs attrs = op.attrs;
-        VarType t;
-        try {
-          t = infer_call(*op.prim, args, attrs);
-        } catch (const Error& e) {
-          fail(e.what());
-        }
-        if (t != op.type)
-          fail(fmt::format("{} has type {}, but its rule gives {}", op.prim->name,
-                           type_str(op.type), type_str(t)));
         break;
-      }
+      default: fail("unknown kind of operation");
     }
   }
   for (Var o : tape.outputs)
     if (o < 1 || o > tape.size())
-      throw Error(fmt::format("verify: output %{} is not a variable of the tape", o));
+      throw Error(fmt::format("{}: malformed tape: output %{} is not a variable of the tape", op_name, o));
+}
+
+void verify(const Tape& tape) {
+  check_structure("verify", tape);
+  for (Var v = 1; v <= tape.size(); ++v) {
+    const Op& op = tape.op(v);
+    if (op.kind != OpKind::call) continue;
+    std::vector<VarType> args;
+    for (Var a : op.args) args.push_back(tape.type(a));
+    Attrs attrs = op.attrs;
+    VarType t;
+    try {
+      t = infer_call(*op.prim, args, attrs);
+    } catch (const Error& e) {
+      throw Error(fmt::format("verify: %{}: {}", v, e.what()));
+    }
+    if (t != op.type)
+      throw Error(fmt::format("verify: %{}: {} has type {}, but its rule gives {}", v,
+                              op.prim->name, type_str(op.type), type_str(t)));
+  }
 }
 
 void check_args(const char* op, const Tape& tape, const std::vector<Tensor>& args) {

@@ -32,6 +32,7 @@ std::string key(const Op& op, const std::vector<Var>& args) {
 }  // namespace
 
 Tape cse(const Tape& tape) {
+  check_structure("cse", tape);
   TapeBuilder b;
   std::vector<Var> map(tape.size() + 1, kNoVar);
   std::unordered_map<std::string, Var> seen;

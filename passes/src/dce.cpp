@@ -4,6 +4,7 @@
 namespace reel {
 
 Tape dce(const Tape& tape) {
+  check_structure("dce", tape);
   std::vector<bool> live(tape.size() + 1, false);
   for (Var o : tape.outputs) live[o] = true;
   for (Var v = tape.size(); v >= 1; --v) {

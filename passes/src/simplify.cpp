@@ -1,7 +1,9 @@
 // Algebraic simplification of the identities the reverse pass produces most: a seed of
-// ones multiplied in (x * 1 -> x), zero adjoints added (x + 0 -> x), double negation.
-// Only rewrites where the kept operand already has the result's type, so no
-// broadcast is lost.
+// ones multiplied in (x * 1 -> x), double negation. Only exact IEEE identities (x + 0
+// is not one: -0 + 0 is +0), and only where the kept operand already has the result's
+// type, so no broadcast is lost.
+#include <cmath>
+
 #include "reel/ir/builder.hpp"
 #include "reel/passes.hpp"
 
@@ -9,13 +11,14 @@ namespace reel {
 
 namespace {
 
-// True if v is a constant whose every element is `value`, or a broadcast of one.
+// True if v is a constant whose every element is `value` (with its sign, so that
+// +0 and -0 differ), or a broadcast of one.
 bool is_filled_with(const Tape& t, Var v, double value) {
   const Op* op = &t.op(v);
   while (op->kind == OpKind::call && op->prim->name == "broadcast_to") op = &t.op(op->args[0]);
   if (op->kind != OpKind::constant) return false;
   for (double x : op->value.values())
-    if (x != value) return false;
+    if (x != value || std::signbit(x) != std::signbit(value)) return false;
   return true;
 }
 
@@ -28,10 +31,11 @@ Var simpler(const Tape& t, const Op& op, const std::vector<Var>& a) {
     if (is_filled_with(t, a[0], 1.0) && same_type(a[1])) return a[1];
     if (is_filled_with(t, a[1], 1.0) && same_type(a[0])) return a[0];
   } else if (name == "add") {
-    if (is_filled_with(t, a[0], 0.0) && same_type(a[1])) return a[1];
-    if (is_filled_with(t, a[1], 0.0) && same_type(a[0])) return a[0];
+    // x + (-0) is x for every x; x + (+0) is not (-0 + 0 is +0).
+    if (is_filled_with(t, a[0], -0.0) && same_type(a[1])) return a[1];
+    if (is_filled_with(t, a[1], -0.0) && same_type(a[0])) return a[0];
   } else if (name == "sub" || name == "div") {
-    const double identity = name == "sub" ? 0.0 : 1.0;
+    const double identity = name == "sub" ? 0.0 : 1.0;  // x - (+0) and x / 1 are x
     if (is_filled_with(t, a[1], identity) && same_type(a[0])) return a[0];
   } else if (name == "neg") {
     const Op& inner = t.op(a[0]);
@@ -43,6 +47,7 @@ Var simpler(const Tape& t, const Op& op, const std::vector<Var>& a) {
 }  // namespace
 
 Tape simplify(const Tape& tape) {
+  check_structure("simplify", tape);
   TapeBuilder b;
   std::vector<Var> map(tape.size() + 1, kNoVar);
   for (Var v = 1; v <= tape.size(); ++v) {

@@ -137,13 +137,16 @@ Tensor mean_all(const Tensor& x) {
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
-  Tensor out = zeros(shape, x.dtype());
+  Tensor out(x.dtype(), shape);
   by_dtype(x.dtype(), [&](auto t) {
     using T = decltype(t);
     const T* in = x.data<T>();
-    T* o = out.mutable_data<T>();
     // Iterate over x; each element lands in the output element it was broadcast from.
-    for_each_broadcast(x.shape(), shape, [&](int64_t i, int64_t j) { o[j] += in[i]; });
+    // Sums accumulate in double for both dtypes, as the compiled code's do.
+    std::vector<double> acc(static_cast<std::size_t>(out.numel()), 0.0);
+    for_each_broadcast(x.shape(), shape, [&](int64_t i, int64_t j) { acc[j] += in[i]; });
+    T* o = out.mutable_data<T>();
+    for (std::size_t j = 0; j < acc.size(); ++j) o[j] = static_cast<T>(acc[j]);
   });
   return out;
 }

@@ -10,7 +10,9 @@ namespace reel {
 
 int64_t numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw Error(fmt::format("shape {} has more elements than int64 can count", shape_str(shape)));
   return n;
 }
 

@@ -7,6 +7,7 @@
 namespace reel {
 
 std::vector<Tensor> play(const Tape& tape, const std::vector<Tensor>& args) {
+  check_structure("play", tape);
   check_args("play", tape, args);
   std::vector<Tensor> env(static_cast<std::size_t>(tape.size()) + 1);
   std::size_t next_arg = 0;

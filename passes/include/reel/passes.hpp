@@ -27,8 +27,8 @@ Tape cse(const Tape& tape);
 // they are the tape's signature.
 Tape dce(const Tape& tape);
 
-// Algebraic identities: x*1, 1*x, x+0, 0+x, x-0, x/1 -> x and -(-x) -> x, where x
-// already has the result's type (so no broadcast is lost).
+// Exact algebraic identities: x*1, 1*x, x+(-0), x-(+0), x/1 -> x and -(-x) -> x, where
+// x already has the result's type (so no broadcast is lost). Not x+0: -0+0 is +0.
 Tape simplify(const Tape& tape);
 
 // reverse_mode (or reverse_mode_seeded) followed by simplify, cse and dce.

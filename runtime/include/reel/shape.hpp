@@ -11,6 +11,7 @@ namespace reel {
 
 using Shape = std::vector<int64_t>;
 
+// Throws reel::Error if the count overflows int64.
 int64_t numel(const Shape& shape);
 
 // "[3,4]" ("[]" for a scalar).

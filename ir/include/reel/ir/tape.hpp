@@ -50,6 +50,11 @@ VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& 
 // reel::Error naming the variable and the problem.
 void verify(const Tape& tape);
 
+// The cheap part of verify, which every pass and the interpreter run first so that a
+// hand-built tape with dangling variables is an error, not a crash: each call has a
+// primitive and as many arguments as it takes, all defined before it; outputs exist.
+void check_structure(const char* op, const Tape& tape);
+
 // Throws reel::Error naming `op`, the argument, and the expected and given types if
 // `args` do not match the tape's inputs in count, dtype and shape.
 void check_args(const char* op, const Tape& tape, const std::vector<Tensor>& args);
