@@ -98,3 +98,32 @@ TEST_CASE("playing a tape inside a trace records its operations") {
                        tensor({1, 2}));
   CHECK(test::run_checked(t, {tensor({1, 1})})[0].item() == 18);
 }
+
+TEST_CASE("grad of a closure over an enclosing trace's tensor keeps the dependence") {
+  // h(x) = d/dy sum(y * x) = x, for any y: the inner function captures x.
+  const Tensor y0 = tensor({5, 6, 7}), x0 = tensor({1, 2, 3});
+  auto h = [&](const Tensor& x) { return grad([&](const Tensor& y) { return sum(y * x); }, y0).grads[0]; };
+  const auto at = test::run_checked(trace(h, x0), {tensor({10, 20, 30})});
+  CHECK(at[0].values() == std::vector<double>{10, 20, 30});
+  CHECK(grad([&](const Tensor& x) { return sum(h(x)); }, x0).grads[0].values() ==
+        std::vector<double>{1, 1, 1});
+  // k(x) = d/dy sum(y*y*x) at y = x is 2x^2, so d/dx sum(k) = 4x.
+  auto k = [&](const Tensor& x) {
+    return grad([&](const Tensor& y) { return sum(y * y * x); }, x).grads[0];
+  };
+  CHECK(grad([&](const Tensor& x) { return sum(k(x)); }, x0).grads[0].values() ==
+        std::vector<double>{4, 8, 12});
+  // vjp too: d/dx of seed . (d/dy (y*x)) = seed.
+  auto v = [&](const Tensor& x) {
+    return sum(vjp([&](const Tensor& y) { return y * x; }, tensor({1, -1, 2}), y0).grads[0] * x);
+  };
+  CHECK(grad(v, x0).grads[0].values() == std::vector<double>{2, -4, 12});
+}
+
+TEST_CASE("a compiled function refuses tensors that are being traced") {
+  const CompiledFunction f = compile(trace([](const Tensor& a) { return sum(a); }, zeros({2})));
+  CHECK_THROWS_WITH_AS(trace([&](const Tensor& a) { return f({a})[0]; }, zeros({2})),
+                       doctest::Contains("argument 1 is being traced"), Error);
+  // Outside a trace the same tensor is fine.
+  CHECK(f({tensor({1, 2})})[0].item() == 3);
+}

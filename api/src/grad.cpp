@@ -14,4 +14,11 @@ void check_seed(const Tape& tape, const Tensor& seed) {
                             seed.defined() ? type_str(seed.dtype(), seed.shape()) : "undefined"));
 }
 
+Tape own_gradients(const Tape& gradient_tape, std::size_t num_args) {
+  if (gradient_tape.outputs.size() == num_args + 1) return gradient_tape;
+  std::vector<int> keep(num_args + 1);
+  for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = static_cast<int>(i);
+  return dce(select_outputs(gradient_tape, keep));
+}
+
 }  // namespace reel::detail

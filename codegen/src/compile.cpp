@@ -10,6 +10,7 @@
 #include "jit.hpp"
 #include "plan.hpp"
 #include "reel/passes.hpp"
+#include "reel/trace.hpp"
 
 namespace reel {
 
@@ -128,6 +129,12 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
     for (const Tensor* a : args) copies.push_back(*a);
     check_args("compiled function", impl.input_types, copies);
   }
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (is_traced(*args[i]))
+      throw Error(fmt::format(
+          "compiled function: argument {} is being traced, and native code cannot be recorded "
+          "on a tape; inside a traced function call reel::play(f.tape(), args) instead",
+          i + 1));
   if (outputs.size() != impl.output_types.size())
     throw Error(fmt::format("compiled function: expected room for {} outputs, got {}",
                             impl.output_types.size(), outputs.size()));

@@ -18,7 +18,7 @@ uint64_t next_trace_id() {
 }
 }  // namespace
 
-TraceScope::TraceScope() : trace_(new Trace(next_trace_id())) {
+TraceScope::TraceScope(bool lift_captures) : trace_(new Trace(next_trace_id(), lift_captures)) {
   active_traces().push_back(trace_);
 }
 
@@ -50,4 +50,16 @@ void TraceScope::output(const Tensor& value) {
 
 Tape TraceScope::finish() { return trace_->builder.finish(); }
 
+const std::vector<Tensor>& TraceScope::captured() const { return trace_->captured; }
+
 }  // namespace reel::detail
+
+namespace reel {
+
+bool is_traced(const Tensor& t) {
+  for (const detail::Trace* trace : detail::active_traces())
+    if (trace->owns(t)) return true;
+  return false;
+}
+
+}  // namespace reel

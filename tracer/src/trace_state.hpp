@@ -1,33 +1,53 @@
 #pragma once
 // Internal: the traces active on this thread, innermost last.
 #include <cstdint>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "reel/ir/builder.hpp"
 
 namespace reel::detail {
 
+class Trace;
+std::vector<Trace*>& active_traces();  // innermost last
+
 class Trace {
  public:
-  explicit Trace(uint64_t id) : id(id) {}
+  Trace(uint64_t id, bool lift_captures) : id(id), lift_captures(lift_captures) {}
   const uint64_t id;
+  const bool lift_captures;
   TapeBuilder builder;
+  std::vector<Tensor> captured;  // lifted inputs' values
 
   bool owns(const Tensor& t) const { return tag(t) != kNoVar; }
-  // The variable for `t` in this trace: its own, or a new constant holding its value.
+  // The variable for `t` in this trace: its own; with lift_captures, an input for a
+  // tensor of an enclosing active trace (one per such tensor); else a new constant.
   Var var_of(const Tensor& t) {
-    const Var v = tag(t);
-    return v != kNoVar ? v : builder.constant(t);
+    if (const Var v = tag(t); v != kNoVar) return v;
+    if (lift_captures)
+      for (const TraceTag& outer : t.trace_tags())
+        for (const Trace* active : active_traces())
+          if (active != this && active->id == outer.trace_id) {
+            const auto key = std::make_pair(outer.trace_id, outer.var);
+            auto [it, is_new] = lifted_.try_emplace(key, kNoVar);
+            if (is_new) {
+              it->second = builder.input({t.dtype(), t.shape()});
+              captured.push_back(t);
+            }
+            return it->second;
+          }
+    return builder.constant(t);
   }
 
  private:
+  std::map<std::pair<uint64_t, int32_t>, Var> lifted_;  // enclosing (trace, var) -> input
+
   Var tag(const Tensor& t) const {
     for (const TraceTag& tag : t.trace_tags())
       if (tag.trace_id == id) return tag.var;
     return kNoVar;
   }
 };
-
-std::vector<Trace*>& active_traces();
 
 }  // namespace reel::detail

@@ -41,23 +41,32 @@ GradResult spread_grads(const std::vector<Tensor>& outs) {
 
 void check_seed(const Tape& tape, const Tensor& seed);
 
+// The gradient tape of a traced function, returning only the value and the gradients
+// of f's own tensor arguments (not of the inputs lifted from an enclosing trace).
+Tape own_gradients(const Tape& gradient_tape, std::size_t num_args);
+
 }  // namespace detail
 
 template <class F, class... Args>
 GradResult grad(F&& f, const Args&... args) {
-  const Tape g = grad_tape(trace(std::forward<F>(f), args...));
-  return detail::spread_grads<Args...>(play(g, detail::tensor_args(args...)));
+  const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
+  std::vector<Tensor> in = detail::tensor_args(args...);
+  const Tape g = detail::own_gradients(grad_tape(t.tape), in.size());
+  in.insert(in.end(), t.captured.begin(), t.captured.end());
+  return detail::spread_grads<Args...>(play(g, in));
 }
 
 // Vector-Jacobian product for a function with a non-scalar output: the gradients of
 // sum(seed * f(args...)). `seed` has the output's dtype and shape.
 template <class F, class... Args>
 GradResult vjp(F&& f, const Tensor& seed, const Args&... args) {
-  const Tape t = trace(std::forward<F>(f), args...);
-  detail::check_seed(t, seed);
+  const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
+  detail::check_seed(t.tape, seed);
   std::vector<Tensor> in = detail::tensor_args(args...);
+  const Tape g = detail::own_gradients(vjp_tape(t.tape), in.size());
+  in.insert(in.end(), t.captured.begin(), t.captured.end());
   in.push_back(seed);
-  return detail::spread_grads<Args...>(play(vjp_tape(t), in));
+  return detail::spread_grads<Args...>(play(g, in));
 }
 
 }  // namespace reel

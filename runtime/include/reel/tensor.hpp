@@ -40,7 +40,8 @@ class Tensor {
   const void* raw() const { return storage_.get(); }
   void* mutable_raw() { return storage_.get(); }
 
-  // Same storage seen with another shape of equal numel.
+  // Same storage seen with another shape of equal numel. Not an operation: while
+  // tracing, use reel::reshape, which is recorded on the tape.
   Tensor reshaped(Shape shape) const;
 
   const std::vector<TraceTag>& trace_tags() const { return tags_; }

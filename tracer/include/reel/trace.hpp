@@ -3,7 +3,8 @@
 //
 // Tensor arguments become the tape's inputs, in order; every other argument is passed
 // to f unchanged, and tensors that f captures or makes from plain numbers become
-// constants. Values are computed while tracing, so item() and values() work inside f
+// constants (reel::grad and reel::vjp instead make tensors captured from an enclosing
+// trace extra inputs, so nested derivatives see through closures). Values are computed while tracing, so item() and values() work inside f
 // (but a branch taken on a value is recorded as taken: the tape is for these shapes
 // and this path). f may return a Tensor, a std::vector<Tensor>, or a tuple or pair of
 // Tensors. Traces nest: tracing a function that itself traces (e.g. calls grad) keeps
@@ -22,10 +23,13 @@ namespace detail {
 
 class Trace;
 
-// Owns one trace while it is active on this thread.
+// Owns one trace while it is active on this thread. With lift_captures, tensors that
+// f captures from an enclosing active trace become extra inputs of the tape (after
+// f's own), listed by captured(), instead of constants: differentiating such a tape
+// and playing it on those tensors keeps the enclosing trace's dependence on them.
 class TraceScope {
  public:
-  TraceScope();
+  explicit TraceScope(bool lift_captures = false);
   ~TraceScope();
   TraceScope(const TraceScope&) = delete;
   TraceScope& operator=(const TraceScope&) = delete;
@@ -33,6 +37,7 @@ class TraceScope {
   Tensor input(const Tensor& value);  // a new tape input with this value
   void output(const Tensor& value);
   Tape finish();
+  const std::vector<Tensor>& captured() const;
 
   template <class T>
   decltype(auto) wrap(const T& arg) {
@@ -62,16 +67,31 @@ void collect_outputs(TraceScope& scope, const R& result) {
   }
 }
 
+struct Traced {
+  Tape tape;
+  std::vector<Tensor> captured;  // values of the lifted inputs, in order
+};
+
+template <class F, class... Args>
+Traced trace_lifting(bool lift_captures, F&& f, const Args&... args) {
+  TraceScope scope(lift_captures);
+  // Braced initialisation evaluates left to right, so inputs are numbered in order.
+  std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
+  const auto result = std::apply(std::forward<F>(f), wrapped);
+  collect_outputs(scope, result);
+  std::vector<Tensor> captured = scope.captured();
+  return {scope.finish(), std::move(captured)};
+}
+
 }  // namespace detail
 
 template <class F, class... Args>
 Tape trace(F&& f, const Args&... args) {
-  detail::TraceScope scope;
-  // Braced initialisation evaluates left to right, so inputs are numbered in order.
-  std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
-  const auto result = std::apply(std::forward<F>(f), wrapped);
-  detail::collect_outputs(scope, result);
-  return scope.finish();
+  return detail::trace_lifting(false, std::forward<F>(f), args...).tape;
 }
+
+// True if an active trace on this thread is recording `t` (it is an input of a traced
+// function or computed from one).
+bool is_traced(const Tensor& t);
 
 }  // namespace reel
