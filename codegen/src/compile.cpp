@@ -138,31 +138,33 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
   if (outputs.size() != impl.output_types.size())
     throw Error(fmt::format("compiled function: expected room for {} outputs, got {}",
                             impl.output_types.size(), outputs.size()));
-  constexpr std::size_t kInline = 16;  // tables on the stack for small signatures
+  constexpr std::size_t kInline = 16;  // pointer tables on the stack for small signatures
   const void* in_small[kInline];
   void* out_small[kInline];
-  Tensor result_small[kInline];
   std::vector<const void*> in_big;
   std::vector<void*> out_big;
-  std::vector<Tensor> result_big;
   const void** in = in_small;
   void** out = out_small;
-  Tensor* result = result_small;
   if (args.size() > kInline) in = (in_big.resize(args.size()), in_big.data());
-  if (outputs.size() > kInline) {
-    out = (out_big.resize(outputs.size()), out_big.data());
-    result = (result_big.resize(outputs.size()), result_big.data());
-  }
+  if (outputs.size() > kInline) out = (out_big.resize(outputs.size()), out_big.data());
+
+  // An output slot that already holds a tensor may hold one of the arguments
+  // (x = f(x)), whose memory must outlive the call: then the new outputs are made
+  // aside and handed over after it. Empty slots (the usual case) are filled directly.
+  bool empty_slots = true;
+  for (const Tensor& o : outputs) empty_slots = empty_slots && !o.defined();
+  std::vector<Tensor> staged;
+  Tensor* result = outputs.data();
+  if (!empty_slots) result = (staged.resize(outputs.size()), staged.data());
 
   for (std::size_t i = 0; i < args.size(); ++i) in[i] = args[i]->raw();
-  // New tensors first, handed to the caller only after the call: an output slot may
-  // hold one of the arguments (x = f(x)), whose memory must outlive the call.
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     result[k] = Tensor(impl.output_types[k].dtype, impl.output_types[k].shape);
     out[k] = result[k].mutable_raw();
   }
   impl.entry(in, out, impl.constant_ptrs.data(), thread_workspace(impl.workspace_bytes));
-  for (std::size_t k = 0; k < outputs.size(); ++k) outputs[k] = std::move(result[k]);
+  if (!empty_slots)
+    for (std::size_t k = 0; k < outputs.size(); ++k) outputs[k] = std::move(staged[k]);
 }
 
 const CompiledFunction::Impl& CompiledFunction::checked() const {
