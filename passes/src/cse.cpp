@@ -2,8 +2,8 @@
 
 #include <unordered_map>
 
-#include "reel/ir/builder.hpp"
 #include "reel/passes.hpp"
+#include "rewrite.hpp"
 
 namespace reel {
 
@@ -32,30 +32,15 @@ std::string key(const Op& op, const std::vector<Var>& args) {
 }  // namespace
 
 Tape cse(const Tape& tape) {
-  check_structure("cse", tape);
-  TapeBuilder b;
-  std::vector<Var> map(tape.size() + 1, kNoVar);
   std::unordered_map<std::string, Var> seen;
-  for (Var v = 1; v <= tape.size(); ++v) {
-    const Op& op = tape.op(v);
-    std::vector<Var> args;
-    for (Var a : op.args) args.push_back(map[a]);
-    if (op.kind == OpKind::input) {
-      map[v] = b.copy(op, {});
-      continue;
-    }
+  return passes::rewrite("cse", tape, [&](TapeBuilder& b, Var, const Op& op, std::vector<Var> args) {
+    if (op.kind == OpKind::input) return b.copy(op, {});
     const std::string k = key(op, args);
-    if (auto it = seen.find(k); it != seen.end()) {
-      map[v] = it->second;
-      continue;
-    }
-    map[v] = b.copy(op, std::move(args));
-    seen.emplace(k, map[v]);
-  }
-  std::vector<Var> outs;
-  for (Var o : tape.outputs) outs.push_back(map[o]);
-  b.set_outputs(std::move(outs));
-  return b.finish();
+    if (auto it = seen.find(k); it != seen.end()) return it->second;
+    const Var v = b.copy(op, std::move(args));
+    seen.emplace(k, v);
+    return v;
+  });
 }
 
 }  // namespace reel

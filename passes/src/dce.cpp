@@ -1,10 +1,10 @@
-#include "reel/ir/builder.hpp"
 #include "reel/passes.hpp"
+#include "rewrite.hpp"
 
 namespace reel {
 
 Tape dce(const Tape& tape) {
-  check_structure("dce", tape);
+  check_structure("dce", tape);  // before the liveness walk reads arguments
   std::vector<bool> live(tape.size() + 1, false);
   for (Var o : tape.outputs) live[o] = true;
   for (Var v = tape.size(); v >= 1; --v) {
@@ -13,18 +13,9 @@ Tape dce(const Tape& tape) {
     if (live[v])
       for (Var a : op.args) live[a] = true;
   }
-  TapeBuilder b;
-  std::vector<Var> map(tape.size() + 1, kNoVar);
-  for (Var v = 1; v <= tape.size(); ++v) {
-    if (!live[v]) continue;
-    std::vector<Var> args;
-    for (Var a : tape.op(v).args) args.push_back(map[a]);
-    map[v] = b.copy(tape.op(v), std::move(args));
-  }
-  std::vector<Var> outs;
-  for (Var o : tape.outputs) outs.push_back(map[o]);
-  b.set_outputs(std::move(outs));
-  return b.finish();
+  return passes::rewrite("dce", tape, [&](TapeBuilder& b, Var v, const Op& op, std::vector<Var> args) {
+    return live[v] ? b.copy(op, std::move(args)) : kNoVar;
+  });
 }
 
 }  // namespace reel

@@ -4,8 +4,8 @@
 // type, so no broadcast is lost.
 #include <cmath>
 
-#include "reel/ir/builder.hpp"
 #include "reel/passes.hpp"
+#include "rewrite.hpp"
 
 namespace reel {
 
@@ -47,20 +47,10 @@ Var simpler(const Tape& t, const Op& op, const std::vector<Var>& a) {
 }  // namespace
 
 Tape simplify(const Tape& tape) {
-  check_structure("simplify", tape);
-  TapeBuilder b;
-  std::vector<Var> map(tape.size() + 1, kNoVar);
-  for (Var v = 1; v <= tape.size(); ++v) {
-    const Op& op = tape.op(v);
-    std::vector<Var> args;
-    for (Var a : op.args) args.push_back(map[a]);
+  return passes::rewrite("simplify", tape, [](TapeBuilder& b, Var, const Op& op, std::vector<Var> args) {
     const Var s = simpler(b.tape(), op, args);
-    map[v] = s != kNoVar ? s : b.copy(op, std::move(args));
-  }
-  std::vector<Var> outs;
-  for (Var o : tape.outputs) outs.push_back(map[o]);
-  b.set_outputs(std::move(outs));
-  return b.finish();
+    return s != kNoVar ? s : b.copy(op, std::move(args));
+  });
 }
 
 }  // namespace reel
