@@ -28,33 +28,39 @@ T unwrap(llvm::Expected<T> v, const char* what) {
 // glibc (2.35 and later) has vector forms LLVM 19's LIBMVEC_X86 table does not list:
 // tanh at every width, and the AVX-512 ('e') forms of the others. Names must outlive
 // the TargetLibraryInfoImpl, hence string literals.
+enum class Isa { sse, avx2, avx512 };
+struct VectorForm {
+  const char* scalar;
+  const char* vector;
+  unsigned width;
+  const char* abi;
+  Isa isa;
+};
+constexpr VectorForm kLibmvecExtras[] = {
+    {"tanh", "_ZGVbN2v_tanh", 2, "_ZGV_LLVM_N2v", Isa::sse},
+    {"tanhf", "_ZGVbN4v_tanhf", 4, "_ZGV_LLVM_N4v", Isa::sse},
+    {"tanh", "_ZGVdN4v_tanh", 4, "_ZGV_LLVM_N4v", Isa::avx2},
+    {"tanhf", "_ZGVdN8v_tanhf", 8, "_ZGV_LLVM_N8v", Isa::avx2},
+    {"tanh", "_ZGVeN8v_tanh", 8, "_ZGV_LLVM_N8v", Isa::avx512},
+    {"tanhf", "_ZGVeN16v_tanhf", 16, "_ZGV_LLVM_N16v", Isa::avx512},
+    {"llvm.exp.f64", "_ZGVeN8v_exp", 8, "_ZGV_LLVM_N8v", Isa::avx512},
+    {"llvm.exp.f32", "_ZGVeN16v_expf", 16, "_ZGV_LLVM_N16v", Isa::avx512},
+    {"llvm.log.f64", "_ZGVeN8v_log", 8, "_ZGV_LLVM_N8v", Isa::avx512},
+    {"llvm.log.f32", "_ZGVeN16v_logf", 16, "_ZGV_LLVM_N16v", Isa::avx512},
+    {"llvm.sin.f64", "_ZGVeN8v_sin", 8, "_ZGV_LLVM_N8v", Isa::avx512},
+    {"llvm.sin.f32", "_ZGVeN16v_sinf", 16, "_ZGV_LLVM_N16v", Isa::avx512},
+    {"llvm.cos.f64", "_ZGVeN8v_cos", 8, "_ZGV_LLVM_N8v", Isa::avx512},
+    {"llvm.cos.f32", "_ZGVeN16v_cosf", 16, "_ZGV_LLVM_N16v", Isa::avx512},
+    {"llvm.pow.f64", "_ZGVeN8vv_pow", 8, "_ZGV_LLVM_N8vv", Isa::avx512},
+    {"llvm.pow.f32", "_ZGVeN16vv_powf", 16, "_ZGV_LLVM_N16vv", Isa::avx512},
+};
+
 void add_libmvec_extras(llvm::TargetLibraryInfoImpl& tli, bool avx2, bool avx512) {
-  using llvm::ElementCount;
-  std::vector<llvm::VecDesc> v;
-  auto add = [&](const char* scalar, const char* vec, unsigned vf, const char* abi) {
-    v.emplace_back(scalar, vec, ElementCount::getFixed(vf), false, abi);
-  };
-  add("tanh", "_ZGVbN2v_tanh", 2, "_ZGV_LLVM_N2v");
-  add("tanhf", "_ZGVbN4v_tanhf", 4, "_ZGV_LLVM_N4v");
-  if (avx2) {
-    add("tanh", "_ZGVdN4v_tanh", 4, "_ZGV_LLVM_N4v");
-    add("tanhf", "_ZGVdN8v_tanhf", 8, "_ZGV_LLVM_N8v");
-  }
-  if (avx512) {
-    add("tanh", "_ZGVeN8v_tanh", 8, "_ZGV_LLVM_N8v");
-    add("tanhf", "_ZGVeN16v_tanhf", 16, "_ZGV_LLVM_N16v");
-    add("llvm.exp.f64", "_ZGVeN8v_exp", 8, "_ZGV_LLVM_N8v");
-    add("llvm.exp.f32", "_ZGVeN16v_expf", 16, "_ZGV_LLVM_N16v");
-    add("llvm.log.f64", "_ZGVeN8v_log", 8, "_ZGV_LLVM_N8v");
-    add("llvm.log.f32", "_ZGVeN16v_logf", 16, "_ZGV_LLVM_N16v");
-    add("llvm.sin.f64", "_ZGVeN8v_sin", 8, "_ZGV_LLVM_N8v");
-    add("llvm.sin.f32", "_ZGVeN16v_sinf", 16, "_ZGV_LLVM_N16v");
-    add("llvm.cos.f64", "_ZGVeN8v_cos", 8, "_ZGV_LLVM_N8v");
-    add("llvm.cos.f32", "_ZGVeN16v_cosf", 16, "_ZGV_LLVM_N16v");
-    add("llvm.pow.f64", "_ZGVeN8vv_pow", 8, "_ZGV_LLVM_N8vv");
-    add("llvm.pow.f32", "_ZGVeN16vv_powf", 16, "_ZGV_LLVM_N16vv");
-  }
-  tli.addVectorizableFunctions(v);
+  std::vector<llvm::VecDesc> forms;
+  for (const VectorForm& f : kLibmvecExtras)
+    if (f.isa == Isa::sse || (f.isa == Isa::avx2 && avx2) || (f.isa == Isa::avx512 && avx512))
+      forms.emplace_back(f.scalar, f.vector, llvm::ElementCount::getFixed(f.width), false, f.abi);
+  tli.addVectorizableFunctions(forms);
 }
 
 }  // namespace
