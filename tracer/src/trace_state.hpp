@@ -26,23 +26,22 @@ class Trace {
   Var var_of(const Tensor& t) {
     if (const Var v = tag(t); v != kNoVar) return v;
     if (lift_captures)
-      for (const TraceTag& outer : t.trace_tags())
-        for (const Trace* active : active_traces())
-          if (active != this && active->id == outer.trace_id) {
-            const auto key = std::make_pair(outer.trace_id, outer.var);
-            auto [it, is_new] = lifted_.try_emplace(key, kNoVar);
-            if (is_new) {
-              it->second = builder.input({t.dtype(), t.shape()});
-              captured.push_back(t);
-            }
-            return it->second;
+      for (const Trace* enclosing : active_traces())
+        if (const Var outer = enclosing->tag(t); enclosing != this && outer != kNoVar) {
+          auto [it, is_new] = lifted_.try_emplace({enclosing->id, outer}, kNoVar);
+          if (is_new) {
+            it->second = builder.input({t.dtype(), t.shape()});
+            captured.push_back(t);
           }
+          return it->second;
+        }
     return builder.constant(t);
   }
 
  private:
-  std::map<std::pair<uint64_t, int32_t>, Var> lifted_;  // enclosing (trace, var) -> input
+  std::map<std::pair<uint64_t, Var>, Var> lifted_;  // enclosing (trace, var) -> input
 
+  // The variable `t` is in this trace, or kNoVar.
   Var tag(const Tensor& t) const {
     for (const TraceTag& tag : t.trace_tags())
       if (tag.trace_id == id) return tag.var;

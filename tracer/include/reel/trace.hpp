@@ -4,12 +4,12 @@
 // Tensor arguments become the tape's inputs, in order; every other argument is passed
 // to f unchanged, and tensors that f captures or makes from plain numbers become
 // constants (reel::grad and reel::vjp instead make tensors captured from an enclosing
-// trace extra inputs, so nested derivatives see through closures). Values are computed while tracing, so item() and values() work inside f
-// (but a branch taken on a value is recorded as taken: the tape is for these shapes
-// and this path). f may return a Tensor, a std::vector<Tensor>, or a tuple or pair of
-// Tensors. Traces nest: tracing a function that itself traces (e.g. calls grad) keeps
-// each trace's tape separate; an operation is recorded on every active trace that one
-// of its inputs belongs to.
+// trace extra inputs, so nested derivatives see through closures). Values are computed
+// while tracing, so item() and values() work inside f (but a branch taken on a value
+// is recorded as taken: the tape is for these shapes and this path). f may return a
+// Tensor, a std::vector<Tensor>, or a tuple or pair of Tensors. Traces nest: tracing a
+// function that itself traces (e.g. calls grad) keeps each trace's tape separate; an
+// operation is recorded on every active trace that one of its inputs belongs to.
 #include <tuple>
 #include <type_traits>
 #include <utility>
