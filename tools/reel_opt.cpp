@@ -1,5 +1,7 @@
 // reel-opt: reads a tape in text form, runs passes on it, prints the result.
-//   reel-opt [--passes=grad,cse,dce] [file]     (standard input without a file)
+//   reel-opt [--passes=grad,cse,dce] [--print-plan [--no-reuse]] [file]
+// (standard input without a file). --print-plan prints, instead of the tape, the
+// schedule and memory plan reel::compile would make of the result.
 #include <fmt/core.h>
 #include <reel/reel.hpp>
 
@@ -18,7 +20,7 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 int usage() {
-  fmt::print(stderr, "usage: reel-opt [--passes=p1,p2,...] [file]\npasses: {}\n",
+  fmt::print(stderr, "usage: reel-opt [--passes=p1,p2,...] [--print-plan [--no-reuse]] [file]\npasses: {}\n",
              fmt::join(reel::pass_names(), ", "));
   return 2;
 }
@@ -28,9 +30,12 @@ int usage() {
 int main(int argc, char** argv) {
   std::vector<std::string> passes;
   std::string path;
+  bool print_plan = false, reuse = true;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--passes=", 0) == 0) passes = split(arg.substr(9));
+    else if (arg == "--print-plan") print_plan = true;
+    else if (arg == "--no-reuse") reuse = false;
     else if (arg == "-h" || arg == "--help") return usage();
     else if (arg.rfind("-", 0) == 0 && arg != "-") return usage();
     else path = arg;
@@ -48,7 +53,8 @@ int main(int argc, char** argv) {
   }
   try {
     const reel::Tape tape = reel::PassPipeline(passes).run(reel::parse_tape(text.str()));
-    fmt::print("{}\n", tape);
+    if (print_plan) fmt::print("{}", reel::plan_text(tape, {.reuse_memory = reuse}));
+    else fmt::print("{}\n", tape);
   } catch (const reel::Error& e) {
     fmt::print(stderr, "reel-opt: {}\n", e.what());
     return 1;

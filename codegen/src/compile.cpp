@@ -1,66 +1,110 @@
 #include "reel/compile.hpp"
 
 #include <fmt/format.h>
-#include <llvm/Support/raw_ostream.h>
 
-#include <atomic>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
 
-#include "emit.hpp"
 #include "jit.hpp"
+#include "kernel.hpp"
+#include "kernel_cache.hpp"
+#include "memory_plan.hpp"
 #include "plan.hpp"
+#include "reel/blas.hpp"
 #include "reel/passes.hpp"
 #include "reel/trace.hpp"
 
 namespace reel {
 
-using EntryFn = void (*)(const void* const*, void* const*, const void* const*, void*);
+using StepFn = void (*)(void* const* bases, const int64_t* refs);
 
 struct CompiledFunction::Impl {
   Tape tape;
+  CompileOptions options;
   std::vector<VarType> input_types;
   std::vector<VarType> output_types;
-  std::vector<Tensor> constants;
-  std::vector<const void*> constant_ptrs;
-  int64_t workspace_bytes = 0;
-  std::string ir;
-  EntryFn entry = nullptr;
-  std::shared_ptr<void> code;  // frees the JIT code
+  Tensor constant_pool;  // every constant, each at a 64-byte-aligned offset
+  std::vector<int64_t> refs;
+  struct Call {
+    StepFn fn;
+    const int64_t* refs;
+  };
+  std::vector<Call> calls;  // the schedule
+  std::vector<codegen::KernelSpec> kernels;
+  std::vector<std::shared_ptr<void>> code;  // keeps the kernels' code alive
+  int kernels_compiled = 0;
+  int64_t workspace_bytes = 0, workspace_lower_bound = 0;
+  std::string plan;
+  mutable std::once_flag ir_once;
+  mutable std::string ir;
 };
 
 namespace {
 
-std::string print(const llvm::Module& m) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  m.print(os, nullptr);
-  return os.str();
+// The steps that are not kernels: C++ functions of the same signature.
+template <class T>
+T* at(void* const* bases, const int64_t* ref) {
+  return reinterpret_cast<T*>(static_cast<char*>(bases[ref[0]]) + ref[1]);
+}
+template <class T>
+void gemm_step(void* const* bases, const int64_t* r) {
+  // refs: a, b, c, trans_a, trans_b, m, n, k, lda, ldb, ldc
+  if constexpr (std::is_same_v<T, double>)
+    reel_rt_gemm_f64(static_cast<int32_t>(r[6]), static_cast<int32_t>(r[7]), r[8], r[9], r[10],
+                     at<double>(bases, r), r[11], at<double>(bases, r + 2), r[12], at<double>(bases, r + 4), r[13]);
+  else
+    reel_rt_gemm_f32(static_cast<int32_t>(r[6]), static_cast<int32_t>(r[7]), r[8], r[9], r[10],
+                     at<float>(bases, r), r[11], at<float>(bases, r + 2), r[12], at<float>(bases, r + 4), r[13]);
+}
+template <class T>
+void gemv_step(void* const* bases, const int64_t* r) {
+  // refs: a, x, y, trans_a, rows, cols
+  if constexpr (std::is_same_v<T, double>)
+    reel_rt_gemv_f64(static_cast<int32_t>(r[6]), r[7], r[8], at<double>(bases, r), at<double>(bases, r + 2),
+                     at<double>(bases, r + 4));
+  else
+    reel_rt_gemv_f32(static_cast<int32_t>(r[6]), r[7], r[8], at<float>(bases, r), at<float>(bases, r + 2),
+                     at<float>(bases, r + 4));
+}
+void copy_step(void* const* bases, const int64_t* r) {
+  // refs: from, to, bytes
+  if (r[4] > 0) std::memcpy(at<char>(bases, r + 2), at<char>(bases, r), static_cast<std::size_t>(r[4]));
 }
 
-struct Lowered {
+StepFn step_fn(const codegen::ScheduledStep& s) {
+  const bool f64 = s.dtype == DType::f64;
+  switch (s.kind) {
+    case codegen::StepKind::gemm: return f64 ? &gemm_step<double> : &gemm_step<float>;
+    case codegen::StepKind::gemv: return f64 ? &gemv_step<double> : &gemv_step<float>;
+    case codegen::StepKind::copy: return &copy_step;
+    case codegen::StepKind::kernel: break;
+  }
+  return nullptr;
+}
+
+struct Planned {
   Tape tape;
   codegen::Plan plan;
-  std::string name;
-  std::unique_ptr<llvm::LLVMContext> context;
-  std::unique_ptr<llvm::Module> module;
-  std::string before, after;
+  codegen::MemoryPlan memory;
+  codegen::Schedule schedule;
 };
 
-// Everything but adding to the JIT. Call with the JIT's mutex held.
-Lowered lower(const Tape& input, const CompileOptions& options, bool keep_text) {
-  static std::atomic<uint64_t> counter{0};
-  auto& jit = codegen::Jit::get();
-  Lowered l;
+// Everything before LLVM: passes, plan, memory plan, schedule.
+Planned plan_tape(const Tape& input, const CompileOptions& options) {
   verify(input);
-  l.tape = PassPipeline({"simplify", "cse", "dce"}).run(input);
-  l.plan = codegen::make_plan(l.tape);
-  l.name = fmt::format("reel_fn_{}", counter++);
-  l.context = std::make_unique<llvm::LLVMContext>();
-  l.module = codegen::emit_module(*l.context, l.tape, l.plan, l.name, jit.data_layout(), jit.triple());
-  if (keep_text) l.before = print(*l.module);
-  jit.optimize(*l.module, options.vector_math);
-  l.after = print(*l.module);
-  return l;
+  Planned p;
+  p.tape = PassPipeline({"simplify", "cse", "dce"}).run(input);
+  p.plan = codegen::make_plan(p.tape);
+  p.memory = codegen::plan_memory(p.tape, p.plan, options.reuse_memory);
+  p.schedule = codegen::make_schedule(p.tape, p.plan);
+  return p;
+}
+
+std::string ir_text(const std::vector<codegen::KernelSpec>& kernels, const CompileOptions& options) {
+  return fmt::format("; ---- before optimisation ----\n{}\n; ---- after optimisation ----\n{}",
+                     codegen::kernels_ir(kernels, options.vector_math, false),
+                     codegen::kernels_ir(kernels, options.vector_math, true));
 }
 
 // One growing, 64-byte-aligned scratch buffer per thread, reused across calls.
@@ -73,8 +117,10 @@ void* thread_workspace(int64_t bytes) {
   thread_local Buffer buf;
   if (buf.size < bytes) {
     std::free(buf.data);
+    buf.data = nullptr;
+    buf.size = 0;
     buf.data = std::aligned_alloc(64, static_cast<std::size_t>((bytes + 63) / 64 * 64));
-    if (buf.data == nullptr) throw Error(fmt::format("compiled function: cannot allocate {} bytes", bytes));
+    if (buf.data == nullptr) throw Error(fmt::format("compiled function: cannot allocate a workspace of {} bytes", bytes));
     buf.size = bytes;
   }
   return buf.data;
@@ -83,27 +129,44 @@ void* thread_workspace(int64_t bytes) {
 }  // namespace
 
 CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
-  auto& jit = codegen::Jit::get();
-  std::lock_guard<std::mutex> lock(jit.mutex());
-  const bool dump = std::getenv("REEL_DUMP_IR") != nullptr;
-  Lowered l = lower(tape, options, dump);
-  if (dump)
-    fmt::print(stderr, "; ---- {} before optimisation ----\n{}\n; ---- {} after optimisation ----\n{}\n",
-               l.name, l.before, l.name, l.after);
-
+  Planned p = plan_tape(tape, options);
   auto impl = std::make_shared<CompiledFunction::Impl>();
-  for (Var o : l.tape.outputs) impl->output_types.push_back(l.tape.type(o));
-  impl->input_types = l.tape.input_types();
-  for (Var c : l.plan.constants) {
-    impl->constants.push_back(l.tape.op(c).value);
-    impl->constant_ptrs.push_back(impl->constants.back().raw());
+  impl->options = options;
+  for (Var o : p.tape.outputs) impl->output_types.push_back(p.tape.type(o));
+  impl->input_types = p.tape.input_types();
+  impl->constant_pool = Tensor(DType::f64, {(p.schedule.constant_pool_bytes + 7) / 8});
+  for (std::size_t c = 0; c < p.plan.constants.size(); ++c) {
+    const Tensor& value = p.tape.op(p.plan.constants[c]).value;
+    std::memcpy(static_cast<char*>(impl->constant_pool.mutable_raw()) + p.schedule.constant_offsets[c],
+                value.raw(), value.nbytes());
   }
-  impl->workspace_bytes = l.plan.workspace_bytes;
-  impl->ir = std::move(l.after);
-  auto added = jit.add(std::move(l.module), std::move(l.context), l.name);
-  impl->entry = reinterpret_cast<EntryFn>(added.address);
-  impl->code = std::move(added.handle);
-  impl->tape = std::move(l.tape);
+  impl->workspace_bytes = p.memory.workspace_bytes;
+  impl->workspace_lower_bound = p.memory.lower_bound;
+  impl->plan = codegen::plan_text(p.tape, p.plan, p.memory);
+
+  std::vector<codegen::KernelCode> kernels;
+  {
+    auto& jit = codegen::Jit::get();
+    std::lock_guard<std::recursive_mutex> lock(jit.mutex());
+    kernels = codegen::get_kernels(p.schedule.kernels, options.vector_math, impl->kernels_compiled);
+  }
+  for (auto& k : kernels) impl->code.push_back(std::move(k.code));
+  std::size_t total_refs = 0;
+  for (const auto& s : p.schedule.steps) total_refs += s.refs.size();
+  impl->refs.reserve(total_refs);
+  for (const auto& s : p.schedule.steps) {
+    const StepFn fn = s.kind == codegen::StepKind::kernel ? kernels[static_cast<std::size_t>(s.kernel)].fn : step_fn(s);
+    impl->calls.push_back({fn, reinterpret_cast<const int64_t*>(impl->refs.size())});
+    impl->refs.insert(impl->refs.end(), s.refs.begin(), s.refs.end());
+  }
+  for (auto& c : impl->calls)  // offsets into refs -> pointers, now that refs is final
+    c.refs = impl->refs.data() + reinterpret_cast<std::size_t>(c.refs);
+  impl->kernels = std::move(p.schedule.kernels);
+  impl->tape = std::move(p.tape);
+  if (std::getenv("REEL_DUMP_IR") != nullptr) {
+    std::lock_guard<std::recursive_mutex> lock(codegen::Jit::get().mutex());
+    fmt::print(stderr, "{}\n", ir_text(impl->kernels, options));
+  }
   CompiledFunction f;
   f.impl_ = std::move(impl);
   return f;
@@ -138,15 +201,14 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
   if (outputs.size() != impl.output_types.size())
     throw Error(fmt::format("compiled function: expected room for {} outputs, got {}",
                             impl.output_types.size(), outputs.size()));
-  constexpr std::size_t kInline = 16;  // pointer tables on the stack for small signatures
-  const void* in_small[kInline];
-  void* out_small[kInline];
-  std::vector<const void*> in_big;
-  std::vector<void*> out_big;
-  const void** in = in_small;
-  void** out = out_small;
-  if (args.size() > kInline) in = (in_big.resize(args.size()), in_big.data());
-  if (outputs.size() > kInline) out = (out_big.resize(outputs.size()), out_big.data());
+  // The bases table: workspace, constant pool, inputs, outputs. On the stack for
+  // small signatures; no other allocation than the outputs' memory.
+  const std::size_t num_bases = codegen::kFirstInputBase + args.size() + outputs.size();
+  constexpr std::size_t kInline = 32;
+  void* small[kInline];
+  std::vector<void*> big;
+  void** bases = small;
+  if (num_bases > kInline) bases = (big.resize(num_bases), big.data());
 
   // An output slot that already holds a tensor may hold one of the arguments
   // (x = f(x)), whose memory must outlive the call: then the new outputs are made
@@ -157,12 +219,15 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
   Tensor* result = outputs.data();
   if (!empty_slots) result = (staged.resize(outputs.size()), staged.data());
 
-  for (std::size_t i = 0; i < args.size(); ++i) in[i] = args[i]->raw();
+  bases[codegen::kWorkspaceBase] = thread_workspace(impl.workspace_bytes);
+  bases[codegen::kConstantBase] = const_cast<void*>(impl.constant_pool.raw());
+  for (std::size_t i = 0; i < args.size(); ++i)
+    bases[codegen::kFirstInputBase + i] = const_cast<void*>(args[i]->raw());
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     result[k] = Tensor(impl.output_types[k].dtype, impl.output_types[k].shape);
-    out[k] = result[k].mutable_raw();
+    bases[codegen::kFirstInputBase + args.size() + k] = result[k].mutable_raw();
   }
-  impl.entry(in, out, impl.constant_ptrs.data(), thread_workspace(impl.workspace_bytes));
+  for (const Impl::Call& c : impl.calls) c.fn(bases, c.refs);
   if (!empty_slots)
     for (std::size_t k = 0; k < outputs.size(); ++k) outputs[k] = std::move(staged[k]);
 }
@@ -175,14 +240,29 @@ const CompiledFunction::Impl& CompiledFunction::checked() const {
 std::size_t CompiledFunction::num_outputs() const { return checked().output_types.size(); }
 const Tape& CompiledFunction::tape() const { return checked().tape; }
 int64_t CompiledFunction::workspace_bytes() const { return checked().workspace_bytes; }
-const std::string& CompiledFunction::llvm_ir() const { return checked().ir; }
+int64_t CompiledFunction::workspace_lower_bound() const { return checked().workspace_lower_bound; }
+std::size_t CompiledFunction::num_steps() const { return checked().calls.size(); }
+std::size_t CompiledFunction::num_kernels() const { return checked().kernels.size(); }
+int CompiledFunction::kernels_compiled() const { return checked().kernels_compiled; }
+const std::string& CompiledFunction::plan() const { return checked().plan; }
+const std::string& CompiledFunction::llvm_ir() const {
+  const Impl& impl = checked();
+  std::call_once(impl.ir_once, [&] {
+    std::lock_guard<std::recursive_mutex> lock(codegen::Jit::get().mutex());
+    impl.ir = codegen::kernels_ir(impl.kernels, impl.options.vector_math, true);
+  });
+  return impl.ir;
+}
 
 std::string dump_ir(const Tape& tape, const CompileOptions& options) {
-  auto& jit = codegen::Jit::get();
-  std::lock_guard<std::mutex> lock(jit.mutex());
-  Lowered l = lower(tape, options, true);
-  return fmt::format("; ---- before optimisation ----\n{}\n; ---- after optimisation ----\n{}",
-                     l.before, l.after);
+  const Planned p = plan_tape(tape, options);
+  std::lock_guard<std::recursive_mutex> lock(codegen::Jit::get().mutex());
+  return ir_text(p.schedule.kernels, options);
+}
+
+std::string plan_text(const Tape& tape, const CompileOptions& options) {
+  const Planned p = plan_tape(tape, options);
+  return codegen::plan_text(p.tape, p.plan, p.memory);
 }
 
 std::string jit_cpu() { return codegen::Jit::get().cpu(); }

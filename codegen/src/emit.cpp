@@ -75,40 +75,18 @@ class LlvmScalar final : public ScalarEmitter {
   llvm::Type* t_;
 };
 
-// Removes size-1 dimensions, then merges neighbouring dimensions that every operand
-// walks contiguously, so most loops come out one-dimensional.
-void coalesce(std::vector<int64_t>& dims, std::vector<std::vector<int64_t>>& strides) {
-  for (std::size_t d = dims.size(); d-- > 0;)
-    if (dims[d] == 1) {
-      dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(d));
-      for (auto& s : strides) s.erase(s.begin() + static_cast<std::ptrdiff_t>(d));
-    }
-  for (std::size_t d = dims.size(); d-- > 1;) {
-    bool merge = true;
-    for (const auto& s : strides) merge = merge && s[d - 1] == s[d] * dims[d];
-    if (!merge) continue;
-    dims[d - 1] *= dims[d];
-    dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(d));
-    for (auto& s : strides) {
-      s[d - 1] = s[d];
-      s.erase(s.begin() + static_cast<std::ptrdiff_t>(d));
-    }
-  }
-}
-
-std::vector<int64_t> contiguous_strides(const Shape& shape) { return broadcast_strides(shape, shape); }
-
 class Emitter {
  public:
-  Emitter(llvm::LLVMContext& ctx, llvm::Module& m, const Tape& t, const Plan& p)
-      : ctx_(ctx), m_(m), t_(t), p_(p), b_(ctx) {}
+  Emitter(llvm::LLVMContext& ctx, llvm::Module& m, const KernelSpec& k) : ctx_(ctx), m_(m), k_(k), b_(ctx) {}
 
+  // void NAME(ptr bases, ptr refs): loads each parameter's pointer (bases[refs[2j]] +
+  // refs[2j+1]) and calls an always-inlined body taking them as noalias parameters:
+  // distinct parameters never overlap (an in-place update is one parameter), so the
+  // vectorizer may reorder their loads and stores.
   void emit(const std::string& name) {
     Type* ptr = b_.getPtrTy();
     Type* void_t = b_.getVoidTy();
-    // The body takes one pointer per buffer, all noalias: buffers never overlap, and
-    // after inlining LLVM keeps that knowledge as alias scopes for the vectorizer.
-    std::vector<Type*> params(p_.slots.size(), ptr);
+    std::vector<Type*> params(k_.params.size(), ptr);
     auto* body_t = llvm::FunctionType::get(void_t, params, false);
     fn_ = llvm::Function::Create(body_t, llvm::Function::InternalLinkage, name + "_body", m_);
     fn_->addFnAttr(llvm::Attribute::AlwaysInline);
@@ -116,45 +94,40 @@ class Emitter {
     for (unsigned i = 0; i < params.size(); ++i) {
       fn_->addParamAttr(i, llvm::Attribute::NoAlias);
       fn_->addParamAttr(i, llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
-      slot_ptr_.push_back(fn_->getArg(i));
+      param_.push_back(fn_->getArg(i));
     }
-    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
-    b_.SetInsertPoint(entry);
-    for (const Step& step : p_.steps) std::visit([&](const auto& s) { emit_step(s); }, step);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
+    switch (k_.kind) {
+      case KernelSpec::Kind::loop: emit_loop(); break;
+      case KernelSpec::Kind::reduce: emit_reduce(); break;
+      case KernelSpec::Kind::transpose: emit_transpose(); break;
+    }
     b_.CreateRetVoid();
-    emit_entry(name, body_t);
-  }
 
- private:
-  void emit_entry(const std::string& name, llvm::FunctionType* body_t) {
-    Type* ptr = b_.getPtrTy();
-    auto* entry_t = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr}, false);
+    auto* entry_t = llvm::FunctionType::get(void_t, {ptr, ptr}, false);
     auto* f = llvm::Function::Create(entry_t, llvm::Function::ExternalLinkage, name, m_);
     f->addFnAttr(llvm::Attribute::NoUnwind);
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", f));
     std::vector<Value*> args;
-    for (const Slot& s : p_.slots) {
-      if (s.kind == SlotKind::workspace) {
-        args.push_back(b_.CreateInBoundsGEP(b_.getInt8Ty(), f->getArg(3), b_.getInt64(s.offset)));
-        continue;
-      }
-      Value* table = f->getArg(s.kind == SlotKind::input ? 0 : s.kind == SlotKind::output ? 1 : 2);
-      Value* at = b_.CreateInBoundsGEP(ptr, table, b_.getInt64(s.index));
-      args.push_back(b_.CreateAlignedLoad(ptr, at, llvm::Align(8)));
+    for (std::size_t j = 0; j < k_.params.size(); ++j) {
+      Value* at = b_.CreateInBoundsGEP(b_.getInt64Ty(), f->getArg(1), b_.getInt64(2 * j));
+      Value* base_index = b_.CreateAlignedLoad(b_.getInt64Ty(), at, llvm::Align(8));
+      Value* off = b_.CreateAlignedLoad(
+          b_.getInt64Ty(), b_.CreateInBoundsGEP(b_.getInt64Ty(), f->getArg(1), b_.getInt64(2 * j + 1)),
+          llvm::Align(8));
+      Value* base = b_.CreateAlignedLoad(ptr, b_.CreateInBoundsGEP(ptr, f->getArg(0), base_index), llvm::Align(8));
+      args.push_back(b_.CreateInBoundsGEP(b_.getInt8Ty(), base, off));
     }
     b_.CreateCall(body_t, fn_, args);
     b_.CreateRetVoid();
   }
 
+ private:
   Type* elem(DType d) { return d == DType::f64 ? b_.getDoubleTy() : b_.getFloatTy(); }
-  Type* elem(Var v) { return elem(t_.type(v).dtype); }
 
-  Value* base(Var v) {
-    const int slot = p_.slot_of[v];
-    if (slot < 0) throw Error(fmt::format("compile: internal error: %{} has no memory", v));
-    return slot_ptr_[static_cast<std::size_t>(slot)];
+  Value* element_ptr(int param, DType d, Value* offset) {
+    return b_.CreateInBoundsGEP(elem(d), param_[static_cast<std::size_t>(param)], offset);
   }
-  Value* element_ptr(Var v, Value* offset) { return b_.CreateInBoundsGEP(elem(v), base(v), offset); }
 
   Value* offset(const std::vector<Value*>& idx, const std::vector<int64_t>& strides) {
     Value* off = b_.getInt64(0);
@@ -217,64 +190,34 @@ class Emitter {
     return f;
   }
 
-  void emit_step(const LoopStep& loop) {
-    std::vector<Var> external;  // variables the loop reads from memory
-    auto is_member = [&](Var v) {
-      return std::find(loop.members.begin(), loop.members.end(), v) != loop.members.end();
-    };
-    auto is_immediate = [&](Var v) {
-      return t_.op(v).kind == OpKind::constant && t_.type(v).shape.empty();
-    };
-    for (Var m : loop.members)
-      for (Var a : t_.op(m).args)
-        if (!is_member(a) && !is_immediate(a) &&
-            std::find(external.begin(), external.end(), a) == external.end())
-          external.push_back(a);
-
-    std::vector<int64_t> dims = loop.shape;
-    std::vector<std::vector<int64_t>> strides;
-    for (Var a : external) strides.push_back(broadcast_strides(t_.type(a).shape, loop.shape));
-    strides.push_back(contiguous_strides(loop.shape));  // the loop's own stores
-    coalesce(dims, strides);
-
+  void emit_loop() {
     std::vector<llvm::AllocaInst*> acc;
-    for (std::size_t i = 0; i < loop.reductions.size(); ++i) acc.push_back(new_accumulator());
-
-    if (numel(loop.shape) > 0) {
-      loop_nest(dims, [&](const std::vector<Value*>& idx) {
-        std::unordered_map<Var, Value*> value;
-        auto get = [&](Var a) -> Value* {
-          if (auto it = value.find(a); it != value.end()) return it->second;
-          Value* v;
-          if (is_immediate(a)) {
-            v = llvm::ConstantFP::get(elem(a), t_.op(a).value.item());
-          } else {
-            const auto k = std::find(external.begin(), external.end(), a) - external.begin();
-            v = b_.CreateLoad(elem(a), element_ptr(a, offset(idx, strides[k])));
+    for (std::size_t i = 0; i < k_.sums.size(); ++i) acc.push_back(new_accumulator());
+    if (!k_.empty) {
+      loop_nest(k_.dims, [&](const std::vector<Value*>& idx) {
+        std::vector<Value*> value;
+        // Every load first: an in-place store may overwrite an element it reads.
+        for (const auto& l : k_.loads)
+          value.push_back(b_.CreateLoad(elem(l.dtype), element_ptr(l.param, l.dtype, offset(idx, l.strides))));
+        for (const auto& inst : k_.insts) {
+          if (inst.prim->lowering == Lowering::broadcast) {
+            value.push_back(value[static_cast<std::size_t>(inst.args[0])]);
+            continue;
           }
-          return value[a] = v;
-        };
-        Value* own = nullptr;  // this element's offset in the loop's own shape
-        for (Var m : loop.members) {
-          const Op& op = t_.op(m);
-          if (op.prim->lowering == Lowering::broadcast) {
-            value[m] = get(op.args[0]);
-          } else {
-            std::vector<ScalarEmitter::Value> args;
-            for (Var a : op.args) args.push_back(get(a));
-            LlvmScalar s(b_, m_, elem(m));
-            value[m] = static_cast<Value*>(op.prim->scalar(s, args, op.attrs));
-          }
-          if (p_.stored[m]) {
-            if (own == nullptr) own = offset(idx, strides.back());
-            b_.CreateStore(value[m], element_ptr(m, own));
-          }
+          std::vector<ScalarEmitter::Value> args;
+          for (int a : inst.args) args.push_back(value[static_cast<std::size_t>(a)]);
+          LlvmScalar s(b_, m_, elem(inst.dtype));
+          value.push_back(static_cast<Value*>(inst.prim->scalar(s, args, inst.attrs)));
         }
-        for (std::size_t i = 0; i < loop.reductions.size(); ++i)
-          accumulate(acc[i], value.at(t_.op(loop.reductions[i]).args[0]));
+        for (const auto& st : k_.stores)
+          b_.CreateStore(value[static_cast<std::size_t>(st.value)],
+                         element_ptr(st.param, k_.params[static_cast<std::size_t>(st.param)], offset(idx, st.strides)));
+        for (std::size_t i = 0; i < k_.sums.size(); ++i)
+          accumulate(acc[i], value[static_cast<std::size_t>(k_.sums[i].value)]);
       });
     }
-    for (std::size_t i = 0; i < loop.reductions.size(); ++i) finish_sum(acc[i], loop.reductions[i]);
+    for (std::size_t i = 0; i < k_.sums.size(); ++i)
+      finish_sum(acc[i], k_.sums[i].scale, k_.sums[i].param, k_.sums[i].dtype, b_.getInt64(0));
   }
 
   // Sums to one number accumulate in double, as the interpreter's do, for f32 too: an
@@ -291,124 +234,76 @@ class Emitter {
     llvm::cast<llvm::Instruction>(sum)->setFastMathFlags(reduction_flags());
     b_.CreateStore(sum, acc);
   }
-  // Scales the sum (mean: 1/n) and stores it as element `at` of reduction r.
-  void finish_sum(llvm::AllocaInst* acc, Var r, Value* at = nullptr) {
-    const Op& op = t_.op(r);
+  // Scales the sum (mean: 1/n; of no elements that is 0 * inf = NaN, as interpreted)
+  // and stores it at element `at` of parameter `param`.
+  void finish_sum(llvm::AllocaInst* acc, double scale, int param, DType dtype, Value* at) {
     Value* total = b_.CreateLoad(b_.getDoubleTy(), acc);
-    const double scale = op.prim->reduce_scale(t_.type(op.args[0]));
     if (scale != 1.0) total = b_.CreateFMul(total, llvm::ConstantFP::get(b_.getDoubleTy(), scale));
-    if (elem(r) != total->getType()) total = b_.CreateFPTrunc(total, elem(r));
-    b_.CreateStore(total, at ? element_ptr(r, at) : base(r));
+    if (elem(dtype) != total->getType()) total = b_.CreateFPTrunc(total, elem(dtype));
+    b_.CreateStore(total, element_ptr(param, dtype, at));
   }
 
   // Each result element is summed in a register (in double, like the interpreter),
   // looping over the kept dimensions outside and the reduced ones inside.
-  void emit_step(const ReduceStep& r) {
-    const Op& op = t_.op(r.out);
-    const VarType in = t_.type(r.in);
-    Type* T = elem(r.out);
-    const int64_t out_n = numel(t_.type(r.out).shape);
-    if (numel(in.shape) == 0) {  // a sum of nothing
-      b_.CreateMemSet(base(r.out), b_.getInt8(0), out_n * static_cast<int64_t>(dtype_size(in.dtype)),
-                      llvm::MaybeAlign(64));
-      return;
-    }
-    const Shape target = op.prim->reduce_target(in, op.attrs);
-    const std::vector<int64_t> in_strides = contiguous_strides(in.shape);
-    const std::vector<int64_t> out_strides = broadcast_strides(target, in.shape);
-    std::vector<int64_t> kept, reduced;
-    std::vector<std::vector<int64_t>> kept_strides(2), reduced_strides(1);
-    for (std::size_t d = 0; d < in.shape.size(); ++d) {
-      if (in.shape[d] == 1) continue;
-      if (out_strides[d] != 0) {
-        kept.push_back(in.shape[d]);
-        kept_strides[0].push_back(in_strides[d]);
-        kept_strides[1].push_back(out_strides[d]);
-      } else {
-        reduced.push_back(in.shape[d]);
-        reduced_strides[0].push_back(in_strides[d]);
-      }
-    }
-    coalesce(kept, kept_strides);
-    coalesce(reduced, reduced_strides);
-    loop_nest(kept, [&](const std::vector<Value*>& k) {
-      Value* in_base = offset(k, kept_strides[0]);
-      Value* out_offset = offset(k, kept_strides[1]);
-      llvm::AllocaInst* acc = new_accumulator();
-      loop_nest(reduced, [&](const std::vector<Value*>& j) {
-        Value* at = b_.CreateAdd(in_base, offset(j, reduced_strides[0]), "", true, true);
-        accumulate(acc, b_.CreateLoad(T, element_ptr(r.in, at)));
+  void emit_reduce() {
+    const DType in = k_.params[0], out = k_.params[1];
+    if (k_.empty) {  // a sum of nothing: every element is 0 (scaled: a mean is NaN)
+      if (k_.out_numel == 0) return;
+      loop_nest({k_.out_numel}, [&](const std::vector<Value*>& i) {
+        llvm::AllocaInst* acc = new_accumulator();
+        finish_sum(acc, k_.scale, 1, out, i[0]);
       });
-      finish_sum(acc, r.out, out_offset);
-    });
-  }
-
-  void emit_step(const MatmulStep& m) {
-    const bool f64 = t_.type(m.out).dtype == DType::f64;
-    const Shape& as = t_.type(m.a).shape;
-    const Shape& bs = t_.type(m.b).shape;
-    Type* i32 = b_.getInt32Ty();
-    Type* i64 = b_.getInt64Ty();
-    Type* ptr = b_.getPtrTy();
-    auto i = [&](int64_t v) { return b_.getInt64(v); };
-    if (bs.size() == 1) {
-      auto callee = m_.getOrInsertFunction(f64 ? "reel_rt_gemv_f64" : "reel_rt_gemv_f32",
-                                           b_.getVoidTy(), i32, i64, i64, ptr, ptr, ptr);
-      b_.CreateCall(callee, {b_.getInt32(m.trans_a), i(as[0]), i(as[1]), base(m.a), base(m.b),
-                             base(m.out)});
       return;
     }
-    const int64_t M = m.trans_a ? as[1] : as[0];
-    const int64_t K = m.trans_a ? as[0] : as[1];
-    const int64_t N = m.trans_b ? bs[0] : bs[1];
-    auto callee = m_.getOrInsertFunction(f64 ? "reel_rt_gemm_f64" : "reel_rt_gemm_f32",
-                                         b_.getVoidTy(), i32, i32, i64, i64, i64, ptr, i64, ptr,
-                                         i64, ptr, i64);
-    b_.CreateCall(callee, {b_.getInt32(m.trans_a), b_.getInt32(m.trans_b), i(M), i(N), i(K),
-                           base(m.a), i(as[1]), base(m.b), i(bs[1]), base(m.out), i(N)});
-  }
-
-  void emit_step(const TransposeStep& s) {
-    const Shape& in = t_.type(s.in).shape;  // [rows, cols]
-    if (numel(in) == 0) return;
-    Type* T = elem(s.out);
-    loop_nest({in[0], in[1]}, [&](const std::vector<Value*>& idx) {
-      Value* x = b_.CreateLoad(T, element_ptr(s.in, offset(idx, {in[1], 1})));
-      b_.CreateStore(x, element_ptr(s.out, offset(idx, {1, in[0]})));
+    const std::vector<std::vector<int64_t>> kept_strides{k_.kept_in, k_.kept_out};
+    loop_nest(k_.kept, [&](const std::vector<Value*>& k) {
+      Value* in_base = offset(k, k_.kept_in);
+      Value* out_offset = offset(k, k_.kept_out);
+      llvm::AllocaInst* acc = new_accumulator();
+      loop_nest(k_.reduced, [&](const std::vector<Value*>& j) {
+        Value* at = b_.CreateAdd(in_base, offset(j, k_.reduced_in), "", true, true);
+        accumulate(acc, b_.CreateLoad(elem(in), element_ptr(0, in, at)));
+      });
+      finish_sum(acc, k_.scale, 1, out, out_offset);
     });
   }
 
-  void emit_step(const CopyStep& c) {
-    const VarType& t = t_.type(c.from);
-    const int64_t bytes = numel(t.shape) * static_cast<int64_t>(dtype_size(t.dtype));
-    b_.CreateMemCpy(slot_ptr_[static_cast<std::size_t>(c.slot)], llvm::MaybeAlign(64), base(c.from),
-                    llvm::MaybeAlign(64), bytes);
+  void emit_transpose() {
+    if (k_.empty) return;
+    const DType d = k_.params[0];
+    loop_nest({k_.rows, k_.cols}, [&](const std::vector<Value*>& idx) {
+      Value* x = b_.CreateLoad(elem(d), element_ptr(0, d, offset(idx, {k_.cols, 1})));
+      b_.CreateStore(x, element_ptr(1, d, offset(idx, {1, k_.rows})));
+    });
   }
 
   llvm::LLVMContext& ctx_;
   llvm::Module& m_;
-  const Tape& t_;
-  const Plan& p_;
+  const KernelSpec& k_;
   IRBuilder<> b_;
   llvm::Function* fn_ = nullptr;
-  std::vector<Value*> slot_ptr_;
+  std::vector<Value*> param_;
 };
 
 }  // namespace
 
-std::unique_ptr<llvm::Module> emit_module(llvm::LLVMContext& context, const Tape& tape,
-                                          const Plan& plan, const std::string& name,
-                                          const llvm::DataLayout& layout,
-                                          const std::string& triple) {
+std::unique_ptr<llvm::Module> new_module(llvm::LLVMContext& context, const std::string& name,
+                                         const llvm::DataLayout& layout, const std::string& triple) {
   auto module = std::make_unique<llvm::Module>(name, context);
   module->setDataLayout(layout);
   module->setTargetTriple(triple);
-  Emitter(context, *module, tape, plan).emit(name);
+  return module;
+}
+
+void emit_kernel(llvm::Module& module, const KernelSpec& kernel, const std::string& name) {
+  Emitter(module.getContext(), module, kernel).emit(name);
+}
+
+void verify_module(const llvm::Module& module) {
   std::string problems;
   llvm::raw_string_ostream os(problems);
-  if (llvm::verifyModule(*module, &os))
+  if (llvm::verifyModule(module, &os))
     throw Error(fmt::format("compile: internal error: invalid LLVM IR: {}", os.str()));
-  return module;
 }
 
 }  // namespace reel::codegen

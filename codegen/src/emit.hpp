@@ -1,22 +1,22 @@
 #pragma once
-// Plan -> LLVM IR. Internal to codegen/.
+// KernelSpec -> LLVM IR. Internal to codegen/.
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
 #include <memory>
 #include <string>
 
-#include "plan.hpp"
+#include "kernel.hpp"
 
 namespace reel::codegen {
 
-// A module defining
-//   void NAME(const void* const* inputs, void* const* outputs,
-//             const void* const* constants, void* workspace)
-// which computes the tape's outputs into the given buffers.
-std::unique_ptr<llvm::Module> emit_module(llvm::LLVMContext& context, const Tape& tape,
-                                          const Plan& plan, const std::string& name,
-                                          const llvm::DataLayout& layout,
-                                          const std::string& triple);
+std::unique_ptr<llvm::Module> new_module(llvm::LLVMContext& context, const std::string& name,
+                                         const llvm::DataLayout& layout, const std::string& triple);
+
+// Adds `void NAME(void* const* bases, const int64_t* refs)` computing the kernel.
+void emit_kernel(llvm::Module& module, const KernelSpec& kernel, const std::string& name);
+
+// Throws reel::Error if the module is not valid IR (an internal error).
+void verify_module(const llvm::Module& module);
 
 }  // namespace reel::codegen

@@ -149,17 +149,19 @@ void Jit::optimize(llvm::Module& module, bool vector_math) {
 }
 
 Jit::Added Jit::add(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm::LLVMContext> context,
-                    const std::string& function) {
+                    const std::vector<std::string>& functions) {
   auto& jit = *state_->jit;
   llvm::orc::ResourceTrackerSP tracker = jit.getMainJITDylib().createResourceTracker();
   if (auto e = jit.addIRModule(tracker, llvm::orc::ThreadSafeModule(std::move(module), std::move(context))))
     throw Error(fmt::format("compile: adding the module to the JIT: {}", message(std::move(e))));
-  auto address = unwrap(jit.lookup(function), "looking up the compiled function");
   auto release = [this, tracker](void*) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
     llvm::consumeError(tracker->remove());
   };
-  return {address.toPtr<void*>(), std::shared_ptr<void>(nullptr, release)};
+  Added added{{}, std::shared_ptr<void>(nullptr, release)};
+  for (const std::string& f : functions)
+    added.addresses.push_back(unwrap(jit.lookup(f), "looking up a compiled kernel").toPtr<void*>());
+  return added;
 }
 
 }  // namespace reel::codegen

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace reel::codegen {
 
@@ -20,24 +21,24 @@ class Jit {
   // vector math library, so loops calling exp/log/sin/cos/pow/tanh vectorize.
   void optimize(llvm::Module& module, bool vector_math);
 
-  // Adds an optimised module; returns the address of `function` and a handle whose
+  // Adds an optimised module; returns the addresses of `functions` and a handle whose
   // destruction frees the module's code (its ORC resource tracker).
   struct Added {
-    void* address;
+    std::vector<void*> addresses;
     std::shared_ptr<void> handle;
   };
   Added add(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm::LLVMContext> context,
-            const std::string& function);
+            const std::vector<std::string>& functions);
 
   // Compilation holds this; LLVM's pass objects are not shared across threads.
-  std::mutex& mutex() { return mutex_; }
+  std::recursive_mutex& mutex() { return mutex_; }
 
  private:
   Jit();
   struct State;
   std::unique_ptr<State> state_;
   std::string triple_, cpu_;
-  std::mutex mutex_;
+  std::recursive_mutex mutex_;  // recursive: freeing code (which locks it) may happen under it
 };
 
 }  // namespace reel::codegen

@@ -70,7 +70,8 @@ class Planner {
         if (op.prim->lowering == Lowering::elementwise && !op.prim->scalar)
           throw Error(fmt::format("compile: primitive '{}' has no code-generation rule", op.prim->name));
         bool fits = current_ >= 0 &&
-                    std::get<LoopStep>(plan_.steps[current_]).shape == op.type.shape;
+                    std::get<LoopStep>(plan_.steps[current_]).shape == op.type.shape &&
+                    std::get<LoopStep>(plan_.steps[current_]).members.size() < kMaxLoopMembers;
         for (Var a : op.args) fits = fits && loop_can_read(a);
         if (!fits) open_loop(op.type.shape);
         join(v);
@@ -122,12 +123,12 @@ class Planner {
     std::get<LoopStep>(plan_.steps[current_]).members.push_back(v);
     loop_of_[v] = current_;
   }
-  // A loop member's argument: a register if it is a member, else read from memory
-  // (0-d constants become immediates in the code and need no memory either).
+  // A loop member's argument: a register if it is a member, else read from memory.
+  // Constants, 0-d ones included, are read from the constants table rather than
+  // written into the code, so that loops differing only in a constant's value (a
+  // time step, a learning rate) share one kernel.
   void read_in_loop(Var a) {
     if (is_member(a)) return;
-    const Op& op = t_.op(a);
-    if (op.kind == OpKind::constant && op.type.shape.empty()) return;
     need(a);
   }
   void need(Var v) { needs_memory_[storage_of(v)] = true; }
@@ -167,9 +168,8 @@ class Planner {
       if (!needs_memory_[v] || plan_.slot_of[v] >= 0) continue;
       if (folded_[v])
         throw Error(fmt::format("compile: internal error: folded transpose %{} is needed", v));
-      plan_.slot_of[v] = add_slot({SlotKind::workspace, 0, plan_.workspace_bytes});
       const int64_t bytes = numel(t_.type(v).shape) * static_cast<int64_t>(dtype_size(t_.type(v).dtype));
-      plan_.workspace_bytes += (bytes + 63) / 64 * 64;
+      plan_.slot_of[v] = add_slot({SlotKind::workspace, 0, 0, bytes});
     }
     for (Var v = 1; v <= n_; ++v) {
       if (view_src_[v] != kNoVar) plan_.slot_of[v] = plan_.slot_of[storage_of(v)];

@@ -3,14 +3,17 @@
 // value lives. It is decided here, without LLVM, and emitted by emit.cpp.
 //
 // - Elementwise and broadcast operations of one output shape that follow each other
-//   on the tape are fused into one loop nest; full reductions (sum, mean) of a fused
-//   value accumulate in the same loop. A fused value is written to memory only if
-//   something outside its loop reads it.
+//   on the tape are fused into one loop nest, of at most kMaxLoopMembers operations
+//   (a longer run is cut into several loops, so that a traced loop of many steps
+//   repeats a few kernels instead of making one huge one); full reductions (sum,
+//   mean) of a fused value accumulate in the same loop. A fused value is written to
+//   memory only if something outside its loop reads it.
 // - matmul is a CBLAS call; a transpose used only by matmuls is folded into the call.
 // - reshape is a view: the same memory, another shape.
 // - Values that must be in memory live in the caller's inputs, the constants table,
 //   the output tensors (a computed output is written straight into its tensor), or
-//   one workspace, each at its own 64-byte-aligned offset.
+//   one workspace. Workspace offsets are assigned afterwards by the memory plan
+//   (memory_plan.hpp), which lets buffers whose lives do not overlap share memory.
 #include <variant>
 #include <vector>
 
@@ -23,8 +26,12 @@ enum class SlotKind { input, constant, output, workspace };
 struct Slot {
   SlotKind kind;
   int index = 0;       // input, constant or output number
-  int64_t offset = 0;  // workspace: byte offset
+  int64_t offset = 0;  // workspace: byte offset (set by plan_memory)
+  int64_t bytes = 0;   // workspace: size
 };
+
+// Operations fused into one loop at most; see the comment above.
+constexpr std::size_t kMaxLoopMembers = 32;
 
 struct LoopStep {
   Shape shape;                  // iteration space
@@ -55,7 +62,7 @@ struct Plan {
   std::vector<int> slot_of;     // per variable: its slot, or -1 (not in memory)
   std::vector<bool> stored;     // per variable: a loop member written to its slot
   std::vector<Step> steps;
-  int64_t workspace_bytes = 0;
+  int64_t workspace_bytes = 0;  // set by plan_memory
   int num_inputs = 0;
   std::vector<Var> constants;   // constant variables, in constants-table order
 };

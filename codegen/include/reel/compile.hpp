@@ -13,7 +13,22 @@ struct CompileOptions {
   // Let loops call glibc's libmvec vector functions for exp, log, sin, cos, pow and
   // tanh. Off: one scalar libm call per element (for measuring what vector math buys).
   bool vector_math = true;
+  // Let workspace buffers whose lives do not overlap share memory, and loops write in
+  // place over an input they are the last to read (the memory plan). Off: every
+  // buffer has memory of its own (for measuring what reuse saves).
+  bool reuse_memory = true;
 };
+
+// The process-wide kernel cache (see docs/codegen.md): each fused loop, reduction or
+// transpose is compiled once per structural key and shared by every compiled
+// function that uses it.
+struct KernelCacheStats {
+  int64_t compiled = 0;  // kernels compiled since the process started
+  int64_t hits = 0;      // kernels a compile found already compiled
+  int64_t modules = 0;   // LLVM modules built for them (one per compile that missed)
+  int64_t cached = 0;    // kernels whose code is alive now
+};
+KernelCacheStats kernel_cache_stats();
 
 // A tape compiled to native code. Call it like the tape: f(args) -> outputs. Copies
 // share the code, which is freed when the last copy goes. It may be called from
@@ -27,8 +42,15 @@ class CompiledFunction {
   std::size_t num_outputs() const;
 
   const Tape& tape() const;            // the tape that was compiled (after simplification)
-  int64_t workspace_bytes() const;     // scratch memory one call uses
-  const std::string& llvm_ir() const;  // the optimised LLVM IR that was compiled
+  int64_t workspace_bytes() const;     // scratch memory one call uses (after reuse)
+  int64_t workspace_lower_bound() const;  // the most bytes alive at one step
+  std::size_t num_steps() const;       // steps of the schedule (kernel, CBLAS and copy calls)
+  std::size_t num_kernels() const;     // distinct kernels the schedule calls
+  int kernels_compiled() const;        // of those, how many this compile had to build
+  // The optimised LLVM IR of the kernels this function calls; built when first asked.
+  const std::string& llvm_ir() const;
+  // The schedule and memory plan as text (as `reel-opt --print-plan` prints it).
+  const std::string& plan() const;
 
   struct Impl;
 
@@ -38,15 +60,22 @@ class CompiledFunction {
   std::shared_ptr<const Impl> impl_;
 };
 
-// Simplifies the tape (simplify, cse, dce), lowers it to LLVM IR (fused loops,
-// CBLAS calls, one workspace), optimises at O3 for the host CPU and JIT-compiles it.
+// Simplifies the tape (simplify, cse, dce), plans it (fused loops, CBLAS calls, a
+// memory plan over one workspace), and turns it into a schedule of steps whose
+// kernels come from the kernel cache; the kernels not yet cached are optimised at O3
+// for the host CPU and JIT-compiled together.
 // An operation code generation cannot handle is a reel::Error naming it.
 // With the environment variable REEL_DUMP_IR set, the IR before and after
 // optimisation is printed to standard error.
 CompiledFunction compile(const Tape& tape, const CompileOptions& options = {});
 
-// The LLVM IR for a tape, before and after optimisation, without compiling it.
+// The LLVM IR of a tape's kernels, before and after optimisation, without compiling.
 std::string dump_ir(const Tape& tape, const CompileOptions& options = {});
+
+// The schedule and memory plan compile() would make for a tape, as text: each step,
+// and each workspace buffer's offset, size and live range, with the total and the
+// liveness lower bound. Needs no JIT.
+std::string plan_text(const Tape& tape, const CompileOptions& options = {});
 
 // The host CPU code is generated for, e.g. "skylake-avx512".
 std::string jit_cpu();

@@ -1,0 +1,241 @@
+#include "kernel.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace reel::codegen {
+
+void coalesce(std::vector<int64_t>& dims, std::vector<std::vector<int64_t>>& strides) {
+  for (std::size_t d = dims.size(); d-- > 0;)
+    if (dims[d] == 1) {
+      dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(d));
+      for (auto& s : strides) s.erase(s.begin() + static_cast<std::ptrdiff_t>(d));
+    }
+  for (std::size_t d = dims.size(); d-- > 1;) {
+    bool merge = true;
+    for (const auto& s : strides) merge = merge && s[d - 1] == s[d] * dims[d];
+    if (!merge) continue;
+    dims[d - 1] *= dims[d];
+    dims.erase(dims.begin() + static_cast<std::ptrdiff_t>(d));
+    for (auto& s : strides) {
+      s[d - 1] = s[d];
+      s.erase(s.begin() + static_cast<std::ptrdiff_t>(d));
+    }
+  }
+}
+
+namespace {
+
+std::vector<int64_t> contiguous(const Shape& shape) { return broadcast_strides(shape, shape); }
+
+void append_attrs(std::string& k, const Attrs& attrs) {
+  for (const auto& [name, value] : attrs.items()) {
+    k += ' ';
+    k += name;
+    k += '=';
+    if (const auto* i = std::get_if<int64_t>(&value)) k += fmt::format("{}", *i);
+    else if (const auto* d = std::get_if<double>(&value)) k += fmt::format("{}", *d);
+    else k += shape_str(std::get<Shape>(value));
+  }
+}
+
+std::string ints(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
+
+// The key spells out everything the generated code depends on.
+std::string make_key(const KernelSpec& s) {
+  std::string k;
+  switch (s.kind) {
+    case KernelSpec::Kind::loop: k = "loop"; break;
+    case KernelSpec::Kind::reduce: k = "reduce"; break;
+    case KernelSpec::Kind::transpose: k = "transpose"; break;
+  }
+  k += " (";
+  for (DType d : s.params) k += fmt::format("{} ", dtype_name(d));
+  k += ") dims " + ints(s.dims) + (s.empty ? " empty" : "");
+  for (const auto& l : s.loads) k += fmt::format("; load {} {} {}", l.param, dtype_name(l.dtype), ints(l.strides));
+  for (const auto& i : s.insts) {
+    k += fmt::format("; {} {}({})", dtype_name(i.dtype), i.prim->name, fmt::join(i.args, ","));
+    append_attrs(k, i.attrs);
+  }
+  for (const auto& st : s.stores) k += fmt::format("; store {} {} {}", st.value, st.param, ints(st.strides));
+  for (const auto& su : s.sums)
+    k += fmt::format("; sum {} {} {} {}", su.value, su.param, su.scale, dtype_name(su.dtype));
+  if (s.kind == KernelSpec::Kind::reduce)
+    k += fmt::format("; kept {} {} {} reduced {} {} n {} scale {}", ints(s.kept), ints(s.kept_in),
+                     ints(s.kept_out), ints(s.reduced), ints(s.reduced_in), s.out_numel, s.scale);
+  if (s.kind == KernelSpec::Kind::transpose) k += fmt::format("; {}x{}", s.rows, s.cols);
+  return k;
+}
+
+class Scheduler {
+ public:
+  Scheduler(const Tape& t, const Plan& p) : t_(t), p_(p) {}
+
+  Schedule run() {
+    for (Var c : p_.constants) {
+      sched_.constant_offsets.push_back(sched_.constant_pool_bytes);
+      const int64_t bytes = numel(t_.type(c).shape) * static_cast<int64_t>(dtype_size(t_.type(c).dtype));
+      sched_.constant_pool_bytes += std::max<int64_t>((bytes + 63) / 64 * 64, 64);
+    }
+    for (const Step& step : p_.steps) std::visit([&](const auto& s) { schedule(s); }, step);
+    return std::move(sched_);
+  }
+
+ private:
+  // (base index, byte offset) of a slot.
+  void push_ref(std::vector<int64_t>& refs, int slot_index) const {
+    if (slot_index < 0) throw Error("compile: internal error: a step reads a value with no memory");
+    const Slot& s = p_.slots[static_cast<std::size_t>(slot_index)];
+    switch (s.kind) {
+      case SlotKind::workspace: refs.insert(refs.end(), {kWorkspaceBase, s.offset}); return;
+      case SlotKind::constant:
+        refs.insert(refs.end(), {kConstantBase, sched_.constant_offsets[static_cast<std::size_t>(s.index)]});
+        return;
+      case SlotKind::input: refs.insert(refs.end(), {kFirstInputBase + s.index, 0}); return;
+      case SlotKind::output:
+        refs.insert(refs.end(), {kFirstInputBase + p_.num_inputs + s.index, 0});
+        return;
+    }
+  }
+  void push_ref_of(std::vector<int64_t>& refs, Var v) const { push_ref(refs, p_.slot_of[v]); }
+
+  void add_kernel(KernelSpec spec, const std::vector<int>& param_slots) {
+    spec.key = make_key(spec);
+    auto [it, added] = index_.emplace(spec.key, static_cast<int>(sched_.kernels.size()));
+    if (added) sched_.kernels.push_back(std::move(spec));
+    ScheduledStep step{StepKind::kernel, DType::f64, it->second, {}};
+    for (int slot : param_slots) push_ref(step.refs, slot);
+    sched_.steps.push_back(std::move(step));
+  }
+
+  void schedule(const LoopStep& loop) {
+    KernelSpec k;
+    k.kind = KernelSpec::Kind::loop;
+    std::vector<int> param_slots;
+    auto param = [&](Var v) {
+      const int slot = p_.slot_of[v];
+      auto at = std::find(param_slots.begin(), param_slots.end(), slot);
+      if (at != param_slots.end()) return static_cast<int>(at - param_slots.begin());
+      param_slots.push_back(slot);
+      k.params.push_back(t_.type(v).dtype);
+      return static_cast<int>(param_slots.size()) - 1;
+    };
+    std::unordered_map<Var, int> value;  // tape variable -> local value
+    std::vector<Var> loaded;
+    for (Var m : loop.members)
+      for (Var a : t_.op(m).args)
+        if (std::find(loop.members.begin(), loop.members.end(), a) == loop.members.end() &&
+            !value.count(a)) {
+          value[a] = static_cast<int>(k.loads.size());
+          k.loads.push_back({param(a), t_.type(a).dtype, broadcast_strides(t_.type(a).shape, loop.shape)});
+        }
+    for (Var m : loop.members) {
+      const Op& op = t_.op(m);
+      KernelSpec::Inst inst{op.prim, op.attrs, {}, op.type.dtype};
+      for (Var a : op.args) inst.args.push_back(value.at(a));
+      value[m] = static_cast<int>(k.loads.size() + k.insts.size());
+      k.insts.push_back(std::move(inst));
+    }
+    for (Var m : loop.members)
+      if (p_.stored[m]) k.stores.push_back({value.at(m), param(m), contiguous(loop.shape)});
+    for (Var r : loop.reductions) {
+      const Op& op = t_.op(r);
+      k.sums.push_back({value.at(op.args[0]), param(r), op.prim->reduce_scale(t_.type(op.args[0])),
+                        op.type.dtype});
+    }
+    k.dims = loop.shape;
+    k.empty = numel(loop.shape) == 0;
+    std::vector<std::vector<int64_t>> strides;
+    for (const auto& l : k.loads) strides.push_back(l.strides);
+    for (const auto& s : k.stores) strides.push_back(s.strides);
+    coalesce(k.dims, strides);
+    for (std::size_t i = 0; i < k.loads.size(); ++i) k.loads[i].strides = strides[i];
+    for (std::size_t i = 0; i < k.stores.size(); ++i) k.stores[i].strides = strides[k.loads.size() + i];
+    add_kernel(std::move(k), param_slots);
+  }
+
+  void schedule(const ReduceStep& r) {
+    const Op& op = t_.op(r.out);
+    const VarType& in = t_.type(r.in);
+    KernelSpec k;
+    k.kind = KernelSpec::Kind::reduce;
+    k.params = {in.dtype, op.type.dtype};
+    k.out_numel = numel(op.type.shape);
+    k.scale = op.prim->reduce_scale(in);
+    k.empty = numel(in.shape) == 0;
+    if (!k.empty) {
+      const Shape target = op.prim->reduce_target(in, op.attrs);
+      const std::vector<int64_t> in_strides = contiguous(in.shape);
+      const std::vector<int64_t> out_strides = broadcast_strides(target, in.shape);
+      std::vector<std::vector<int64_t>> kept_strides(2), reduced_strides(1);
+      for (std::size_t d = 0; d < in.shape.size(); ++d) {
+        if (in.shape[d] == 1) continue;
+        if (out_strides[d] != 0) {
+          k.kept.push_back(in.shape[d]);
+          kept_strides[0].push_back(in_strides[d]);
+          kept_strides[1].push_back(out_strides[d]);
+        } else {
+          k.reduced.push_back(in.shape[d]);
+          reduced_strides[0].push_back(in_strides[d]);
+        }
+      }
+      coalesce(k.kept, kept_strides);
+      coalesce(k.reduced, reduced_strides);
+      k.kept_in = kept_strides[0];
+      k.kept_out = kept_strides[1];
+      k.reduced_in = reduced_strides[0];
+    }
+    add_kernel(std::move(k), {p_.slot_of[r.in], p_.slot_of[r.out]});
+  }
+
+  void schedule(const TransposeStep& s) {
+    const Shape& in = t_.type(s.in).shape;
+    KernelSpec k;
+    k.kind = KernelSpec::Kind::transpose;
+    k.params = {t_.type(s.in).dtype, t_.type(s.out).dtype};
+    k.rows = in[0];
+    k.cols = in[1];
+    k.empty = numel(in) == 0;
+    add_kernel(std::move(k), {p_.slot_of[s.in], p_.slot_of[s.out]});
+  }
+
+  void schedule(const MatmulStep& m) {
+    const Shape& as = t_.type(m.a).shape;
+    const Shape& bs = t_.type(m.b).shape;
+    ScheduledStep step{bs.size() == 1 ? StepKind::gemv : StepKind::gemm, t_.type(m.out).dtype, -1, {}};
+    push_ref_of(step.refs, m.a);
+    push_ref_of(step.refs, m.b);
+    push_ref_of(step.refs, m.out);
+    if (bs.size() == 1) {
+      step.refs.insert(step.refs.end(), {m.trans_a ? 1 : 0, as[0], as[1]});
+    } else {
+      const int64_t M = m.trans_a ? as[1] : as[0];
+      const int64_t K = m.trans_a ? as[0] : as[1];
+      const int64_t N = m.trans_b ? bs[0] : bs[1];
+      step.refs.insert(step.refs.end(), {m.trans_a ? 1 : 0, m.trans_b ? 1 : 0, M, N, K, as[1], bs[1], N});
+    }
+    sched_.steps.push_back(std::move(step));
+  }
+
+  void schedule(const CopyStep& c) {
+    const VarType& t = t_.type(c.from);
+    ScheduledStep step{StepKind::copy, t.dtype, -1, {}};
+    push_ref_of(step.refs, c.from);
+    push_ref(step.refs, c.slot);
+    step.refs.push_back(numel(t.shape) * static_cast<int64_t>(dtype_size(t.dtype)));
+    sched_.steps.push_back(std::move(step));
+  }
+
+  const Tape& t_;
+  const Plan& p_;
+  Schedule sched_;
+  std::unordered_map<std::string, int> index_;
+};
+
+}  // namespace
+
+Schedule make_schedule(const Tape& tape, const Plan& plan) { return Scheduler(tape, plan).run(); }
+
+}  // namespace reel::codegen

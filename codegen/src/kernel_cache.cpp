@@ -1,0 +1,113 @@
+#include "kernel_cache.hpp"
+
+#include <fmt/format.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <atomic>
+#include <unordered_map>
+
+#include "emit.hpp"
+#include "jit.hpp"
+#include "reel/compile.hpp"
+
+namespace reel::codegen {
+
+namespace {
+
+struct Entry {
+  KernelFn fn;
+  std::weak_ptr<void> code;
+};
+
+struct Cache {
+  std::unordered_map<std::string, Entry> entries;  // "v|key" or "s|key" (vector math or not)
+  KernelCacheStats stats;
+  std::size_t prune_at = 256;  // forget expired entries when the table reaches this size
+};
+
+Cache& cache() {
+  static Cache* c = new Cache();  // never destroyed, like the JIT
+  return *c;
+}
+
+std::atomic<uint64_t> g_module_counter{0};
+
+}  // namespace
+
+std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool vector_math,
+                                    int& compiled) {
+  Cache& c = cache();
+  std::vector<KernelCode> out(kernels.size());
+  std::vector<std::size_t> missing;
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    const std::string key = (vector_math ? "v|" : "s|") + kernels[i].key;
+    auto it = c.entries.find(key);
+    if (it != c.entries.end())
+      if (auto code = it->second.code.lock(); code.use_count() > 0) {  // (the handle's pointer is null)
+        out[i] = {it->second.fn, std::move(code)};
+        ++c.stats.hits;
+        continue;
+      }
+    missing.push_back(i);
+  }
+  compiled = static_cast<int>(missing.size());
+  if (missing.empty()) return out;
+
+  auto& jit = Jit::get();
+  auto context = std::make_unique<llvm::LLVMContext>();
+  const uint64_t id = g_module_counter++;
+  auto module = new_module(*context, fmt::format("reel_kernels_{}", id), jit.data_layout(), jit.triple());
+  std::vector<std::string> names;
+  for (std::size_t i : missing) {
+    names.push_back(fmt::format("reel_k{}_{}", id, names.size()));
+    emit_kernel(*module, kernels[i], names.back());
+  }
+  verify_module(*module);
+  jit.optimize(*module, vector_math);
+  auto added = jit.add(std::move(module), std::move(context), names);
+  for (std::size_t j = 0; j < missing.size(); ++j) {
+    const std::size_t i = missing[j];
+    const auto fn = reinterpret_cast<KernelFn>(added.addresses[j]);
+    out[i] = {fn, added.handle};
+    c.entries[(vector_math ? "v|" : "s|") + kernels[i].key] = {fn, added.handle};
+  }
+  c.stats.compiled += compiled;
+  c.stats.modules += 1;
+  // Forget entries whose code is gone, so the table does not grow without bound.
+  if (c.entries.size() >= c.prune_at) {
+    std::erase_if(c.entries, [](const auto& e) { return e.second.code.expired(); });
+    c.prune_at = std::max<std::size_t>(256, 2 * c.entries.size());
+  }
+  return out;
+}
+
+std::string kernels_ir(const std::vector<KernelSpec>& kernels, bool vector_math, bool optimised) {
+  auto& jit = Jit::get();
+  llvm::LLVMContext context;
+  auto module = new_module(context, "reel_kernels", jit.data_layout(), jit.triple());
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    emit_kernel(*module, kernels[i], fmt::format("reel_kernel_{}", i));
+  }
+  verify_module(*module);
+  if (optimised) jit.optimize(*module, vector_math);
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  for (std::size_t i = 0; i < kernels.size(); ++i) os << "; kernel " << i << ": " << kernels[i].key << "\n";
+  module->print(os, nullptr);
+  return os.str();
+}
+
+}  // namespace reel::codegen
+
+namespace reel {
+
+KernelCacheStats kernel_cache_stats() {
+  auto& jit = codegen::Jit::get();
+  std::lock_guard<std::recursive_mutex> lock(jit.mutex());
+  KernelCacheStats s = codegen::cache().stats;
+  s.cached = 0;
+  for (const auto& [key, e] : codegen::cache().entries) s.cached += e.code.expired() ? 0 : 1;
+  return s;
+}
+
+}  // namespace reel

@@ -1,0 +1,29 @@
+#pragma once
+// The process-wide kernel cache: each kernel key is compiled once and its code shared
+// by every compiled function that uses it, for as long as one of them lives.
+// Internal to codegen/.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernel.hpp"
+
+namespace reel::codegen {
+
+using KernelFn = void (*)(void* const* bases, const int64_t* refs);
+
+struct KernelCode {
+  KernelFn fn;
+  std::shared_ptr<void> code;  // keeps the module holding fn alive
+};
+
+// The code of each kernel (in order). The ones not cached are emitted into one module,
+// optimised and added to the JIT together; `compiled` counts them. Call with the
+// JIT's mutex held.
+std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool vector_math,
+                                    int& compiled);
+
+// One module with every kernel, before and (after) optimisation, for inspection.
+std::string kernels_ir(const std::vector<KernelSpec>& kernels, bool vector_math, bool optimised);
+
+}  // namespace reel::codegen
