@@ -35,7 +35,6 @@ struct CompiledFunction::Impl {
   std::vector<std::shared_ptr<void>> code;  // keeps the kernels' code alive
   int kernels_compiled = 0;
   int64_t workspace_bytes = 0, workspace_lower_bound = 0;
-  std::string plan;
   mutable std::once_flag ir_once;
   mutable std::string ir;
 };
@@ -142,7 +141,6 @@ CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
   }
   impl->workspace_bytes = p.memory.workspace_bytes;
   impl->workspace_lower_bound = p.memory.lower_bound;
-  impl->plan = codegen::plan_text(p.tape, p.plan, p.memory);
 
   std::vector<codegen::KernelCode> kernels;
   {
@@ -244,7 +242,6 @@ int64_t CompiledFunction::workspace_lower_bound() const { return checked().works
 std::size_t CompiledFunction::num_steps() const { return checked().calls.size(); }
 std::size_t CompiledFunction::num_kernels() const { return checked().kernels.size(); }
 int CompiledFunction::kernels_compiled() const { return checked().kernels_compiled; }
-const std::string& CompiledFunction::plan() const { return checked().plan; }
 const std::string& CompiledFunction::llvm_ir() const {
   const Impl& impl = checked();
   std::call_once(impl.ir_once, [&] {

@@ -65,6 +65,7 @@ void add_elementwise(std::vector<Primitive>& t) {
         return std::vector<Var>{a.needs[0] ? unbroadcast(b, a.dout, a.args[0]) : kNoVar,
                                 a.needs[1] ? unbroadcast(b, a.dout, a.args[1]) : kNoVar};
       }));
+  t.back().commutative = true;
   t.push_back(binary(
       "sub", Binary::sub, [](ScalarEmitter& e, V a, V b) { return e.sub(a, b); },
       [](TapeBuilder& b, const AdjointArgs& a) {
@@ -79,6 +80,7 @@ void add_elementwise(std::vector<Primitive>& t) {
             a.needs[0] ? unbroadcast(b, b.mul(a.dout, a.args[1]), a.args[0]) : kNoVar,
             a.needs[1] ? unbroadcast(b, b.mul(a.dout, a.args[0]), a.args[1]) : kNoVar};
       }));
+  t.back().commutative = true;
   t.push_back(binary(
       "div", Binary::div, [](ScalarEmitter& e, V a, V b) { return e.div(a, b); },
       [](TapeBuilder& b, const AdjointArgs& a) {

@@ -65,7 +65,7 @@ VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& 
         if (d < 0)
           throw Error(fmt::format("{}: attribute '{}' has a negative dimension: {}", prim.name,
                                   spec.name, shape_str(*s)));
-      (void)numel(*s);  // throws if the element count overflows
+      (void)numel(*s, prim.name.c_str());  // throws if the element count overflows
     }
     ordered.set(spec.name, std::move(v));
   }

@@ -39,6 +39,7 @@ Tape reverse(const Tape& f, bool seeded) {
   for (Var v = 1; v <= n; ++v) needed[v] = active[v] && useful[v];
 
   TapeBuilder b;
+  b.reserve(3 * static_cast<std::size_t>(n));  // the forward copy and about two ops per adjoint
   std::vector<Var> map(n + 1, kNoVar);
   for (Var v = 1; v <= n; ++v) {
     std::vector<Var> args;

@@ -5,6 +5,7 @@ namespace reel::passes {
 Tape rewrite(const char* pass, const Tape& tape, const RewriteStep& step) {
   check_structure(pass, tape);
   TapeBuilder b;
+  b.reserve(static_cast<std::size_t>(tape.size()));
   std::vector<Var> map(static_cast<std::size_t>(tape.size()) + 1, kNoVar);
   for (Var v = 1; v <= tape.size(); ++v) {
     const Op& op = tape.op(v);

@@ -8,11 +8,15 @@
 
 namespace reel {
 
-int64_t numel(const Shape& shape) {
+int64_t numel(const Shape& shape, const char* op) {
+  // At most this many elements, so that a tensor's byte count (8 bytes an element,
+  // rounded up to 64) fits in int64 wherever it is computed.
+  constexpr int64_t kMaxElements = (INT64_MAX - 64) / 8;
   int64_t n = 1;
   for (int64_t d : shape)
-    if (__builtin_mul_overflow(n, d, &n))
-      throw Error(fmt::format("shape {} has more elements than int64 can count", shape_str(shape)));
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxElements)
+      throw Error(fmt::format("{}{}shape {}: expected at most {} elements (so that its bytes fit in int64), got more",
+                              op ? op : "", op ? ": " : "", shape_str(shape), kMaxElements));
   return n;
 }
 

@@ -63,7 +63,7 @@ Tensor make(const Shape& shape, DType dtype, Fill fill) {
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   check_shape(shape_, "tensor");
-  numel_ = reel::numel(shape_);
+  numel_ = reel::numel(shape_, "tensor");
   storage_ = allocate(nbytes());
 }
 

@@ -10,6 +10,9 @@ std::vector<Tensor> play(const Tape& tape, const std::vector<Tensor>& args) {
   check_structure("play", tape);
   check_args("play", tape, args);
   std::vector<Tensor> env(static_cast<std::size_t>(tape.size()) + 1);
+  // Each intermediate is released after its last use, unless it is an output.
+  std::vector<Var> last = last_uses(tape);
+  for (Var o : tape.outputs) last[static_cast<std::size_t>(o)] = tape.size() + 1;
   std::size_t next_arg = 0;
   std::vector<Tensor> in;
   for (Var v = 1; v <= tape.size(); ++v) {
@@ -21,6 +24,10 @@ std::vector<Tensor> play(const Tape& tape, const std::vector<Tensor>& args) {
         in.clear();
         for (Var a : op.args) in.push_back(env[a]);
         env[v] = apply(*op.prim, in, op.attrs);
+        in.clear();
+        for (Var a : op.args)
+          if (last[static_cast<std::size_t>(a)] == v) env[a] = Tensor();
+        if (last[static_cast<std::size_t>(v)] == kNoVar) env[v] = Tensor();  // never read
         break;
     }
   }

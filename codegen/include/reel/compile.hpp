@@ -49,8 +49,6 @@ class CompiledFunction {
   int kernels_compiled() const;        // of those, how many this compile had to build
   // The optimised LLVM IR of the kernels this function calls; built when first asked.
   const std::string& llvm_ir() const;
-  // The schedule and memory plan as text (as `reel-opt --print-plan` prints it).
-  const std::string& plan() const;
 
   struct Impl;
 

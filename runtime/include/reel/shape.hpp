@@ -11,8 +11,9 @@ namespace reel {
 
 using Shape = std::vector<int64_t>;
 
-// Throws reel::Error if the count overflows int64.
-int64_t numel(const Shape& shape);
+// Throws reel::Error (naming `op` when given) if the shape has more elements than
+// fit in int64 at 8 bytes each: such a tensor's byte count would overflow.
+int64_t numel(const Shape& shape, const char* op = nullptr);
 
 // "[3,4]" ("[]" for a scalar).
 std::string shape_str(const Shape& shape);

@@ -9,6 +9,7 @@ namespace reel {
 class TapeBuilder {
  public:
   TapeBuilder() = default;
+  void reserve(std::size_t ops) { tape_.ops.reserve(ops); }
   Var input(const VarType& type);
   Var constant(const Tensor& value);
   Var scalar(double value, DType dtype);  // 0-d constant

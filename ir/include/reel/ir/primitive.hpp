@@ -64,6 +64,8 @@ struct Primitive {
   std::function<Tensor(std::span<const Tensor>, const Attrs&)> eager;
   std::function<std::vector<Var>(TapeBuilder&, const AdjointArgs&)> adjoint;
   Lowering lowering = Lowering::elementwise;
+  // f(a, b) == f(b, a) for two arguments (CSE merges the two orders).
+  bool commutative = false;
   // elementwise: the element of the result from the elements of the arguments.
   std::function<ScalarEmitter::Value(ScalarEmitter&, std::span<const ScalarEmitter::Value>,
                                      const Attrs&)>

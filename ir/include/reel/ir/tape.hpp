@@ -60,6 +60,12 @@ void check_structure(const char* op, const Tape& tape);
 void check_args(const char* op, const Tape& tape, const std::vector<Tensor>& args);
 void check_args(const char* op, std::span<const VarType> expected, std::span<const Tensor> args);
 
+// Liveness: for each variable v (index v; index 0 unused), the last operation that
+// reads it, or kNoVar if none does. Outputs are not counted as reads: a caller that
+// keeps outputs checks tape.outputs itself. The interpreter frees each intermediate
+// after its last use with it.
+std::vector<Var> last_uses(const Tape& tape);
+
 // A copy of the tape that returns only the outputs at the given positions.
 Tape select_outputs(const Tape& tape, const std::vector<int>& positions);
 

@@ -1,0 +1,167 @@
+// Kernels, the schedule and the memory plan: the kernel cache compiles each key once,
+// buffer reuse and in-place updates never change a result, and sizes that overflow or
+// empty reductions behave the same interpreted and compiled.
+#include <cmath>
+
+#include "test_util.hpp"
+
+using namespace reel;
+
+namespace {
+
+// x <- sin(x) * 1.01 + square(x) * 0.001, `steps` times; the sum of the result.
+Tensor sin_recurrence(const Tensor& x0, int steps) {
+  Tensor x = x0;
+  for (int i = 0; i < steps; ++i) x = sin(x) * 1.01 + square(x) * 0.001;
+  return sum(x);
+}
+
+// x <- tanh(W x + b) * 0.5 + x * 0.5, `steps` times; the sum of the result.
+Tensor tanh_recurrence(const Tensor& W, const Tensor& b, const Tensor& x0, int steps) {
+  Tensor x = x0;
+  for (int i = 0; i < steps; ++i) x = tanh(matmul(W, x) + b) * 0.5 + x * 0.5;
+  return sum(x);
+}
+
+void check_same(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const std::string& what) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    const test::Tolerance tol = test::compiled_tolerance(a[k].dtype());
+    test::check_close(a[k], b[k], tol.rtol, tol.atol, fmt::format("{}: output {}", what, k));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the kernel cache compiles each key once and shares it across tapes") {
+  const Tape t = trace([](const Tensor& x) { return sum(exp(x) * x); }, zeros({7}));
+  const CompiledFunction first = compile(t);
+  const KernelCacheStats before = kernel_cache_stats();
+  const CompiledFunction second = compile(t);
+  CHECK(second.kernels_compiled() == 0);
+  CHECK(second.num_kernels() == first.num_kernels());
+  CHECK(kernel_cache_stats().hits == before.hits + static_cast<int64_t>(first.num_kernels()));
+  CHECK(kernel_cache_stats().compiled == before.compiled);
+  // Another tape with a loop of the same structure reuses it too; the variable
+  // numbers and the constant's value are not part of the key.
+  const Tape other = trace([](const Tensor& y) { return sum(exp(y) * y); }, ones({7}));
+  CHECK(compile(other).kernels_compiled() == 0);
+  const Tensor x = randn({7}, 1);
+  CHECK(first({x})[0].item() == second({x})[0].item());
+}
+
+TEST_CASE("distinct shapes, dtypes or operations do not share a kernel") {
+  auto f = [](const Tensor& x) { return exp(x) * 2.0; };
+  const CompiledFunction base = compile(trace(f, zeros({11})));
+  CHECK(compile(trace(f, zeros({11}))).kernels_compiled() == 0);
+  CHECK(compile(trace(f, zeros({12}))).kernels_compiled() == 1);
+  CHECK(compile(trace(f, zeros({11}, DType::f32))).kernels_compiled() == 1);
+  CHECK(compile(trace([](const Tensor& x) { return log(x) * 2.0; }, zeros({11}))).kernels_compiled() == 1);
+  CHECK(compile(trace(f, zeros({11})), {.vector_math = false}).kernels_compiled() == 1);
+  // The kernels give their own answers, not each other's.
+  const Tensor x = rand({12}, 2) + 0.5;
+  const Tensor y = rand({12}, 2, DType::f32) + 0.5;
+  test::run_checked(trace(f, x), {x});
+  test::run_checked(trace(f, y), {y});
+  test::run_checked(trace([](const Tensor& v) { return log(v) * 2.0; }, x), {x});
+}
+
+TEST_CASE("a traced loop of many steps compiles a handful of kernels") {
+  const Tensor x = randn({8}, 3) * 0.5;
+  const Tape g = grad_tape(trace([](const Tensor& v) { return sin_recurrence(v, 2000); }, x));
+  REQUIRE(g.size() > 20000);
+  const CompiledFunction f = compile(g);
+  CAPTURE(f.num_kernels());
+  CHECK(f.num_kernels() <= 40);
+  CHECK(f.num_steps() > 100);
+  check_same(f({x}), play(g, {x}), "2000-step sin recurrence");
+
+  const Tensor W = randn({16, 16}, 4) * 0.25, b = randn({16}, 5), x0 = randn({16}, 6);
+  const Tape r = grad_tape(trace([](const Tensor& w, const Tensor& c, const Tensor& v) {
+    return tanh_recurrence(w, c, v, 100); }, W, b, x0));
+  const CompiledFunction fr = compile(r);
+  CHECK(fr.num_kernels() <= 20);
+  check_same(fr({W, b, x0}), play(r, {W, b, x0}), "100-step tanh recurrence");
+  // Buffers are reused: the workspace is near the most bytes alive at one step.
+  CHECK(fr.workspace_bytes() <= fr.workspace_lower_bound() * 11 / 10);
+  CHECK(fr.workspace_bytes() < compile(r, {.reuse_memory = false}).workspace_bytes() / 2);
+}
+
+TEST_CASE("in-place updates and reuse give the same results as separate buffers") {
+  // tanh writes in place over the matmul result it is the last to read.
+  const Tape chain = parse_tape(
+      "inp %1::f64[4,4]\ninp %2::f64[4,4]\n%3 = matmul(%2, %1)::f64[4,4]\n%4 = tanh(%3)::f64[4,4]\n"
+      "%5 = matmul(%2, %4)::f64[4,4]\n%6 = tanh(%5)::f64[4,4]\n%7 = matmul(%2, %6)::f64[4,4]\n"
+      "%8 = sum(%7)::f64[]\nout %8, %6");
+  CHECK(plan_text(chain).find("in place: %4 over %3") != std::string::npos);
+  const std::vector<Tensor> args{randn({4, 4}, 7), randn({4, 4}, 8)};
+  const auto reused = test::run_checked(chain, args);
+  check_same(compile(chain, {.reuse_memory = false})(args), compile(chain)(args), "reuse on vs off");
+  // A view read later keeps its buffer alive: no in-place update over %3 here.
+  const Tape view = parse_tape(
+      "inp %1::f64[4,4]\ninp %2::f64[4,4]\n%3 = matmul(%2, %1)::f64[4,4]\n"
+      "%4 = reshape(%3, shape=[16])::f64[16]\n%5 = exp(%3)::f64[4,4]\n%6 = matmul(%2, %5)::f64[4,4]\n"
+      "%7 = sum(%6)::f64[]\n%8 = sum(%4)::f64[]\n%9 = add(%7, %8)::f64[]\nout %9, %4");
+  CHECK(plan_text(view).find("in place") == std::string::npos);
+  test::run_checked(view, args);
+  // A broadcast read (b is [4], read by a [4,4] loop) is never overwritten in place.
+  const Tape bcast = parse_tape(
+      "inp %1::f64[4]\ninp %2::f64[4,4]\n%3 = matmul(%2, %1)::f64[4]\n%4 = add(%2, %3)::f64[4,4]\n"
+      "%5 = exp(%3)::f64[4]\n%6 = add(%4, %5)::f64[4,4]\n%7 = matmul(%6, %3)::f64[4]\nout %7");
+  test::run_checked(bcast, {randn({4}, 9), randn({4, 4}, 10)});
+}
+
+TEST_CASE("sizes whose bytes overflow int64 are errors everywhere") {
+  const int64_t huge = int64_t{1} << 61;
+  CHECK_THROWS_WITH_AS(zeros({huge}), doctest::Contains("tensor"), Error);
+  CHECK_THROWS_WITH_AS(full({huge}, 1.0), doctest::Contains("int64"), Error);
+  CHECK_THROWS_WITH_AS(zeros({1 << 30, 1 << 30, 4}, DType::f32), doctest::Contains("int64"), Error);
+  CHECK_THROWS_WITH_AS(broadcast_to(scalar(1.0), {huge}), doctest::Contains("broadcast_to"), Error);
+  CHECK_THROWS_WITH_AS(
+      trace([&](const Tensor& x) { return sum(broadcast_to(x, {huge})); }, scalar(1.0)),
+      doctest::Contains("broadcast_to"), Error);
+  CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[2305843009213693952]\nout %1"),
+                       doctest::Contains("line 1"), Error);
+  CHECK_THROWS_WITH_AS(
+      parse_tape("inp %1::f64[]\n%2 = broadcast_to(%1, shape=[2305843009213693952])::f64[2305843009213693952]\n"
+                 "%3 = sum(%2)::f64[]\nout %3"),
+      doctest::Contains("line 2"), Error);
+  // A hand-built tape with such a shape: play and compile refuse it too.
+  Tape t = parse_tape("inp %1::f64[]\n%2 = broadcast_to(%1, shape=[4])::f64[4]\n%3 = sum(%2)::f64[]\nout %3");
+  t.ops[1].type.shape = {huge};
+  t.ops[1].attrs.set("shape", Shape{huge});
+  CHECK_THROWS_AS(play(t, {scalar(1.0)}), Error);
+  CHECK_THROWS_AS(compile(t), Error);
+}
+
+TEST_CASE("reductions of empty tensors agree interpreted and compiled") {
+  const Tensor e = zeros({0});
+  const Tape mean_tape = trace([](const Tensor& x) { return mean(x); }, e);
+  CHECK(std::isnan(play(mean_tape, {e})[0].item()));
+  CHECK(std::isnan(compile(mean_tape)({e})[0].item()));
+  const Tape fused = trace([](const Tensor& x) { return mean(exp(x)); }, e);
+  CHECK(std::isnan(compile(fused)({e})[0].item()));
+  const Tensor e2 = zeros({3, 0});
+  const Tape axis = trace([](const Tensor& x) { return std::make_tuple(sum(x, 1), mean(x), sum(x)); }, e2);
+  const auto a = play(axis, {e2});
+  const auto b = compile(axis)({e2});
+  CHECK(a[0].values() == std::vector<double>{0, 0, 0});
+  CHECK(b[0].values() == std::vector<double>{0, 0, 0});
+  CHECK(std::isnan(a[1].item()));
+  CHECK(std::isnan(b[1].item()));
+  CHECK(a[2].item() == 0);
+  CHECK(b[2].item() == 0);
+}
+
+TEST_CASE("play, which releases intermediates after their last use, keeps its outputs") {
+  const Tensor x = rand({1 << 16}, 11);
+  const Tape t = trace([](const Tensor& v) {
+    Tensor y = v;
+    for (int i = 0; i < 200; ++i) y = y * 0.999 + 0.001;
+    return std::make_tuple(sum(y), y);
+  }, x);
+  const auto out = play(t, {x});
+  const auto compiled = compile(t)({x});
+  check_same(out, compiled, "a long chain");
+  CHECK(out[1].shape() == Shape{1 << 16});
+}
