@@ -2,7 +2,12 @@
 // (reel::play) and the compiled one (reel::simplegrad), measured side by side in one
 // run. Prints a table and writes bench/results/latest.json. It asserts nothing.
 //
-//   ./build/bench/reel_bench [--quick] [--out FILE]
+// Then a scaling table: traced loops of 10 to 10,000 steps and a tape of over a
+// million operations, each measured in a fresh process (so that its peak RSS and its
+// kernels compiled are its own): trace, grad_tape and compile times, kernels, call
+// time, workspace against its liveness lower bound.
+//
+//   ./build/bench/reel_bench [--quick] [--no-scaling] [--out FILE]
 #include <fmt/core.h>
 #include <fmt/format.h>
 #include <reel/reel.hpp>
@@ -11,9 +16,12 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <string>
+
+#include <sys/resource.h>
 
 #include "hand_written.hpp"
 
@@ -65,6 +73,7 @@ struct Result {
   double hand_ns, interp_ns, compiled_ns, compile_ms;
   double scalar_math_ns;  // compiled with CompileOptions{.vector_math = false}
   double max_rel_diff;  // compiled vs hand-written, over the value and every gradient
+  int64_t workspace = 0, lower_bound = 0;
 };
 
 double max_rel_diff(const std::vector<Tensor>& a, const std::vector<std::vector<double>>& b) {
@@ -110,6 +119,8 @@ Result measure(const std::string& workload, DType dtype, F f, const Hand& hand, 
   const auto out = g(args...);
   hand.run();
   r.max_rel_diff = max_rel_diff(std::vector<Tensor>(out.begin(), out.end()), hand.outputs());
+  r.workspace = g.compiled().workspace_bytes();
+  r.lower_bound = g.compiled().workspace_lower_bound();
   return r;
 }
 
@@ -179,18 +190,116 @@ std::string human(double ns) {
   return fmt::format("{:.2f} ms", ns / 1e6);
 }
 
+// One row of the scaling table, measured in this process (see run_row).
+struct Row {
+  std::string program;
+  int steps = 0;
+  int64_t ops = 0;
+  double trace_ms = 0, grad_ms = 0, compile_ms = 0, call_ns = 0;
+  int kernels = 0, steps_scheduled = 0;
+  int64_t workspace = 0, lower_bound = 0, no_reuse = 0;
+  double rss_mb = 0;
+};
+
+Tensor sin_program(const Tensor& x0, int steps) {
+  Tensor x = x0;
+  for (int i = 0; i < steps; ++i) x = reel::sin(x) * 1.01 + reel::square(x) * 0.001;
+  return reel::sum(x);
+}
+Tensor tanh_program(const Tensor& W, const Tensor& b, const Tensor& x0, int steps) {
+  Tensor x = x0;
+  for (int i = 0; i < steps; ++i) x = reel::tanh(reel::matmul(W, x) + b) * 0.5 + x * 0.5;
+  return reel::sum(x);
+}
+
+double median_call_ns(const reel::CompiledFunction& f, const std::vector<Tensor>& args) {
+  return median_ns<1>({[&] { f(args); }})[0];
+}
+
+Row measure_row(const std::string& program, int steps) {
+  reel::compile(reel::trace([](const Tensor& v) { return v * 2.0; }, reel::zeros({1})));  // JIT start-up
+  Row r{program, steps};
+  std::vector<Tensor> args;
+  reel::Tape tape;
+  auto t0 = Clock::now();
+  if (program == "sin") {
+    args = {reel::randn({8}, 1) * 0.5};
+    tape = reel::trace([steps](const Tensor& x) { return sin_program(x, steps); }, args[0]);
+  } else {
+    args = {reel::randn({16, 16}, 1) * 0.25, reel::randn({16}, 2), reel::randn({16}, 3)};
+    tape = reel::trace([steps](const Tensor& W, const Tensor& b, const Tensor& x) {
+      return tanh_program(W, b, x, steps); }, args[0], args[1], args[2]);
+  }
+  r.trace_ms = seconds_since(t0) * 1e3;
+  t0 = Clock::now();
+  const reel::Tape g = reel::grad_tape(tape);
+  r.grad_ms = seconds_since(t0) * 1e3;
+  r.ops = g.size();
+  t0 = Clock::now();
+  const reel::CompiledFunction f = reel::compile(g);
+  r.compile_ms = seconds_since(t0) * 1e3;
+  r.kernels = f.kernels_compiled();
+  r.steps_scheduled = static_cast<int>(f.num_steps());
+  r.workspace = f.workspace_bytes();
+  r.lower_bound = f.workspace_lower_bound();
+  r.call_ns = median_call_ns(f, args);
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  r.rss_mb = static_cast<double>(u.ru_maxrss) / 1024.0;
+  return r;
+}
+
+std::string row_json(const Row& r) {
+  return fmt::format(
+      "{{\"program\": \"{}\", \"steps\": {}, \"grad_tape_ops\": {}, \"trace_ms\": {:.2f}, "
+      "\"grad_tape_ms\": {:.2f}, \"compile_ms\": {:.2f}, \"compile_us_per_op\": {:.3f}, "
+      "\"kernels_compiled\": {}, \"schedule_steps\": {}, \"call_ns\": {:.1f}, \"workspace_bytes\": {}, "
+      "\"liveness_lower_bound\": {}, \"peak_rss_mb\": {:.1f}}}",
+      r.program, r.steps, r.ops, r.trace_ms, r.grad_ms, r.compile_ms, r.compile_ms * 1e3 / static_cast<double>(r.ops),
+      r.kernels, r.steps_scheduled, r.call_ns, r.workspace, r.lower_bound, r.rss_mb);
+}
+
+// Runs one row in a child process (this program with --row), so that peak RSS and the
+// kernel cache start fresh for each row.
+Row run_row(const std::string& self, const std::string& program, int steps, bool quick) {
+  const std::string cmd = fmt::format("'{}' --row {} {}{}", self, program, steps, quick ? " --quick" : "");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("cannot run " + cmd);
+  Row r{program, steps};
+  char line[4096];
+  std::string out;
+  while (std::fgets(line, sizeof line, pipe) != nullptr) out += line;
+  if (pclose(pipe) != 0) throw std::runtime_error("failed: " + cmd + "\n" + out);
+  // The child prints the fields in row_json's order, separated by spaces.
+  std::sscanf(out.c_str(), "%ld %lf %lf %lf %lf %d %d %ld %ld %lf", &r.ops, &r.trace_ms, &r.grad_ms,
+              &r.compile_ms, &r.call_ns, &r.kernels, &r.steps_scheduled, &r.workspace, &r.lower_bound,
+              &r.rss_mb);
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string out_path = REEL_BENCH_RESULTS;
+  bool scaling = true, quick = false;
+  std::string row_program;
+  int row_steps = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--quick") g_rounds = 5, g_round_seconds = 0.002;
+    if (a == "--quick") quick = true, g_rounds = 5, g_round_seconds = 0.002;
+    else if (a == "--no-scaling") scaling = false;
     else if (a == "--out" && i + 1 < argc) out_path = argv[++i];
+    else if (a == "--row" && i + 2 < argc) row_program = argv[++i], row_steps = std::atoi(argv[++i]);
     else {
-      fmt::print(stderr, "usage: reel_bench [--quick] [--out FILE]\n");
+      fmt::print(stderr, "usage: reel_bench [--quick] [--no-scaling] [--out FILE]\n");
       return 2;
     }
+  }
+  if (!row_program.empty()) {  // one row of the scaling table, for the parent process
+    const Row r = measure_row(row_program, row_steps);
+    fmt::print("{} {} {} {} {} {} {} {} {} {}\n", r.ops, r.trace_ms, r.grad_ms, r.compile_ms, r.call_ns,
+               r.kernels, r.steps_scheduled, r.workspace, r.lower_bound, r.rss_mb);
+    return 0;
   }
   {  // Start the JIT once, so its one-off set-up is not counted as a compile.
     const auto t0 = Clock::now();
@@ -204,16 +313,43 @@ int main(int argc, char** argv) {
   results.push_back(mlp<double>(DType::f64));
   results.push_back(mlp<float>(DType::f32));
 
-  fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>11} {:>12} {:>12}\n", "workload",
+  fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>11} {:>12} {:>12} {:>10} {:>10}\n", "workload",
              "dtype", "hand", "interp", "compiled", "compile", "comp/hand", "interp/comp",
-             "no-vec-math", "max rel diff");
+             "no-vec-math", "max rel diff", "workspace", "live bound");
   for (const Result& r : results)
-    fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>7.1f} ms {:>9.2f} {:>11.1f} {:>12} {:>12.1e}\n",
+    fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>7.1f} ms {:>9.2f} {:>11.1f} {:>12} {:>12.1e} {:>10} {:>10}\n",
                r.workload, reel::dtype_name(r.dtype), human(r.hand_ns), human(r.interp_ns),
                human(r.compiled_ns), r.compile_ms, r.compiled_ns / r.hand_ns,
-               r.interp_ns / r.compiled_ns, human(r.scalar_math_ns), r.max_rel_diff);
+               r.interp_ns / r.compiled_ns, human(r.scalar_math_ns), r.max_rel_diff, r.workspace,
+               r.lower_bound);
   fmt::print("\nno-vec-math: the compiled gradient with one scalar libm call per element for\n"
-             "exp/tanh (CompileOptions{{.vector_math = false}}), for comparison.\n");
+             "exp/tanh (CompileOptions{{.vector_math = false}}), for comparison. workspace: bytes of\n"
+             "scratch memory after reuse; live bound: the most bytes alive at one step.\n");
+
+  std::vector<Row> rows;
+  if (scaling) {
+    fmt::print("\nScaling (each row in a fresh process; times of the gradient tape of the program):\n");
+    fmt::print("{:<34} {:>10} {:>9} {:>10} {:>10} {:>9} {:>8} {:>7} {:>10} {:>11} {:>11} {:>6} {:>9}\n", "program",
+               "grad ops", "trace", "grad_tape", "compile", "us/op", "kernels", "steps", "call", "workspace",
+               "live bound", "ws/lb", "peak RSS");
+    std::vector<std::pair<std::string, int>> plan;
+    for (int n : {10, 100, 1000, 10000}) plan.emplace_back("tanh", n);
+    for (int n : {10, 100, 1000, 10000}) plan.emplace_back("sin", n);
+    plan.emplace_back("sin", 84000);  // over 1,000,000 gradient-tape operations
+    for (const auto& [program, n] : plan) {
+      const Row r = run_row(argv[0], program, n, quick);
+      rows.push_back(r);
+      const std::string name = program == "sin"
+                                   ? fmt::format("sin(x)*1.01+square(x)*0.001, {} steps", n)
+                                   : fmt::format("tanh(Wx+b)*.5+x*.5 16x16, {} steps", n);
+      fmt::print("{:<34} {:>10} {:>6.1f} ms {:>7.1f} ms {:>7.1f} ms {:>9.2f} {:>8} {:>7} {:>10} {:>11} {:>11} {:>6.2f} {:>6.0f} MB\n",
+                 name, r.ops, r.trace_ms, r.grad_ms, r.compile_ms, r.compile_ms * 1e3 / static_cast<double>(r.ops),
+                 r.kernels, r.steps_scheduled, human(r.call_ns), r.workspace, r.lower_bound,
+                 r.lower_bound > 0 ? static_cast<double>(r.workspace) / static_cast<double>(r.lower_bound) : 1.0,
+                 r.rss_mb);
+      std::fflush(stdout);
+    }
+  }
 
   std::string json = "[\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
@@ -222,12 +358,14 @@ int main(int argc, char** argv) {
         "  {{\"workload\": \"{}\", \"dtype\": \"{}\", \"hand_ns\": {:.1f}, \"interp_ns\": {:.1f}, "
         "\"compiled_ns\": {:.1f}, \"compile_ms\": {:.2f}, \"compiled_over_hand\": {:.3f}, "
         "\"interp_over_compiled\": {:.2f}, \"compiled_scalar_math_ns\": {:.1f}, "
-        "\"max_rel_diff\": {:.2e}}}{}\n",
+        "\"max_rel_diff\": {:.2e}, \"workspace_bytes\": {}, \"liveness_lower_bound\": {}}},\n",
         r.workload, reel::dtype_name(r.dtype), r.hand_ns, r.interp_ns, r.compiled_ns, r.compile_ms,
         r.compiled_ns / r.hand_ns, r.interp_ns / r.compiled_ns, r.scalar_math_ns, r.max_rel_diff,
-        i + 1 < results.size() ? "," : "");
+        r.workspace, r.lower_bound);
   }
-  json += "]\n";
+  for (const Row& r : rows) json += "  " + row_json(r) + ",\n";
+  json.erase(json.size() - 2);  // the last comma
+  json += "\n]\n";
   std::ofstream(out_path) << json;
   fmt::print("\nwrote {}\n", out_path);
 }

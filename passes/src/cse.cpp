@@ -1,5 +1,5 @@
 #include <cstring>
-#include <unordered_map>
+#include <unordered_set>
 
 #include "reel/passes.hpp"
 #include "rewrite.hpp"
@@ -8,59 +8,66 @@ namespace reel {
 
 namespace {
 
-// Equal for exactly the operations that compute the same value: the same primitive,
-// arguments (commutative ones in order), attributes and type, or the same constant
-// bytes and type. Hashed directly: formatting keys as text cost most of CSE's time.
-struct Key {
-  const Op* op;
-  std::vector<Var> args;
-  std::size_t hash = 0;
+// Two operations of the tape being built are equal when they compute the same value:
+// the same primitive, arguments (a commutative primitive's two in either order),
+// attributes and type, or the same constant bytes and type. The set holds variable
+// numbers and looks at the operations themselves: no key is formatted or copied.
+struct OpHash {
+  const Tape* tape;
+  static void mix(std::size_t& h, std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); }
+  std::size_t operator()(Var v) const {
+    const Op& op = tape->op(v);
+    std::size_t h = static_cast<std::size_t>(op.kind);
+    mix(h, static_cast<std::size_t>(op.type.dtype));
+    for (int64_t d : op.type.shape) mix(h, static_cast<std::size_t>(d));
+    if (op.kind == OpKind::constant) {
+      mix(h, std::hash<std::string_view>()(
+                 std::string_view(static_cast<const char*>(op.value.raw()), op.value.nbytes())));
+      return h;
+    }
+    mix(h, std::hash<const void*>()(op.prim));
+    if (op.prim->commutative && op.args.size() == 2) {
+      mix(h, static_cast<std::size_t>(std::min(op.args[0], op.args[1])));
+      mix(h, static_cast<std::size_t>(std::max(op.args[0], op.args[1])));
+    } else {
+      for (Var a : op.args) mix(h, static_cast<std::size_t>(a));
+    }
+    return h;
+  }
+};
 
-  bool operator==(const Key& o) const {
-    const Op& a = *op;
-    const Op& b = *o.op;
+struct OpEqual {
+  const Tape* tape;
+  bool operator()(Var x, Var y) const {
+    const Op& a = tape->op(x);
+    const Op& b = tape->op(y);
     if (a.kind != b.kind || a.type != b.type) return false;
     if (a.kind == OpKind::constant)
       return std::memcmp(a.value.raw(), b.value.raw(), a.value.nbytes()) == 0;
-    return a.prim == b.prim && args == o.args && a.attrs == b.attrs;
+    if (a.prim != b.prim || a.attrs != b.attrs) return false;
+    if (a.args == b.args) return true;
+    return a.prim->commutative && a.args.size() == 2 && b.args.size() == 2 &&
+           a.args[0] == b.args[1] && a.args[1] == b.args[0];
   }
 };
-
-struct KeyHash {
-  std::size_t operator()(const Key& k) const { return k.hash; }
-};
-
-void mix(std::size_t& h, std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); }
-
-Key make_key(const Op& op, const std::vector<Var>& args) {
-  Key k{&op, args, 0};
-  if (op.kind == OpKind::call && op.prim->commutative && k.args.size() == 2 && k.args[0] > k.args[1])
-    std::swap(k.args[0], k.args[1]);
-  mix(k.hash, static_cast<std::size_t>(op.kind));
-  mix(k.hash, static_cast<std::size_t>(op.type.dtype));
-  for (int64_t d : op.type.shape) mix(k.hash, static_cast<std::size_t>(d));
-  if (op.kind == OpKind::constant) {
-    mix(k.hash, std::hash<std::string_view>()(
-                    std::string_view(static_cast<const char*>(op.value.raw()), op.value.nbytes())));
-  } else {
-    mix(k.hash, std::hash<const void*>()(op.prim));
-    for (Var a : k.args) mix(k.hash, static_cast<std::size_t>(a));
-  }
-  return k;
-}
 
 }  // namespace
 
 Tape cse(const Tape& tape) {
-  std::unordered_map<Key, Var, KeyHash> seen;
-  seen.reserve(static_cast<std::size_t>(tape.size()));
-  return passes::rewrite("cse", tape, [&](TapeBuilder& b, Var v, const Op& op, std::vector<Var> args) {
-    if (op.kind == OpKind::input) return b.copy(op, {});
-    Key k = make_key(tape.op(v), args);
-    if (auto it = seen.find(k); it != seen.end()) return it->second;
-    const Var out = b.copy(op, std::move(args));
-    seen.emplace(std::move(k), out);
-    return out;
+  TapeBuilder* builder = nullptr;
+  std::unique_ptr<std::unordered_set<Var, OpHash, OpEqual>> seen;
+  return passes::rewrite("cse", tape, [&](TapeBuilder& b, Var, const Op& op, std::vector<Var> args) {
+    if (builder != &b) {  // the first call: the set looks into the tape being built
+      builder = &b;
+      seen = std::make_unique<std::unordered_set<Var, OpHash, OpEqual>>(
+          static_cast<std::size_t>(tape.size()), OpHash{&b.tape()}, OpEqual{&b.tape()});
+    }
+    const Var v = b.copy(op, std::move(args));
+    if (op.kind == OpKind::input) return v;
+    auto [it, added] = seen->insert(v);
+    if (added) return v;
+    b.pop();  // an equal operation exists: drop the copy
+    return *it;
   });
 }
 

@@ -10,6 +10,8 @@ class TapeBuilder {
  public:
   TapeBuilder() = default;
   void reserve(std::size_t ops) { tape_.ops.reserve(ops); }
+  // Removes the last operation (which nothing may refer to yet).
+  void pop() { tape_.ops.pop_back(); }
   Var input(const VarType& type);
   Var constant(const Tensor& value);
   Var scalar(double value, DType dtype);  // 0-d constant
