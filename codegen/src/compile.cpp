@@ -13,7 +13,6 @@
 #include "plan.hpp"
 #include "reel/blas.hpp"
 #include "reel/passes.hpp"
-#include "reel/trace.hpp"
 
 namespace reel {
 
@@ -191,7 +190,7 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
     check_args("compiled function", impl.input_types, copies);
   }
   for (std::size_t i = 0; i < args.size(); ++i)
-    if (is_traced(*args[i]))
+    if (detail::in_active_trace(*args[i]))
       throw Error(fmt::format(
           "compiled function: argument {} is being traced, and native code cannot be recorded "
           "on a tape; inside a traced function call reel::play(f.tape(), args) instead",

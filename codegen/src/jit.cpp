@@ -10,7 +10,6 @@
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
 
-#include "reel/blas.hpp"
 #include "reel/error.hpp"
 
 namespace reel::codegen {
@@ -102,20 +101,6 @@ Jit::Jit() : state_(std::make_unique<State>()) {
   const char prefix = state_->jit->getDataLayout().getGlobalPrefix();
   jd.addGenerator(unwrap(
       llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix), "process symbols"));
-  // The runtime's CBLAS wrappers, by address, so they resolve however Reel is linked.
-  llvm::orc::MangleAndInterner mangle(state_->jit->getExecutionSession(),
-                                      state_->jit->getDataLayout());
-  llvm::orc::SymbolMap runtime;
-  auto define = [&](const char* name, auto* fn) {
-    runtime[mangle(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn),
-                             llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
-  };
-  define("reel_rt_gemm_f64", &reel_rt_gemm_f64);
-  define("reel_rt_gemm_f32", &reel_rt_gemm_f32);
-  define("reel_rt_gemv_f64", &reel_rt_gemv_f64);
-  define("reel_rt_gemv_f32", &reel_rt_gemv_f32);
-  if (auto e = jd.define(llvm::orc::absoluteSymbols(std::move(runtime))))
-    throw Error(fmt::format("compile: defining runtime symbols: {}", message(std::move(e))));
 }
 
 const llvm::DataLayout& Jit::data_layout() const { return state_->jit->getDataLayout(); }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -130,6 +131,17 @@ Tensor rand(const Shape& shape, uint64_t seed, DType dtype) {
   std::uniform_real_distribution<double> dist(0.0, 1.0);
   return make(shape, dtype, [&](int64_t) { return dist(gen); });
 }
+
+namespace detail {
+namespace {
+std::atomic<TraceQuery> g_trace_query{nullptr};
+}
+void set_trace_query(TraceQuery query) { g_trace_query.store(query); }
+bool in_active_trace(const Tensor& t) {
+  const TraceQuery q = g_trace_query.load();
+  return q != nullptr && !t.trace_tags().empty() && q(t);
+}
+}  // namespace detail
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape())

@@ -19,6 +19,7 @@ uint64_t next_trace_id() {
 }  // namespace
 
 TraceScope::TraceScope(bool lift_captures) : trace_(new Trace(next_trace_id(), lift_captures)) {
+  set_trace_query(&reel::is_traced);  // lets compiled functions refuse traced tensors
   active_traces().push_back(trace_);
 }
 

@@ -71,6 +71,16 @@ Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::f64);   // U
 // first touched. This returns the cached blocks to the system.
 void release_cached_memory();
 
+namespace detail {
+// Whether a tensor belongs to a trace active on this thread. The tracer installs the
+// answer when its first trace starts (before that, no tensor can be traced), so that
+// code below the tracer, such as compiled functions, can refuse traced tensors
+// without depending on the tracer.
+using TraceQuery = bool (*)(const Tensor&);
+void set_trace_query(TraceQuery query);
+bool in_active_trace(const Tensor& t);
+}  // namespace detail
+
 // Largest |a - b| over elements; shapes must match.
 double max_abs_diff(const Tensor& a, const Tensor& b);
 
