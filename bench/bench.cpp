@@ -190,6 +190,52 @@ std::string human(double ns) {
   return fmt::format("{:.2f} ms", ns / 1e6);
 }
 
+// The schedule run by the loop and by a generated driver, side by side.
+struct RunnerRow {
+  std::string workload;
+  std::size_t steps;
+  double loop_ns, driver_ns, driver_compile_ms;
+};
+
+RunnerRow compare_runners(const std::string& workload, const reel::Tape& gradient,
+                          const std::vector<Tensor>& args) {
+  using Runner = reel::CompileOptions::Runner;
+  const reel::CompiledFunction loop = reel::compile(gradient, {.runner = Runner::loop});
+  const auto t0 = Clock::now();
+  const reel::CompiledFunction driver = reel::compile(gradient, {.runner = Runner::driver});
+  const double driver_ms = seconds_since(t0) * 1e3;  // its kernels are cached by then
+  const auto ns = median_ns<2>({[&] { loop(args); }, [&] { driver(args); }});
+  return {workload, loop.num_steps(), ns[0], ns[1], driver_ms};
+}
+
+std::vector<RunnerRow> runner_table() {
+  std::vector<RunnerRow> rows;
+  {
+    const Tensor x = reel::randn({5}, 1);
+    rows.push_back(compare_runners("sum(sigmoid(x)), n=5", reel::grad_tape(reel::trace(
+        [](const Tensor& v) { return reel::sum(reel::sigmoid(v)); }, x)), {x}));
+  }
+  for (int n : {10, 100}) {
+    const Tensor x = reel::randn({8}, 1) * 0.5;
+    rows.push_back(compare_runners(fmt::format("sin recurrence, {} steps", n), reel::grad_tape(reel::trace(
+        [n](const Tensor& v) {
+          Tensor y = v;
+          for (int i = 0; i < n; ++i) y = reel::sin(y) * 1.01 + reel::square(y) * 0.001;
+          return reel::sum(y);
+        }, x)), {x}));
+  }
+  for (int n : {10, 100, 1000}) {
+    const Tensor W = reel::randn({16, 16}, 1) * 0.25, b = reel::randn({16}, 2), x = reel::randn({16}, 3);
+    rows.push_back(compare_runners(fmt::format("tanh recurrence, {} steps", n), reel::grad_tape(reel::trace(
+        [n](const Tensor& w, const Tensor& c, const Tensor& v) {
+          Tensor y = v;
+          for (int i = 0; i < n; ++i) y = reel::tanh(reel::matmul(w, y) + c) * 0.5 + y * 0.5;
+          return reel::sum(y);
+        }, W, b, x)), {W, b, x}));
+  }
+  return rows;
+}
+
 // One row of the scaling table, measured in this process (see run_row).
 struct Row {
   std::string program;
@@ -326,6 +372,14 @@ int main(int argc, char** argv) {
              "exp/tanh (CompileOptions{{.vector_math = false}}), for comparison. workspace: bytes of\n"
              "scratch memory after reuse; live bound: the most bytes alive at one step.\n");
 
+  fmt::print("\nRunning the schedule: a loop over its steps vs a generated driver function\n");
+  fmt::print("{:<34} {:>7} {:>10} {:>10} {:>13} {:>16}\n", "gradient of", "steps", "loop", "driver",
+             "driver/loop", "driver compile");
+  const std::vector<RunnerRow> runners = runner_table();
+  for (const RunnerRow& r : runners)
+    fmt::print("{:<34} {:>7} {:>10} {:>10} {:>13.3f} {:>13.2f} ms\n", r.workload, r.steps, human(r.loop_ns),
+               human(r.driver_ns), r.driver_ns / r.loop_ns, r.driver_compile_ms);
+
   std::vector<Row> rows;
   if (scaling) {
     fmt::print("\nScaling (each row in a fresh process; times of the gradient tape of the program):\n");
@@ -363,6 +417,10 @@ int main(int argc, char** argv) {
         r.compiled_ns / r.hand_ns, r.interp_ns / r.compiled_ns, r.scalar_math_ns, r.max_rel_diff,
         r.workspace, r.lower_bound);
   }
+  for (const RunnerRow& r : runners)
+    json += fmt::format("  {{\"runner_workload\": \"{}\", \"steps\": {}, \"loop_ns\": {:.1f}, \"driver_ns\": {:.1f}, "
+                        "\"driver_compile_ms\": {:.2f}}},\n",
+                        r.workload, r.steps, r.loop_ns, r.driver_ns, r.driver_compile_ms);
   for (const Row& r : rows) json += "  " + row_json(r) + ",\n";
   json.erase(json.size() - 2);  // the last comma
   json += "\n]\n";

@@ -299,6 +299,24 @@ void emit_kernel(llvm::Module& module, const KernelSpec& kernel, const std::stri
   Emitter(module.getContext(), module, kernel).emit(name);
 }
 
+void emit_driver(llvm::Module& module, const std::vector<std::pair<KernelFn, const int64_t*>>& calls,
+                 const std::string& name) {
+  llvm::LLVMContext& ctx = module.getContext();
+  IRBuilder<> b(ctx);
+  Type* ptr = b.getPtrTy();
+  auto* step_t = llvm::FunctionType::get(b.getVoidTy(), {ptr, ptr}, false);
+  auto* f = llvm::Function::Create(llvm::FunctionType::get(b.getVoidTy(), {ptr}, false),
+                                   llvm::Function::ExternalLinkage, name, module);
+  f->addFnAttr(llvm::Attribute::NoUnwind);
+  b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", f));
+  auto address = [&](const void* p) {
+    return b.CreateIntToPtr(b.getInt64(reinterpret_cast<uint64_t>(p)), ptr);
+  };
+  for (const auto& [fn, refs] : calls)
+    b.CreateCall(step_t, address(reinterpret_cast<const void*>(fn)), {f->getArg(0), address(refs)});
+  b.CreateRetVoid();
+}
+
 void verify_module(const llvm::Module& module) {
   std::string problems;
   llvm::raw_string_ostream os(problems);

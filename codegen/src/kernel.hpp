@@ -64,6 +64,9 @@ struct KernelSpec {
   std::string key;
 };
 
+// The signature of every step (see above).
+using KernelFn = void (*)(void* const* bases, const int64_t* refs);
+
 // What a step runs.
 enum class StepKind { kernel, gemm, gemv, copy };
 

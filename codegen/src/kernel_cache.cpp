@@ -81,6 +81,18 @@ std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool
   return out;
 }
 
+DriverCode make_driver(const std::vector<std::pair<KernelFn, const int64_t*>>& calls) {
+  auto& jit = Jit::get();
+  auto context = std::make_unique<llvm::LLVMContext>();
+  const uint64_t id = g_module_counter++;
+  auto module = new_module(*context, fmt::format("reel_driver_{}", id), jit.data_layout(), jit.triple());
+  const std::string name = fmt::format("reel_driver_{}", id);
+  emit_driver(*module, calls, name);
+  verify_module(*module);
+  auto added = jit.add(std::move(module), std::move(context), {name});
+  return {reinterpret_cast<DriverFn>(added.addresses[0]), added.handle};
+}
+
 std::string kernels_ir(const std::vector<KernelSpec>& kernels, bool vector_math, bool optimised) {
   auto& jit = Jit::get();
   llvm::LLVMContext context;

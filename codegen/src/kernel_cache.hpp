@@ -10,8 +10,6 @@
 
 namespace reel::codegen {
 
-using KernelFn = void (*)(void* const* bases, const int64_t* refs);
-
 struct KernelCode {
   KernelFn fn;
   std::shared_ptr<void> code;  // keeps the module holding fn alive
@@ -22,6 +20,16 @@ struct KernelCode {
 // JIT's mutex held.
 std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool vector_math,
                                     int& compiled);
+
+// A driver for a schedule: `void driver(void* const* bases)` calling each step's
+// function with its refs, in order, both addresses written into the code. Compiled
+// without optimisation (it only sequences calls). Call with the JIT's mutex held.
+using DriverFn = void (*)(void* const* bases);
+struct DriverCode {
+  DriverFn fn;
+  std::shared_ptr<void> code;
+};
+DriverCode make_driver(const std::vector<std::pair<KernelFn, const int64_t*>>& calls);
 
 // One module with every kernel, before and (after) optimisation, for inspection.
 std::string kernels_ir(const std::vector<KernelSpec>& kernels, bool vector_math, bool optimised);

@@ -17,6 +17,12 @@ struct CompileOptions {
   // place over an input they are the last to read (the memory plan). Off: every
   // buffer has memory of its own (for measuring what reuse saves).
   bool reuse_memory = true;
+  // How a call runs the schedule's steps: a loop over an array of (function, refs)
+  // pairs, or a generated driver function that calls them in order with both
+  // addresses in its code (one more, unoptimised, LLVM function per compile).
+  // `automatic` picks what the benchmark measured faster for the schedule's size.
+  enum class Runner { automatic, loop, driver };
+  Runner runner = Runner::automatic;
 };
 
 // The process-wide kernel cache (see docs/codegen.md): each fused loop, reduction or
@@ -45,6 +51,7 @@ class CompiledFunction {
   int64_t workspace_bytes() const;     // scratch memory one call uses (after reuse)
   int64_t workspace_lower_bound() const;  // the most bytes alive at one step
   std::size_t num_steps() const;       // steps of the schedule (kernel, CBLAS and copy calls)
+  bool uses_driver() const;            // runs its steps through a generated driver
   std::size_t num_kernels() const;     // distinct kernels the schedule calls
   int kernels_compiled() const;        // of those, how many this compile had to build
   // The optimised LLVM IR of the kernels this function calls; built when first asked.
