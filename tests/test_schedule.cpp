@@ -165,3 +165,19 @@ TEST_CASE("play, which releases intermediates after their last use, keeps its ou
   check_same(out, compiled, "a long chain");
   CHECK(out[1].shape() == Shape{1 << 16});
 }
+
+TEST_CASE("the schedule gives the same results run by the loop and by a generated driver") {
+  using Runner = CompileOptions::Runner;
+  const Tensor W = randn({16, 16}, 12) * 0.25, b = randn({16}, 13), x = randn({16}, 14);
+  const Tape r = grad_tape(trace([](const Tensor& w, const Tensor& c, const Tensor& v) {
+    return tanh_recurrence(w, c, v, 20); }, W, b, x));
+  const CompiledFunction loop = compile(r, {.runner = Runner::loop});
+  const CompiledFunction driver = compile(r, {.runner = Runner::driver});
+  CHECK(!loop.uses_driver());
+  CHECK(driver.uses_driver());
+  CHECK(!compile(r).uses_driver());  // automatic: the loop (see docs/codegen.md)
+  const auto a = loop({W, b, x});
+  const auto d = driver({W, b, x});
+  for (std::size_t k = 0; k < a.size(); ++k) CHECK(a[k].values() == d[k].values());
+  check_same(a, play(r, {W, b, x}), "driver vs interpreter");
+}
