@@ -37,8 +37,9 @@ PassPipeline::PassPipeline(std::vector<std::string> names) : names_(std::move(na
 }
 
 Tape PassPipeline::run(const Tape& tape) const {
-  Tape t = tape;
-  for (const Pass* p : passes_) t = (*p)(t);
+  if (passes_.empty()) return tape;
+  Tape t = (*passes_[0])(tape);  // no copy of the input first: a tape can be large
+  for (std::size_t i = 1; i < passes_.size(); ++i) t = (*passes_[i])(t);
   return t;
 }
 
