@@ -226,3 +226,24 @@ TEST_CASE("f32 gradients agree with f64 ones") {
   CHECK(g32.grads[0].dtype() == DType::f32);
   test::check_close(g32.grads[0], g64.grads[0], 1e-5, 1e-6, "f32 vs f64");
 }
+
+TEST_CASE("nodiff: no gradient flows through it, and it shows on the tape") {
+  // d/dx [x * nodiff(x)] = nodiff(x) = x: at 3, 3 (not 6).
+  auto f = [](const Tensor& x) { return sum(x * nodiff(x)); };
+  const auto g = grad(f, scalar(3.0));
+  CHECK(g.value.item() == 9);
+  CHECK(g.grads[0].item() == 3);
+  const Tape t = trace(f, scalar(3.0));
+  CHECK(to_string(t).find("nodiff(") != std::string::npos);
+  const Tape gt = grad_tape(t);
+  const auto out = test::run_checked(gt, {scalar(3.0)});  // interpreted, compiled, text round trip
+  CHECK(out[1].item() == 3);
+  CHECK(simplegrad(f, scalar(3.0))(scalar(-2.0))[1].item() == -2);
+  // stop_gradient is the same operation; a function of nodiff alone has a zero gradient.
+  const auto z = grad([](const Tensor& x) { return sum(exp(stop_gradient(x))); }, tensor({1, 2}));
+  CHECK(z.grads[0].values() == std::vector<double>{0, 0});
+  // Second derivative: d2/dx2 [x * nodiff(x)] = 0 through nodiff, d/dx of the gradient x.
+  const auto h = grad([](const Tensor& x) { return grad([](const Tensor& y) { return sum(y * nodiff(y)); }, x).grads[0]; },
+                      scalar(3.0));
+  CHECK(h.grads[0].item() == 0);
+}

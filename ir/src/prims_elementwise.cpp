@@ -125,6 +125,17 @@ void add_elementwise(std::vector<Primitive>& t) {
       "square", Unary::square, [](ScalarEmitter& e, V x) { return e.mul(x, x); },
       [](TapeBuilder& b, Var x, Var, Var dy) { return b.mul(dy, b.mul(x, 2.0)); }));
 
+  // nodiff (stop_gradient): the value of x, through which no gradient flows.
+  Primitive nodiff;
+  nodiff.name = "nodiff";
+  nodiff.arity = 1;
+  nodiff.infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; };
+  nodiff.eager = [](std::span<const Tensor> in, const Attrs&) { return in[0]; };  // tensors are immutable
+  nodiff.adjoint = [](TapeBuilder&, const AdjointArgs&) { return std::vector<Var>{kNoVar}; };
+  nodiff.lowering = Lowering::elementwise;
+  nodiff.scalar = [](ScalarEmitter&, Scalars x, const Attrs&) { return x[0]; };
+  t.push_back(std::move(nodiff));
+
   Primitive pow;
   pow.name = "pow";
   pow.arity = 1;

@@ -49,6 +49,7 @@ Tensor sin(const Tensor& x) { REEL_PRIM(sin); return call(prim_sin, {x}); }
 Tensor cos(const Tensor& x) { REEL_PRIM(cos); return call(prim_cos, {x}); }
 Tensor tanh(const Tensor& x) { REEL_PRIM(tanh); return call(prim_tanh, {x}); }
 Tensor sigmoid(const Tensor& x) { REEL_PRIM(sigmoid); return call(prim_sigmoid, {x}); }
+Tensor nodiff(const Tensor& x) { REEL_PRIM(nodiff); return call(prim_nodiff, {x}); }
 Tensor sqrt(const Tensor& x) { REEL_PRIM(sqrt); return call(prim_sqrt, {x}); }
 Tensor square(const Tensor& x) { REEL_PRIM(square); return call(prim_square, {x}); }
 Tensor pow(const Tensor& x, double p) { REEL_PRIM(pow); return call(prim_pow, {x}, {{"p", p}}); }

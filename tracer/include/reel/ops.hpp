@@ -34,6 +34,10 @@ Tensor sigmoid(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor pow(const Tensor& x, double p);
+// The value of x, through which no gradient flows (Yota's @nodiff, JAX's
+// stop_gradient). It shows on the tape as a call of `nodiff`.
+Tensor nodiff(const Tensor& x);
+inline Tensor stop_gradient(const Tensor& x) { return nodiff(x); }
 
 Tensor sum(const Tensor& x);                // all elements, 0-d result
 Tensor sum(const Tensor& x, int64_t axis);  // drops `axis` (negative counts from the end)
