@@ -1,6 +1,7 @@
 // A small differential fuzzer: random tapes (and their gradient tapes) must give the
 // same results compiled as interpreted. Deterministic seeds, so a failure reproduces.
 #include <cstdlib>
+#include <cmath>
 #include <random>
 
 #include "test_util.hpp"
@@ -128,8 +129,21 @@ TEST_CASE("fuzz: random tapes and their gradients run the same compiled and inte
     CAPTURE(to_string(t));
     const std::vector<Tensor> args = gen.args(t);
     test::run_checked(t, args);
-    const Tape g = grad_tape(scalarised(t));
+    const Tape s = scalarised(t);
+    const Tape g = grad_tape(s);
     const auto reused = test::run_checked(g, args);
+    // Forward mode agrees with reverse mode: <grad, u> = J u, for a random direction u.
+    std::vector<Tensor> with_tangents = args;
+    double dot = 0;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const Tensor u = randn(args[i].shape(), 1000 + seed + i, args[i].dtype());
+      with_tangents.push_back(u);
+      dot += sum(reused[1 + i] * u).item();
+    }
+    const auto forward = test::run_checked(jvp_tape(s), with_tangents);
+    const double tol = dtype == DType::f64 ? 1e-9 : 1e-3;
+    CHECK_MESSAGE(std::abs(forward[1].item() - dot) <= tol * (1 + std::abs(dot)), "jvp ", forward[1].item(),
+                  " vs <grad, u> ", dot);
     // Buffer reuse and in-place updates change no result: the same tape compiled with
     // every buffer separate agrees.
     const auto separate = compile(g, {.reuse_memory = false})(args);

@@ -46,6 +46,11 @@ Primitive unary(const char* name, kernels::Unary k, std::function<V(ScalarEmitte
   p.adjoint = [adjoint](TapeBuilder& b, const AdjointArgs& a) {
     return std::vector<Var>{adjoint(b, a.args[0], a.out, a.dout)};
   };
+  // An elementwise function of one argument: f'(x) * t is the adjoint rule with the
+  // tangent in the place of the incoming adjoint.
+  p.tangent = [adjoint](TapeBuilder& b, const TangentArgs& a) {
+    return adjoint(b, a.args[0], a.out, a.tangents[0]);
+  };
   p.lowering = Lowering::elementwise;
   p.scalar = [scalar](ScalarEmitter& e, Scalars x, const Attrs&) { return scalar(e, x[0]); };
   return p;
@@ -66,6 +71,12 @@ void add_elementwise(std::vector<Primitive>& t) {
                                 a.needs[1] ? unbroadcast(b, a.dout, a.args[1]) : kNoVar};
       }));
   t.back().commutative = true;
+  t.back().tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    const Var ta = a.tangents[0], tb = a.tangents[1];
+    if (ta == kNoVar) return b.broadcast_to(tb, b.type(a.out).shape);
+    if (tb == kNoVar) return b.broadcast_to(ta, b.type(a.out).shape);
+    return b.add(ta, tb);
+  };
   t.push_back(binary(
       "sub", Binary::sub, [](ScalarEmitter& e, V a, V b) { return e.sub(a, b); },
       [](TapeBuilder& b, const AdjointArgs& a) {
@@ -73,6 +84,12 @@ void add_elementwise(std::vector<Primitive>& t) {
             a.needs[0] ? unbroadcast(b, a.dout, a.args[0]) : kNoVar,
             a.needs[1] ? unbroadcast(b, b.neg(a.dout), a.args[1]) : kNoVar};
       }));
+  t.back().tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    const Var ta = a.tangents[0], tb = a.tangents[1];
+    if (ta == kNoVar) return b.broadcast_to(b.neg(tb), b.type(a.out).shape);
+    if (tb == kNoVar) return b.broadcast_to(ta, b.type(a.out).shape);
+    return b.sub(ta, tb);
+  };
   t.push_back(binary(
       "mul", Binary::mul, [](ScalarEmitter& e, V a, V b) { return e.mul(a, b); },
       [](TapeBuilder& b, const AdjointArgs& a) {
@@ -81,6 +98,12 @@ void add_elementwise(std::vector<Primitive>& t) {
             a.needs[1] ? unbroadcast(b, b.mul(a.dout, a.args[0]), a.args[1]) : kNoVar};
       }));
   t.back().commutative = true;
+  t.back().tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    const Var ta = a.tangents[0], tb = a.tangents[1];
+    const Var da = ta == kNoVar ? kNoVar : b.mul(ta, a.args[1]);
+    const Var db = tb == kNoVar ? kNoVar : b.mul(a.args[0], tb);
+    return da == kNoVar ? db : db == kNoVar ? da : b.add(da, db);
+  };
   t.push_back(binary(
       "div", Binary::div, [](ScalarEmitter& e, V a, V b) { return e.div(a, b); },
       [](TapeBuilder& b, const AdjointArgs& a) {
@@ -91,6 +114,13 @@ void add_elementwise(std::vector<Primitive>& t) {
                 ? unbroadcast(b, b.neg(b.mul(a.dout, b.div(a.out, a.args[1]))), a.args[1])
                 : kNoVar};
       }));
+  t.back().tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    // d(a/b) = ta/b - (a/b) * tb/b, reusing the forward result.
+    const Var ta = a.tangents[0], tb = a.tangents[1];
+    const Var da = ta == kNoVar ? kNoVar : b.broadcast_to(b.div(ta, a.args[1]), b.type(a.out).shape);
+    const Var db = tb == kNoVar ? kNoVar : b.mul(a.out, b.div(tb, a.args[1]));
+    return db == kNoVar ? da : da == kNoVar ? b.neg(db) : b.sub(da, db);
+  };
 
   t.push_back(unary(
       "neg", Unary::neg, [](ScalarEmitter& e, V x) { return e.neg(x); },
@@ -132,6 +162,7 @@ void add_elementwise(std::vector<Primitive>& t) {
   nodiff.infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; };
   nodiff.eager = [](std::span<const Tensor> in, const Attrs&) { return in[0]; };  // tensors are immutable
   nodiff.adjoint = [](TapeBuilder&, const AdjointArgs&) { return std::vector<Var>{kNoVar}; };
+  nodiff.tangent = [](TapeBuilder&, const TangentArgs&) { return kNoVar; };
   nodiff.lowering = Lowering::elementwise;
   nodiff.scalar = [](ScalarEmitter&, Scalars x, const Attrs&) { return x[0]; };
   t.push_back(std::move(nodiff));
@@ -148,6 +179,10 @@ void add_elementwise(std::vector<Primitive>& t) {
     const double p = a.attrs.real("p");
     const Var dpow = b.mul(b.call("pow", {a.args[0]}, {{"p", p - 1.0}}), p);
     return std::vector<Var>{b.mul(a.dout, dpow)};
+  };
+  pow.tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    const double p = a.attrs.real("p");
+    return b.mul(a.tangents[0], b.mul(b.call("pow", {a.args[0]}, {{"p", p - 1.0}}), p));
   };
   pow.lowering = Lowering::elementwise;
   pow.scalar = [](ScalarEmitter& e, Scalars x, const Attrs& a) { return e.pow(x[0], a.real("p")); };

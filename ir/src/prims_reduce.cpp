@@ -54,6 +54,7 @@ void add_reductions(std::vector<Primitive>& t) {
     return keep;
   };
   sum.reduce_scale = [](const VarType&) { return 1.0; };
+  sum.linear = true;
   t.push_back(std::move(sum));
 
   Primitive mean;
@@ -69,6 +70,7 @@ void add_reductions(std::vector<Primitive>& t) {
   mean.lowering = Lowering::reduce;
   mean.reduce_target = [](const VarType& x, const Attrs&) { return ones_like_rank(x.shape); };
   mean.reduce_scale = [](const VarType& x) { return 1.0 / static_cast<double>(numel(x.shape)); };
+  mean.linear = true;
   t.push_back(std::move(mean));
 
   Primitive sum_to;
@@ -90,6 +92,7 @@ void add_reductions(std::vector<Primitive>& t) {
   sum_to.lowering = Lowering::reduce;
   sum_to.reduce_target = [](const VarType&, const Attrs& a) { return a.shape("shape"); };
   sum_to.reduce_scale = [](const VarType&) { return 1.0; };
+  sum_to.linear = true;
   t.push_back(std::move(sum_to));
 }
 

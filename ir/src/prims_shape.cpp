@@ -27,6 +27,7 @@ void add_shape_ops(std::vector<Primitive>& t) {
     return std::vector<Var>{b.reshape(a.dout, b.type(a.args[0]).shape)};
   };
   reshape.lowering = Lowering::view;
+  reshape.linear = true;
   t.push_back(std::move(reshape));
 
   Primitive bcast;
@@ -47,6 +48,7 @@ void add_shape_ops(std::vector<Primitive>& t) {
     return std::vector<Var>{b.sum_to(a.dout, b.type(a.args[0]).shape)};
   };
   bcast.lowering = Lowering::broadcast;
+  bcast.linear = true;
   t.push_back(std::move(bcast));
 
   Primitive tr;
@@ -61,6 +63,7 @@ void add_shape_ops(std::vector<Primitive>& t) {
     return std::vector<Var>{b.transpose(a.dout)};
   };
   tr.lowering = Lowering::transpose;
+  tr.linear = true;
   t.push_back(std::move(tr));
 
   Primitive mm;
@@ -92,6 +95,12 @@ void add_shape_ops(std::vector<Primitive>& t) {
       if (a.needs[1]) out[1] = b.matmul(b.transpose(A), a.dout);
     }
     return out;
+  };
+  mm.tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    const Var ta = a.tangents[0], tb = a.tangents[1];
+    const Var da = ta == kNoVar ? kNoVar : b.matmul(ta, a.args[1]);
+    const Var db = tb == kNoVar ? kNoVar : b.matmul(a.args[0], tb);
+    return da == kNoVar ? db : db == kNoVar ? da : b.add(da, db);
   };
   mm.lowering = Lowering::matmul;
   t.push_back(std::move(mm));

@@ -11,6 +11,7 @@ const std::map<std::string, Pass>& registry() {
   static const std::map<std::string, Pass> passes{
       {"grad", reverse_mode},
       {"vjp", reverse_mode_seeded},
+      {"jvp", forward_mode},
       {"simplify", simplify},
       {"cse", cse},
       {"dce", dce},

@@ -3,6 +3,8 @@
 // playing the simplified gradient tape through the interpreter (one-off gradients
 // are cheapest that way; reel::simplegrad compiles for gradients asked for again).
 #include <array>
+#include <span>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -41,6 +43,19 @@ GradResult spread_grads(const std::vector<Tensor>& outs) {
 
 void check_seed(const Tape& tape, const Tensor& seed);
 
+// Throws reel::Error naming `op` unless each tangent has its argument's dtype and shape.
+void check_tangents(const char* op, std::span<const Tensor> args, std::span<const Tensor> tangents);
+
+// Inputs of a forward-mode tape of a traced function: its arguments, the lifted
+// captures, the tangents, and zero tangents for the captures.
+std::vector<Tensor> jvp_inputs(std::span<const Tensor> args, const std::vector<Tensor>& captured,
+                               std::span<const Tensor> tangents);
+
+template <class F, std::size_t N, std::size_t... I>
+Traced trace_array(F&& f, const Tensor (&args)[N], std::index_sequence<I...>) {
+  return trace_lifting(true, std::forward<F>(f), args[I]...);
+}
+
 // The gradient tape of a traced function, returning only the value and the gradients
 // of f's own tensor arguments (not of the inputs lifted from an enclosing trace).
 Tape own_gradients(const Tape& gradient_tape, std::size_t num_args);
@@ -67,6 +82,52 @@ GradResult vjp(F&& f, const Tensor& seed, const Args&... args) {
   in.insert(in.end(), t.captured.begin(), t.captured.end());
   in.push_back(seed);
   return detail::spread_grads<Args...>(play(g, in));
+}
+
+struct JvpResult {
+  Tensor value;                   // f's output (its first, if it has several)
+  Tensor tangent;                 // its directional derivative along the tangents
+  std::vector<Tensor> values;     // every output
+  std::vector<Tensor> tangents;   // every output's directional derivative
+};
+
+// Forward mode: the value of f(args...) and its directional derivative J(args) * t,
+// through the forward-mode tape (jvp_tape), played by the interpreter:
+//   auto r = reel::jvp(f, {x, y}, {tx, ty});   // r.value, r.tangent
+// Each tangent has its argument's dtype and shape.
+template <class F, std::size_t N>
+JvpResult jvp(F&& f, const Tensor (&args)[N], const Tensor (&tangents)[N]) {
+  detail::check_tangents("jvp", args, tangents);
+  const detail::Traced t = detail::trace_array(std::forward<F>(f), args, std::make_index_sequence<N>{});
+  const std::vector<Tensor> out = play(jvp_tape(t.tape), detail::jvp_inputs(args, t.captured, tangents));
+  JvpResult r;
+  const std::size_t m = out.size() / 2;
+  r.values.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(m));
+  r.tangents.assign(out.begin() + static_cast<std::ptrdiff_t>(m), out.end());
+  if (m > 0) r.value = r.values[0], r.tangent = r.tangents[0];
+  return r;
+}
+
+struct HvpResult {
+  Tensor value;               // f's output (a scalar)
+  std::vector<Tensor> grads;  // its gradient, one per argument
+  std::vector<Tensor> hvp;    // the Hessian times v, one per argument
+};
+
+// Hessian-vector product of a scalar-valued f, forward over reverse: the forward-mode
+// tape of the gradient tape, along v.
+template <class F, std::size_t N>
+HvpResult hvp(F&& f, const Tensor (&args)[N], const Tensor (&v)[N]) {
+  detail::check_tangents("hvp", args, v);
+  const detail::Traced t = detail::trace_array(std::forward<F>(f), args, std::make_index_sequence<N>{});
+  const Tape g = detail::own_gradients(grad_tape(t.tape), N);
+  const std::vector<Tensor> out = play(jvp_tape(g), detail::jvp_inputs(args, t.captured, v));
+  HvpResult r{out.at(0), {}, {}};
+  for (std::size_t i = 0; i < N; ++i) {
+    r.grads.push_back(out.at(1 + i));
+    r.hvp.push_back(out.at(N + 2 + i));  // after [value, grads..., d value]
+  }
+  return r;
 }
 
 }  // namespace reel

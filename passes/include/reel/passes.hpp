@@ -18,6 +18,14 @@ namespace reel {
 Tape reverse_mode(const Tape& tape);
 Tape reverse_mode_seeded(const Tape& tape);
 
+// Forward mode. The result takes the inputs and then one tangent per input (of the
+// input's type), and returns the outputs and then each output's tangent (its
+// directional derivative along the input tangents; zeros where it depends on no
+// input). A primitive with neither a tangent rule nor the `linear` property is a
+// reel::Error naming it. jvp_tape also simplifies.
+Tape forward_mode(const Tape& tape);
+Tape jvp_tape(const Tape& tape);
+
 // Common-subexpression elimination: calls with equal primitive, arguments (in either
 // order for add and mul) and attributes, and constants of equal type and value, are
 // merged into the first one.
@@ -37,7 +45,7 @@ Tape vjp_tape(const Tape& tape);
 
 using Pass = std::function<Tape(const Tape&)>;
 
-// Passes by name: "grad", "vjp", "simplify", "cse", "dce".
+// Passes by name: "grad", "vjp", "jvp", "simplify", "cse", "dce".
 std::vector<std::string> pass_names();
 const Pass& find_pass(const std::string& name);  // throws reel::Error for unknown names
 

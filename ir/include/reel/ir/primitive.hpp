@@ -38,6 +38,16 @@ struct AdjointArgs {
   std::span<const bool> needs;
 };
 
+// What a forward-mode (tangent) rule sees: the call's arguments and result as
+// variables of the tape being built, and each argument's tangent (kNoVar where it is
+// zero; at least one is not). It returns the result's tangent (kNoVar if zero).
+struct TangentArgs {
+  std::span<const Var> args;
+  Var out;
+  std::span<const Var> tangents;
+  const Attrs& attrs;
+};
+
 enum class AttrKind { integer, real, shape };
 struct AttrSpec {
   std::string name;
@@ -63,6 +73,10 @@ struct Primitive {
   std::function<VarType(std::span<const VarType>, const Attrs&)> infer;
   std::function<Tensor(std::span<const Tensor>, const Attrs&)> eager;
   std::function<std::vector<Var>(TapeBuilder&, const AdjointArgs&)> adjoint;
+  // Forward mode. A primitive marked `linear` (in its one argument) needs none: its
+  // tangent is the primitive itself applied to the argument's tangent.
+  std::function<Var(TapeBuilder&, const TangentArgs&)> tangent;
+  bool linear = false;
   Lowering lowering = Lowering::elementwise;
   // f(a, b) == f(b, a) for two arguments (CSE merges the two orders).
   bool commutative = false;

@@ -1,0 +1,63 @@
+// The forward-mode pass: a tape -> its Jacobian-vector-product tape, built from each
+// primitive's tangent rule (or, for a linear primitive, the primitive itself), so the
+// result is an ordinary tape: printable, compilable, differentiable again.
+#include <fmt/format.h>
+
+#include "reel/ir/builder.hpp"
+#include "reel/passes.hpp"
+
+namespace reel {
+
+Tape forward_mode(const Tape& f) {
+  check_structure("jvp", f);
+  const Var n = f.size();
+  TapeBuilder b;
+  b.reserve(3 * static_cast<std::size_t>(n));
+  std::vector<Var> map(static_cast<std::size_t>(n) + 1, kNoVar);
+  for (Var v = 1; v <= n; ++v) {
+    std::vector<Var> args;
+    for (Var a : f.op(v).args) args.push_back(map[a]);
+    map[v] = b.copy(f.op(v), std::move(args));
+  }
+  // One tangent input per input, after the inputs themselves; then the tangents.
+  std::vector<Var> tan(static_cast<std::size_t>(n) + 1, kNoVar);
+  for (Var in : f.inputs()) tan[in] = b.input(f.type(in));
+  for (Var v = 1; v <= n; ++v) {
+    const Op& op = f.op(v);
+    if (op.kind != OpKind::call) continue;
+    std::vector<Var> args, tangents;
+    bool any = false;
+    for (Var a : op.args) {
+      args.push_back(map[a]);
+      tangents.push_back(tan[a]);
+      any = any || tan[a] != kNoVar;
+    }
+    if (!any) continue;
+    if (op.prim->linear && op.args.size() == 1) {
+      tan[v] = b.call(*op.prim, {tangents[0]}, op.attrs);
+    } else if (op.prim->tangent) {
+      tan[v] = op.prim->tangent(b, TangentArgs{args, map[v], tangents, op.attrs});
+    } else {
+      throw Error(fmt::format("jvp: primitive '{}' has no forward-mode (tangent) rule", op.prim->name));
+    }
+    if (tan[v] != kNoVar && b.type(tan[v]) != op.type)
+      throw Error(fmt::format("jvp: the tangent rule of '{}' returned {}, expected {}", op.prim->name,
+                              type_str(b.type(tan[v])), type_str(op.type)));
+  }
+  std::vector<Var> outputs;
+  for (Var o : f.outputs) outputs.push_back(map[o]);
+  for (Var o : f.outputs) {
+    if (tan[o] != kNoVar) {
+      outputs.push_back(tan[o]);
+    } else {
+      const VarType& t = f.type(o);
+      outputs.push_back(b.broadcast_to(b.scalar(0.0, t.dtype), t.shape));
+    }
+  }
+  b.set_outputs(std::move(outputs));
+  return b.finish();
+}
+
+Tape jvp_tape(const Tape& tape) { return PassPipeline({"jvp", "simplify", "cse", "dce"}).run(tape); }
+
+}  // namespace reel
