@@ -32,6 +32,7 @@ struct CompiledFunction::Impl {
   std::vector<Call> calls;  // the schedule
   codegen::DriverFn driver = nullptr;  // runs `calls` in order, when chosen
   std::vector<codegen::KernelSpec> kernels;
+  std::vector<codegen::ExternCall> externs;  // never resized after compile: steps point in
   std::vector<std::shared_ptr<void>> code;  // keeps the kernels' code alive
   int kernels_compiled = 0;
   int64_t workspace_bytes = 0, workspace_lower_bound = 0;
@@ -71,12 +72,31 @@ void copy_step(void* const* bases, const int64_t* r) {
   if (r[4] > 0) std::memcpy(at<char>(bases, r + 2), at<char>(bases, r), static_cast<std::size_t>(r[4]));
 }
 
+// refs: n, n argument refs, the result's ref, then the ExternCall's address.
+void extern_step(void* const* bases, const int64_t* r) {
+  const int64_t n = r[0];
+  const auto& call = *reinterpret_cast<const codegen::ExternCall*>(r[1 + 2 * n + 2]);
+  std::vector<Tensor> args;
+  args.reserve(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const VarType& t = call.args[static_cast<std::size_t>(i)];
+    args.push_back(Tensor::borrow(at<void>(bases, r + 1 + 2 * i), t.dtype, t.shape));
+  }
+  const Tensor out = call.prim->eager(args, call.attrs);
+  if (!out.defined() || out.dtype() != call.out.dtype || out.shape() != call.out.shape)
+    throw Error(fmt::format("{}: the eager function made {}, the type rule says {}", call.prim->name,
+                            out.defined() ? type_str(out.dtype(), out.shape()) : "undefined",
+                            type_str(call.out)));
+  if (out.nbytes() > 0) std::memcpy(at<void>(bases, r + 1 + 2 * n), out.raw(), out.nbytes());
+}
+
 StepFn step_fn(const codegen::ScheduledStep& s) {
   const bool f64 = s.dtype == DType::f64;
   switch (s.kind) {
     case codegen::StepKind::gemm: return f64 ? &gemm_step<double> : &gemm_step<float>;
     case codegen::StepKind::gemv: return f64 ? &gemv_step<double> : &gemv_step<float>;
     case codegen::StepKind::copy: return &copy_step;
+    case codegen::StepKind::external: return &extern_step;
     case codegen::StepKind::kernel: break;
   }
   return nullptr;
@@ -172,9 +192,19 @@ CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
     impl->calls.push_back({fn, reinterpret_cast<const int64_t*>(impl->refs.size())});
     impl->refs.insert(impl->refs.end(), s.refs.begin(), s.refs.end());
   }
+  impl->externs = std::move(p.schedule.externs);
+  bool has_extern = false;
+  for (std::size_t i = 0; i < p.schedule.steps.size(); ++i) {
+    if (p.schedule.steps[i].kind != codegen::StepKind::external) continue;
+    has_extern = true;  // the last ref: the index of its call -> the call's address
+    const std::size_t at = reinterpret_cast<std::size_t>(impl->calls[i].refs) + p.schedule.steps[i].refs.size() - 1;
+    impl->refs[at] = reinterpret_cast<int64_t>(&impl->externs[static_cast<std::size_t>(impl->refs[at])]);
+  }
   for (auto& c : impl->calls)  // offsets into refs -> pointers, now that refs is final
     c.refs = impl->refs.data() + reinterpret_cast<std::size_t>(c.refs);
-  if (use_driver(options.runner, impl->calls.size())) {
+  // An external step may throw, and C++ exceptions must not unwind through JIT code:
+  // such schedules always run through the loop.
+  if (!has_extern && use_driver(options.runner, impl->calls.size())) {
     std::vector<std::pair<codegen::KernelFn, const int64_t*>> calls;
     for (const auto& c : impl->calls) calls.emplace_back(c.fn, c.refs);
     std::lock_guard<std::recursive_mutex> lock(codegen::Jit::get().mutex());

@@ -68,7 +68,15 @@ struct KernelSpec {
 using KernelFn = void (*)(void* const* bases, const int64_t* refs);
 
 // What a step runs.
-enum class StepKind { kernel, gemm, gemv, copy };
+enum class StepKind { kernel, gemm, gemv, copy, external };
+
+// An external step: a primitive's eager function called on the step's buffers.
+struct ExternCall {
+  const Primitive* prim;
+  Attrs attrs;
+  std::vector<VarType> args;
+  VarType out;
+};
 
 struct ScheduledStep {
   StepKind kind;
@@ -80,6 +88,7 @@ struct ScheduledStep {
 struct Schedule {
   std::vector<KernelSpec> kernels;  // distinct keys, in order of first use
   std::vector<ScheduledStep> steps;
+  std::vector<ExternCall> externs;  // external steps' calls; their refs end with the index
   std::vector<int64_t> constant_offsets;  // per constant: byte offset in the pool
   int64_t constant_pool_bytes = 0;
 };

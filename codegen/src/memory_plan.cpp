@@ -42,6 +42,9 @@ void for_each_access(const Tape& t, const Plan& p, const Step& step, F&& f) {
     f(tr->out, true);
   } else if (const auto* c = std::get_if<CopyStep>(&step)) {
     f(c->from, false);
+  } else if (const auto* e = std::get_if<ExternStep>(&step)) {
+    for (Var a : t.op(e->out).args) f(a, false);
+    f(e->out, true);
   }
 }
 
@@ -283,6 +286,9 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
       out += fmt::format("transpose %{} = %{}^T", tr->out, tr->in);
     } else if (const auto* c = std::get_if<CopyStep>(&step)) {
       out += fmt::format("copy output {} = %{}", p.slots[static_cast<std::size_t>(c->slot)].index, c->from);
+    } else if (const auto* e = std::get_if<ExternStep>(&step)) {
+      std::vector<Var> args(t.op(e->out).args.begin(), t.op(e->out).args.end());
+      out += fmt::format("call %{} = {}({}) (eager)", e->out, t.op(e->out).prim->name, vars(args));
     }
     out += "\n";
   }

@@ -103,6 +103,12 @@ class Planner {
         plan_.steps.push_back(m);
         return;
       }
+      case Lowering::external:
+        close_loop();
+        for (Var a : op.args) need(a);
+        needs_memory_[v] = true;
+        plan_.steps.push_back(ExternStep{v});
+        return;
       case Lowering::transpose:
         if (folded_[v]) return;
         close_loop();

@@ -55,7 +55,10 @@ struct CopyStep {
   int slot;  // an output's slot
   Var from;
 };
-using Step = std::variant<LoopStep, ReduceStep, MatmulStep, TransposeStep, CopyStep>;
+struct ExternStep {  // a primitive without generated code: its eager function is called
+  Var out;
+};
+using Step = std::variant<LoopStep, ReduceStep, MatmulStep, TransposeStep, CopyStep, ExternStep>;
 
 struct Plan {
   std::vector<Slot> slots;

@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include "reel/ir/builder.hpp"
 
 namespace reel {
@@ -45,6 +47,32 @@ Var TapeBuilder::copy(const Op& op, std::vector<Var> args) {
   Op o = op;
   o.args = std::move(args);
   return push(std::move(o));
+}
+
+std::vector<Var> TapeBuilder::inline_tape(const Tape& sub, std::span<const Var> inputs) {
+  check_structure("inline_tape", sub);
+  std::vector<Var> map(static_cast<std::size_t>(sub.size()) + 1, kNoVar);
+  std::size_t next = 0;
+  for (Var v = 1; v <= sub.size(); ++v) {
+    const Op& op = sub.op(v);
+    if (op.kind == OpKind::input) {
+      if (next >= inputs.size())
+        throw Error(fmt::format("inline_tape: the tape has more than the {} inputs given", inputs.size()));
+      if (type(inputs[next]) != op.type)
+        throw Error(fmt::format("inline_tape: input {} is {}, the tape expects {}", next + 1,
+                                type_str(type(inputs[next])), type_str(op.type)));
+      map[v] = inputs[next++];
+      continue;
+    }
+    std::vector<Var> args;
+    for (Var a : op.args) args.push_back(map[a]);
+    map[v] = op.kind == OpKind::constant ? constant(op.value) : copy(op, std::move(args));
+  }
+  if (next != inputs.size())
+    throw Error(fmt::format("inline_tape: expected {} inputs, the tape has {}", inputs.size(), next));
+  std::vector<Var> outs;
+  for (Var o : sub.outputs) outs.push_back(map[o]);
+  return outs;
 }
 
 Var TapeBuilder::reshape(Var a, const Shape& shape) {

@@ -1,39 +1,92 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+#include <deque>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
 #include "prims.hpp"
 
 namespace reel {
 
 namespace {
-const std::vector<Primitive>& table() {
+
+// The registry: the built-in primitives, then those registered at run time. A deque,
+// so that the addresses tapes hold stay valid as it grows; never destroyed, since
+// tapes may outlive static destruction.
+struct Registry {
+  std::shared_mutex mutex;
+  std::deque<Primitive> primitives;
+  std::unordered_map<std::string, const Primitive*> by_name;
+};
+
+Registry& registry() {
   // Built once, on first use; registration is explicit (not by static constructors)
   // so that linking ir/ as a static library cannot drop primitives.
-  static const std::vector<Primitive> t = [] {
+  static Registry* r = [] {
+    auto* reg = new Registry();
     std::vector<Primitive> v;
     prims::add_elementwise(v);
     prims::add_reductions(v);
     prims::add_shape_ops(v);
-    return v;
+    for (Primitive& p : v) {
+      reg->primitives.push_back(std::move(p));
+      reg->by_name[reg->primitives.back().name] = &reg->primitives.back();
+    }
+    return reg;
   }();
-  return t;
+  return *r;
 }
+
 }  // namespace
 
 const Primitive* find_primitive(std::string_view name) {
-  for (const Primitive& p : table())
-    if (p.name == name) return &p;
-  return nullptr;
+  Registry& r = registry();
+  std::shared_lock lock(r.mutex);
+  auto it = r.by_name.find(std::string(name));
+  return it == r.by_name.end() ? nullptr : it->second;
 }
 
 const Primitive& primitive(std::string_view name) {
   if (const Primitive* p = find_primitive(name)) return *p;
-  throw Error(fmt::format("unknown primitive '{}'", name));
+  throw Error(fmt::format("unknown primitive '{}' (not built in, and not registered with "
+                          "reel::define_primitive or reel::register_primitive)", name));
 }
 
 std::vector<const Primitive*> all_primitives() {
+  Registry& r = registry();
+  std::shared_lock lock(r.mutex);
   std::vector<const Primitive*> out;
-  for (const Primitive& p : table()) out.push_back(&p);
+  for (const Primitive& p : r.primitives) out.push_back(&p);
   return out;
+}
+
+const Primitive& register_primitive(Primitive p) {
+  auto missing = [&](const char* rule) {
+    return Error(fmt::format("register_primitive: primitive '{}' has no {}", p.name.empty() ? "?" : p.name, rule));
+  };
+  if (p.name.empty() || !std::all_of(p.name.begin(), p.name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      }))
+    throw Error(fmt::format("register_primitive: expected a name of letters, digits and '_', got '{}'", p.name));
+  if (p.arity < 0) throw Error(fmt::format("register_primitive: primitive '{}' has a negative arity", p.name));
+  if (!p.infer) throw missing("type rule (infer)");
+  if (!p.eager) throw missing("eager evaluation (eager)");
+  if (p.lowering == Lowering::elementwise && !p.scalar) p.lowering = Lowering::external;
+  if (p.lowering == Lowering::reduce || p.lowering == Lowering::matmul || p.lowering == Lowering::transpose ||
+      p.lowering == Lowering::view || p.lowering == Lowering::broadcast)
+    throw Error(fmt::format("register_primitive: primitive '{}': only elementwise (with a scalar rule) or "
+                            "external lowering is open to registered primitives", p.name));
+  Registry& r = registry();
+  std::unique_lock lock(r.mutex);
+  if (r.by_name.count(p.name))
+    throw Error(fmt::format("register_primitive: a primitive named '{}' exists already", p.name));
+  r.primitives.push_back(std::move(p));
+  const Primitive& added = r.primitives.back();
+  r.by_name[added.name] = &added;
+  return added;
 }
 
 std::string type_str(const VarType& t) { return reel::type_str(t.dtype, t.shape); }

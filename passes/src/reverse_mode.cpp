@@ -59,10 +59,18 @@ Tape reverse(const Tape& f, bool seeded) {
       args.push_back(map[o.args[i]]);
       needs[i] = needed[o.args[i]];
     }
+    if (!o.prim->adjoint)
+      throw Error(fmt::format("{}: primitive '{}' has no reverse-mode (adjoint) rule", op, o.prim->name));
     const std::vector<Var> d = o.prim->adjoint(
         b, AdjointArgs{args, map[v], adj[v], o.attrs, std::span<const bool>(needs.get(), o.args.size())});
+    if (d.size() != o.args.size())
+      throw Error(fmt::format("{}: the adjoint rule of '{}' returned {} gradients for {} arguments", op,
+                              o.prim->name, d.size(), o.args.size()));
     for (std::size_t i = 0; i < o.args.size(); ++i) {
       if (!needs[i] || d[i] == kNoVar) continue;
+      if (b.type(d[i]) != f.type(o.args[i]))
+        throw Error(fmt::format("{}: the adjoint rule of '{}' returned {} for argument {}, expected {}", op,
+                                o.prim->name, type_str(b.type(d[i])), i + 1, type_str(f.type(o.args[i]))));
       Var& a = adj[o.args[i]];
       a = a == kNoVar ? d[i] : b.add(a, d[i]);  // a variable used twice sums its adjoints
     }

@@ -68,6 +68,16 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   storage_ = allocate(nbytes());
 }
 
+Tensor Tensor::borrow(const void* data, DType dtype, Shape shape) {
+  Tensor t;
+  check_shape(shape, "tensor");
+  t.dtype_ = dtype;
+  t.numel_ = reel::numel(shape, "tensor");
+  t.shape_ = std::move(shape);
+  t.storage_ = std::shared_ptr<void>(const_cast<void*>(data), [](void*) {});
+  return t;
+}
+
 std::vector<double> Tensor::values() const {
   if (!defined()) throw Error("values: the tensor is undefined");
   std::vector<double> out(static_cast<std::size_t>(numel_));

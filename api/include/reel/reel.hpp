@@ -8,6 +8,8 @@
 #include "reel/ops.hpp"
 #include "reel/trace.hpp"
 #include "reel/play.hpp"
+#include "reel/custom.hpp"
+#include "reel/dispatch.hpp"
 #include "reel/passes.hpp"
 #include "reel/grad.hpp"
 #include "reel/compile.hpp"

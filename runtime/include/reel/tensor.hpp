@@ -24,6 +24,9 @@ class Tensor {
  public:
   Tensor() = default;  // undefined: no dtype, no storage
   Tensor(DType dtype, Shape shape);  // uninitialised storage
+  // A tensor over memory it does not own, which must outlive it and every copy (used
+  // to hand compiled code's buffers to an eager function).
+  static Tensor borrow(const void* data, DType dtype, Shape shape);
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }

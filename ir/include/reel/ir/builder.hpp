@@ -20,6 +20,10 @@ class TapeBuilder {
   // Copies an op of another tape, with its arguments renamed.
   Var copy(const Op& op, std::vector<Var> args);
 
+  // Appends the operations of `sub` with its inputs replaced by `inputs` (in order; as
+  // many as sub has); returns the variables of sub's outputs.
+  std::vector<Var> inline_tape(const Tape& sub, std::span<const Var> inputs);
+
   // Shorthands used by adjoint rules.
   Var add(Var a, Var b) { return call("add", {a, b}); }
   Var sub(Var a, Var b) { return call("sub", {a, b}); }

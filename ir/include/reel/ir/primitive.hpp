@@ -63,6 +63,7 @@ enum class Lowering {
   matmul,        // a CBLAS call
   transpose,     // a strided copy, or folded into a CBLAS call
   view,          // same storage, another shape (reshape)
+  external,      // no generated code: compiled code calls the eager function
 };
 
 struct Primitive {
@@ -94,5 +95,15 @@ struct Primitive {
 const Primitive& primitive(std::string_view name);
 const Primitive* find_primitive(std::string_view name);
 std::vector<const Primitive*> all_primitives();
+
+// Adds a primitive to the registry (thread-safe) and returns it; tapes refer to it by
+// name in text and by this address in memory. Throws reel::Error, naming the
+// primitive and the rule, if the name is taken or not an identifier, or the type rule
+// or the eager function is missing. An elementwise primitive without a scalar rule is
+// lowered as `external`: compiled code calls its eager function. Derivative rules are
+// optional here; reverse and forward mode say so, naming the primitive, when one they
+// need is missing. reel::define_primitive (tracer/) builds one from functions on
+// tensors.
+const Primitive& register_primitive(Primitive p);
 
 }  // namespace reel

@@ -1,0 +1,186 @@
+// User-defined primitives with their own derivatives (define_primitive), the seeds'
+// examples in C++: Tracker's minus, Zygote's add rrule, Yota's logistic @diffrule, a
+// 1-D convolution whose derivative rules are two more primitives receiving `pad`.
+#include <cmath>
+
+#include "test_util.hpp"
+
+using namespace reel;
+
+namespace {
+
+Tensor call2(const char* name, const Tensor& a, const Tensor& b, Attrs attrs = {}) {
+  const std::vector<Tensor> args{a, b};
+  return reel::apply(name, args, std::move(attrs));
+}
+
+// y[i] = sum_k x[i + k - pad] w[k] (zero outside x): length n + 2 pad - K + 1.
+template <class F>
+Tensor loops(int64_t n, F f) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = f(i);
+  return tensor(v);
+}
+double at(const std::vector<double>& v, int64_t i) {
+  return i >= 0 && i < static_cast<int64_t>(v.size()) ? v[static_cast<std::size_t>(i)] : 0.0;
+}
+
+void define_conv1d() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  const std::vector<AttrSpec> pad{{"pad", AttrKind::integer}};
+  // d/dx: dx[j] = sum_k dy[j - k + pad] w[k].
+  define_primitive({.name = "conv1d_data_grad", .arity = 2, .attrs = pad,
+                    .type = [](std::span<const VarType> in, const Attrs& a) {
+                      return VarType{in[0].dtype, {in[0].shape[0] - 2 * a.integer("pad") + in[1].shape[0] - 1}};
+                    },
+                    .eager = [](std::span<const Tensor> in, const Attrs& a) {
+                      const auto dy = in[0].values(), w = in[1].values();
+                      const int64_t p = a.integer("pad"), K = static_cast<int64_t>(w.size());
+                      return loops(static_cast<int64_t>(dy.size()) - 2 * p + K - 1, [&](int64_t j) {
+                        double s = 0;
+                        for (int64_t k = 0; k < K; ++k) s += at(dy, j - k + p) * w[static_cast<std::size_t>(k)];
+                        return s;
+                      });
+                    }});
+  // d/dw: dw[k] = sum_i dy[i] x[i + k - pad].
+  define_primitive({.name = "conv1d_filter_grad", .arity = 2, .attrs = {{"pad", AttrKind::integer}, {"k", AttrKind::integer}},
+                    .type = [](std::span<const VarType> in, const Attrs& a) {
+                      return VarType{in[0].dtype, {a.integer("k")}};
+                    },
+                    .eager = [](std::span<const Tensor> in, const Attrs& a) {
+                      const auto x = in[0].values(), dy = in[1].values();
+                      const int64_t p = a.integer("pad");
+                      return loops(a.integer("k"), [&](int64_t k) {
+                        double s = 0;
+                        for (int64_t i = 0; i < static_cast<int64_t>(dy.size()); ++i) s += dy[static_cast<std::size_t>(i)] * at(x, i + k - p);
+                        return s;
+                      });
+                    }});
+  define_primitive({.name = "conv1d", .arity = 2, .attrs = pad,
+                    .type = [](std::span<const VarType> in, const Attrs& a) {
+                      if (in[0].shape.size() != 1 || in[1].shape.size() != 1)
+                        throw Error("conv1d: expected 1-d x and w");
+                      return VarType{in[0].dtype, {in[0].shape[0] + 2 * a.integer("pad") - in[1].shape[0] + 1}};
+                    },
+                    .eager = [](std::span<const Tensor> in, const Attrs& a) {
+                      const auto x = in[0].values(), w = in[1].values();
+                      const int64_t p = a.integer("pad"), K = static_cast<int64_t>(w.size());
+                      return loops(static_cast<int64_t>(x.size()) + 2 * p - K + 1, [&](int64_t i) {
+                        double s = 0;
+                        for (int64_t k = 0; k < K; ++k) s += at(x, i + k - p) * w[static_cast<std::size_t>(k)];
+                        return s;
+                      });
+                    },
+                    .vjp = [](const std::vector<Tensor>& x, const Tensor&, const Tensor& dy, const Attrs& a) {
+                      const int64_t p = a.integer("pad"), K = x[1].shape()[0];
+                      return std::vector<Tensor>{call2("conv1d_data_grad", dy, x[1], {{"pad", p}}),
+                                                 call2("conv1d_filter_grad", x[0], dy, {{"pad", p}, {"k", K}})};
+                    }});
+}
+
+}  // namespace
+
+TEST_CASE("Tracker's minus with a custom gradient") {
+  define_primitive({.name = "minus", .arity = 2,
+                    .eager = [](std::span<const Tensor> x, const Attrs&) { return x[0] - x[1]; },
+                    .vjp = [](const std::vector<Tensor>&, const Tensor&, const Tensor& dout, const Attrs&) {
+                      return std::vector<Tensor>{dout, -dout};
+                    }});
+  const Tensor a = tensor({6, 5, 4}), b = tensor({1, 2, 3});
+  auto f = [](const Tensor& x, const Tensor& y) { return sum(call2("minus", x, y)); };
+  const auto g = grad(f, a, b);
+  CHECK(g.grads[0].values() == std::vector<double>{1, 1, 1});
+  CHECK(g.grads[1].values() == std::vector<double>{-1, -1, -1});
+  const Tape t = trace(f, a, b);
+  CHECK(to_string(t).find("minus(%1, %2)") != std::string::npos);
+  test::run_checked(t, {a, b});             // compiled (an eager call in the schedule) and text
+  test::run_checked(grad_tape(t), {a, b});  // the gradient tape too
+  CHECK(plan_text(t).find("call %3 = minus(%1, %2) (eager)") != std::string::npos);
+  const auto sg = simplegrad(f, a, b)(b, a);
+  CHECK(sg[0].item() == -9);
+  CHECK(sg[2].values() == std::vector<double>{-1, -1, -1});
+}
+
+TEST_CASE("Zygote's add rrule and Yota's logistic diffrule") {
+  define_primitive({.name = "my_add", .arity = 2,
+                    .eager = [](std::span<const Tensor> x, const Attrs&) { return x[0] + x[1]; },
+                    .vjp = [](const std::vector<Tensor>&, const Tensor&, const Tensor& dout, const Attrs&) {
+                      return std::vector<Tensor>{dout, dout};
+                    }});
+  const Tensor x = randn({4}, 1), y = randn({4}, 2);
+  const auto g = grad([](const Tensor& a, const Tensor& b) { return sum(call2("my_add", a, b) * a); }, x, y);
+  test::check_close(g.grads[0], x * 2.0 + y, 1e-15, 0, "d/da sum((a+b)*a)");
+  test::check_close(g.grads[1], x, 1e-15, 0, "d/db sum((a+b)*a)");
+
+  define_primitive({.name = "logistic",
+                    .eager = [](std::span<const Tensor> x, const Attrs&) { return 1.0 / (1.0 + exp(-x[0])); },
+                    .vjp = [](const std::vector<Tensor>&, const Tensor& y, const Tensor& dy, const Attrs&) {
+                      return std::vector<Tensor>{dy * y * (1.0 - y)};
+                    },
+                    .jvp = [](const std::vector<Tensor>&, const Tensor& y, const std::vector<Tensor>& t, const Attrs&) {
+                      return t[0] * y * (1.0 - y);
+                    }});
+  auto logistic = [](const Tensor& v) { return reel::apply("logistic", std::vector<Tensor>{v}); };
+  const Tensor z = randn({5}, 3);
+  auto L = [&](const Tensor& v) { return sum(logistic(v)); };
+  const Tape gt = grad_tape(trace(L, z));
+  const auto custom = test::run_checked(gt, {z});
+  const auto builtin = grad([](const Tensor& v) { return sum(sigmoid(v)); }, z);
+  test::check_close(custom[1], builtin.grads[0], 1e-14, 1e-15, "logistic vs sigmoid gradient");
+  test::check_close(simplegrad(L, z)(z)[1], builtin.grads[0], 1e-14, 1e-15, "compiled logistic gradient");
+  // Second derivative: the gradient tape is ordinary, so it differentiates again.
+  auto dL = [&](const Tensor& v) { return sum(grad(L, v).grads[0]); };
+  const auto second = grad(dL, z);
+  const auto fd = test::finite_diff([&](const std::vector<Tensor>& a) { return dL(a[0]); }, {z});
+  test::check_close(second.grads[0], fd[0], 1e-6, 1e-7, "second derivative of logistic");
+  // Its forward rule: jvp equals the built-in sigmoid's.
+  const Tensor u = randn({5}, 4);
+  test::check_close(jvp(logistic, {z}, {u}).tangent, jvp([](const Tensor& v) { return sigmoid(v); }, {z}, {u}).tangent,
+                    1e-14, 1e-15, "jvp of logistic");
+}
+
+TEST_CASE("a custom 1-D convolution whose derivatives are custom primitives receiving pad") {
+  define_conv1d();
+  const Tensor x = randn({7}, 5), w = randn({3}, 6);
+  for (int64_t pad : {0, 1, 2}) {
+    CAPTURE(pad);
+    auto f = [pad](const Tensor& a, const Tensor& b) { return sum(sin(call2("conv1d", a, b, {{"pad", pad}}))); };
+    const Tape t = trace(f, x, w);
+    const Tape gt = grad_tape(t);
+    CHECK(to_string(gt).find(fmt::format("conv1d_data_grad(")) != std::string::npos);
+    CHECK(to_string(gt).find(fmt::format("pad={}", pad)) != std::string::npos);
+    const auto out = test::run_checked(gt, {x, w});  // compiled, interpreted, text round trip
+    const auto fd = test::finite_diff([&](const std::vector<Tensor>& a) { return f(a[0], a[1]); }, {x, w});
+    test::check_close(out[1], fd[0], 1e-6, 1e-8, "d/dx");
+    test::check_close(out[2], fd[1], 1e-6, 1e-8, "d/dw");
+  }
+}
+
+TEST_CASE("custom primitives: missing rules, wrong gradients, names, unknown primitives in text") {
+  CHECK_THROWS_WITH_AS(define_primitive({.name = "no_eager"}), doctest::Contains("no_eager"), Error);
+  define_primitive({.name = "no_rule", .eager = [](std::span<const Tensor> x, const Attrs&) { return x[0] * 2.0; }});
+  CHECK_THROWS_WITH_AS(define_primitive({.name = "no_rule", .eager = [](std::span<const Tensor> x, const Attrs&) { return x[0]; }}),
+                       doctest::Contains("exists already"), Error);
+  CHECK_THROWS_WITH_AS(define_primitive({.name = "exp", .eager = [](std::span<const Tensor> x, const Attrs&) { return x[0]; }}),
+                       doctest::Contains("'exp'"), Error);
+  CHECK_THROWS_WITH_AS(define_primitive({.name = "bad name", .eager = [](std::span<const Tensor> x, const Attrs&) { return x[0]; }}),
+                       doctest::Contains("bad name"), Error);
+  auto f = [](const Tensor& v) { return sum(reel::apply("no_rule", std::vector<Tensor>{v})); };
+  CHECK(f(tensor({1, 2})).item() == 6);
+  CHECK_THROWS_WITH_AS(grad(f, tensor({1, 2})), doctest::Contains("'no_rule' has no reverse-mode"), Error);
+  CHECK_THROWS_WITH_AS(jvp(f, {tensor({1, 2})}, {tensor({1, 1})}), doctest::Contains("'no_rule' has no forward-mode"), Error);
+  // A rule returning a gradient of the wrong shape is named.
+  define_primitive({.name = "wrong_shape", .eager = [](std::span<const Tensor> x, const Attrs&) { return x[0] * 1.0; },
+                    .vjp = [](const std::vector<Tensor>&, const Tensor&, const Tensor&, const Attrs&) {
+                      return std::vector<Tensor>{zeros({2})};
+                    }});
+  CHECK_THROWS_WITH_AS(grad([](const Tensor& v) { return sum(reel::apply("wrong_shape", std::vector<Tensor>{v})); }, scalar(1.0)),
+                       doctest::Contains("wrong_shape: the vjp rule returned f64[2] for argument 1, expected f64[]"), Error);
+  // Text naming a primitive that is not registered.
+  CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[2]\n%2 = not_registered(%1)::f64[2]\nout %2"),
+                       doctest::Contains("not_registered"), Error);
+  // A registered one parses.
+  CHECK(to_string(parse_tape("inp %1::f64[2]\n%2 = no_rule(%1)::f64[2]\nout %2")).find("no_rule(%1)") != std::string::npos);
+}

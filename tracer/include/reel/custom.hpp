@@ -1,0 +1,53 @@
+#pragma once
+// Teaching Reel a derivative: user-defined primitives whose rules are ordinary Reel
+// code on tensors (Yota's @diffrule, Zygote's rrule, Tracker's @grad).
+//
+//   reel::define_primitive({
+//       .name = "minus", .arity = 2,
+//       .eager = [](std::span<const Tensor> x, const Attrs&) { return x[0] - x[1]; },
+//       .vjp = [](const std::vector<Tensor>& x, const Tensor& out, const Tensor& dout,
+//                 const Attrs&) { return std::vector<Tensor>{dout, -dout}; }});
+//   Tensor d = reel::apply("minus", std::vector<Tensor>{a, b});
+//
+// The primitive is recorded as one call (`%3 = minus(%1, %2)`), prints and parses
+// back by name, and its derivative rules are traced into the gradient (or tangent)
+// tape, so that tape stays ordinary: printable, compilable, differentiable again.
+// Rules are traced once per gradient tape on placeholder values (zeros of the right
+// types), so they may not branch on values. Compiled code calls the eager function
+// (no fusion across it) unless the primitive has an elementwise `scalar` rule.
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "reel/dispatch.hpp"
+#include "reel/ir/primitive.hpp"
+
+namespace reel {
+
+struct PrimitiveDef {
+  std::string name;
+  int arity = 1;
+  std::vector<AttrSpec> attrs;  // e.g. {{"pad", AttrKind::integer}}
+  // The result's type; empty: the type of the first argument.
+  std::function<VarType(std::span<const VarType>, const Attrs&)> type;
+  // The value, computed on tensors (not traced: it is the primitive).
+  std::function<Tensor(std::span<const Tensor>, const Attrs&)> eager;
+  // Reverse mode: one gradient per argument (an undefined Tensor for none), written
+  // with Reel operations. Gradients are checked against the arguments' types.
+  std::function<std::vector<Tensor>(const std::vector<Tensor>& args, const Tensor& out,
+                                    const Tensor& dout, const Attrs&)>
+      vjp;
+  // Forward mode (optional): the result's tangent from the arguments' tangents
+  // (undefined where zero), written with Reel operations.
+  std::function<Tensor(const std::vector<Tensor>& args, const Tensor& out,
+                       const std::vector<Tensor>& tangents, const Attrs&)>
+      jvp;
+};
+
+// Registers the primitive; throws reel::Error if the name is taken, or the eager
+// function is missing. A rule left out is an error naming the primitive when a
+// transformation needs it.
+const Primitive& define_primitive(PrimitiveDef def);
+
+}  // namespace reel

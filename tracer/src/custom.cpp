@@ -1,0 +1,105 @@
+#include "reel/custom.hpp"
+
+#include <fmt/format.h>
+
+#include "reel/ir/builder.hpp"
+#include "reel/trace.hpp"
+
+namespace reel {
+
+namespace {
+
+// Traces `rule` on placeholder inputs of the given types and inlines the result into
+// `b` with `vars` as its inputs. `rule` returns its outputs (undefined: none).
+std::vector<Var> trace_rule(TapeBuilder& b, std::span<const Var> vars,
+                            const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& rule,
+                            std::vector<bool>& defined) {
+  Tape sub;
+  {
+    detail::TraceScope scope;
+    std::vector<Tensor> in;
+    for (Var v : vars) in.push_back(scope.input(zeros(b.type(v).shape, b.type(v).dtype)));
+    const std::vector<Tensor> out = rule(in);
+    defined.clear();
+    for (const Tensor& t : out) {
+      defined.push_back(t.defined());
+      if (t.defined()) scope.output(t);
+    }
+    sub = scope.finish();
+  }
+  const std::vector<Var> outs = b.inline_tape(sub, vars);
+  std::vector<Var> result;
+  std::size_t next = 0;
+  for (bool d : defined) result.push_back(d ? outs[next++] : kNoVar);
+  return result;
+}
+
+}  // namespace
+
+const Primitive& define_primitive(PrimitiveDef def) {
+  Primitive p;
+  p.name = def.name;
+  p.arity = def.arity;
+  p.attrs = def.attrs;
+  if (def.type) {
+    p.infer = def.type;
+  } else {
+    p.infer = [name = def.name](std::span<const VarType> in, const Attrs&) {
+      if (in.empty()) throw Error(fmt::format("{}: without a type rule the result takes the first argument's type, and there is none", name));
+      return in[0];
+    };
+  }
+  if (!def.eager) throw Error(fmt::format("define_primitive: primitive '{}' has no eager function", def.name));
+  p.eager = def.eager;
+  p.lowering = Lowering::external;
+  if (def.vjp) {
+    p.adjoint = [name = def.name, vjp = def.vjp](TapeBuilder& b, const AdjointArgs& a) {
+      std::vector<Var> vars(a.args.begin(), a.args.end());
+      vars.push_back(a.out);
+      vars.push_back(a.dout);
+      const std::size_t n = a.args.size();
+      std::vector<bool> defined;
+      std::vector<Var> grads = trace_rule(b, vars, [&](const std::vector<Tensor>& in) {
+        std::vector<Tensor> g = vjp(std::vector<Tensor>(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n)),
+                                    in[n], in[n + 1], a.attrs);
+        if (g.size() != n)
+          throw Error(fmt::format("{}: the vjp rule returned {} gradients for {} arguments", name, g.size(), n));
+        for (std::size_t i = 0; i < n; ++i)
+          if (g[i].defined() && (g[i].dtype() != in[i].dtype() || g[i].shape() != in[i].shape()))
+            throw Error(fmt::format("{}: the vjp rule returned {} for argument {}, expected {}", name,
+                                    type_str(g[i].dtype(), g[i].shape()), i + 1,
+                                    type_str(in[i].dtype(), in[i].shape())));
+        return g;
+      }, defined);
+      for (std::size_t i = 0; i < n; ++i)
+        if (!a.needs[i]) grads[i] = kNoVar;
+      return grads;
+    };
+  }
+  if (def.jvp) {
+    p.tangent = [name = def.name, jvp = def.jvp](TapeBuilder& b, const TangentArgs& a) {
+      // Zero tangents are passed as undefined tensors: only the others are inputs.
+      std::vector<Var> vars(a.args.begin(), a.args.end());
+      vars.push_back(a.out);
+      for (Var t : a.tangents)
+        if (t != kNoVar) vars.push_back(t);
+      const std::size_t n = a.args.size();
+      std::vector<bool> defined;
+      const std::vector<Var> out = trace_rule(b, vars, [&](const std::vector<Tensor>& in) {
+        std::vector<Tensor> tangents;
+        std::size_t next = n + 1;
+        for (Var t : a.tangents) tangents.push_back(t != kNoVar ? in[next++] : Tensor{});
+        const Tensor r = jvp(std::vector<Tensor>(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n)), in[n],
+                             tangents, a.attrs);
+        if (r.defined() && (r.dtype() != in[n].dtype() || r.shape() != in[n].shape()))
+          throw Error(fmt::format("{}: the jvp rule returned {}, expected {}", name, type_str(r.dtype(), r.shape()),
+                                  type_str(in[n].dtype(), in[n].shape())));
+        return std::vector<Tensor>{r};
+      }, defined);
+      return out[0];
+    };
+  }
+  return register_primitive(std::move(p));
+}
+
+}  // namespace reel
