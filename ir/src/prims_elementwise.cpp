@@ -70,6 +70,7 @@ void add_elementwise(std::vector<Primitive>& t) {
         return std::vector<Var>{a.needs[0] ? unbroadcast(b, a.dout, a.args[0]) : kNoVar,
                                 a.needs[1] ? unbroadcast(b, a.dout, a.args[1]) : kNoVar};
       }));
+  t.back().left_identity = t.back().right_identity = -0.0;
   t.back().commutative = true;
   t.back().tangent = [](TapeBuilder& b, const TangentArgs& a) {
     const Var ta = a.tangents[0], tb = a.tangents[1];
@@ -84,6 +85,7 @@ void add_elementwise(std::vector<Primitive>& t) {
             a.needs[0] ? unbroadcast(b, a.dout, a.args[0]) : kNoVar,
             a.needs[1] ? unbroadcast(b, b.neg(a.dout), a.args[1]) : kNoVar};
       }));
+  t.back().right_identity = 0.0;
   t.back().tangent = [](TapeBuilder& b, const TangentArgs& a) {
     const Var ta = a.tangents[0], tb = a.tangents[1];
     if (ta == kNoVar) return b.broadcast_to(b.neg(tb), b.type(a.out).shape);
@@ -97,6 +99,7 @@ void add_elementwise(std::vector<Primitive>& t) {
             a.needs[0] ? unbroadcast(b, b.mul(a.dout, a.args[1]), a.args[0]) : kNoVar,
             a.needs[1] ? unbroadcast(b, b.mul(a.dout, a.args[0]), a.args[1]) : kNoVar};
       }));
+  t.back().left_identity = t.back().right_identity = 1.0;
   t.back().commutative = true;
   t.back().tangent = [](TapeBuilder& b, const TangentArgs& a) {
     const Var ta = a.tangents[0], tb = a.tangents[1];
@@ -114,6 +117,7 @@ void add_elementwise(std::vector<Primitive>& t) {
                 ? unbroadcast(b, b.neg(b.mul(a.dout, b.div(a.out, a.args[1]))), a.args[1])
                 : kNoVar};
       }));
+  t.back().right_identity = 1.0;
   t.back().tangent = [](TapeBuilder& b, const TangentArgs& a) {
     // d(a/b) = ta/b - (a/b) * tb/b, reusing the forward result.
     const Var ta = a.tangents[0], tb = a.tangents[1];
@@ -125,6 +129,7 @@ void add_elementwise(std::vector<Primitive>& t) {
   t.push_back(unary(
       "neg", Unary::neg, [](ScalarEmitter& e, V x) { return e.neg(x); },
       [](TapeBuilder& b, Var, Var, Var dy) { return b.neg(dy); }));
+  t.back().involution = true;
   t.push_back(unary(
       "exp", Unary::exp, [](ScalarEmitter& e, V x) { return e.exp(x); },
       [](TapeBuilder& b, Var, Var y, Var dy) { return b.mul(dy, y); }));

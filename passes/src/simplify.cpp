@@ -15,7 +15,7 @@ namespace {
 // +0 and -0 differ), or a broadcast of one.
 bool is_filled_with(const Tape& t, Var v, double value) {
   const Op* op = &t.op(v);
-  while (op->kind == OpKind::call && op->prim->name == "broadcast_to") op = &t.op(op->args[0]);
+  while (op->kind == OpKind::call && op->prim->lowering == Lowering::broadcast) op = &t.op(op->args[0]);
   if (op->kind != OpKind::constant) return false;
   for (double x : op->value.values())
     if (x != value || std::signbit(x) != std::signbit(value)) return false;
@@ -23,23 +23,17 @@ bool is_filled_with(const Tape& t, Var v, double value) {
 }
 
 // The simpler variable equal to `op` (with arguments `a` in the new tape), or kNoVar.
+// Reads the primitives' properties (identity elements, involution), not their names.
 Var simpler(const Tape& t, const Op& op, const std::vector<Var>& a) {
   if (op.kind != OpKind::call) return kNoVar;
-  const std::string& name = op.prim->name;
+  const Primitive& p = *op.prim;
   auto same_type = [&](Var v) { return t.type(v) == op.type; };
-  if (name == "mul") {
-    if (is_filled_with(t, a[0], 1.0) && same_type(a[1])) return a[1];
-    if (is_filled_with(t, a[1], 1.0) && same_type(a[0])) return a[0];
-  } else if (name == "add") {
-    // x + (-0) is x for every x; x + (+0) is not (-0 + 0 is +0).
-    if (is_filled_with(t, a[0], -0.0) && same_type(a[1])) return a[1];
-    if (is_filled_with(t, a[1], -0.0) && same_type(a[0])) return a[0];
-  } else if (name == "sub" || name == "div") {
-    const double identity = name == "sub" ? 0.0 : 1.0;  // x - (+0) and x / 1 are x
-    if (is_filled_with(t, a[1], identity) && same_type(a[0])) return a[0];
-  } else if (name == "neg") {
+  if (a.size() == 2) {
+    if (p.left_identity && is_filled_with(t, a[0], *p.left_identity) && same_type(a[1])) return a[1];
+    if (p.right_identity && is_filled_with(t, a[1], *p.right_identity) && same_type(a[0])) return a[0];
+  } else if (a.size() == 1 && p.involution) {
     const Op& inner = t.op(a[0]);
-    if (inner.kind == OpKind::call && inner.prim->name == "neg") return inner.args[0];
+    if (inner.kind == OpKind::call && inner.prim == op.prim) return inner.args[0];
   }
   return kNoVar;
 }

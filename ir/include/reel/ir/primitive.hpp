@@ -3,6 +3,7 @@
 // with every rule Reel needs: its name and attributes, its shape/dtype rule, its
 // eager kernel, its adjoint written as tape operations, and how code is generated.
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -81,6 +82,12 @@ struct Primitive {
   Lowering lowering = Lowering::elementwise;
   // f(a, b) == f(b, a) for two arguments (CSE merges the two orders).
   bool commutative = false;
+  // Exact identity elements, as IEEE values (simplify drops the operand): f(a, e) == a
+  // for every a when right_identity is e, and f(e, b) == b with left_identity. Sign
+  // matters: a + (-0) is a, a + (+0) is not (for a = -0).
+  std::optional<double> left_identity, right_identity;
+  // f(f(a)) == a (simplify drops the pair).
+  bool involution = false;
   // elementwise: the element of the result from the elements of the arguments.
   std::function<ScalarEmitter::Value(ScalarEmitter&, std::span<const ScalarEmitter::Value>,
                                      const Attrs&)>
