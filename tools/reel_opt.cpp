@@ -1,7 +1,11 @@
 // reel-opt: reads a tape in text form, runs passes on it, prints the result.
-//   reel-opt [--passes=grad,cse,dce] [--print-plan [--no-reuse]] [file]
+//   reel-opt [--passes=grad,cse,dce] [--print-plan [--no-reuse]] [--split-input-file] [file]
 // (standard input without a file). --print-plan prints, instead of the tape, the
 // schedule and memory plan reel::compile would make of the result.
+// --split-input-file (as in MLIR's tools) treats each part of the input between lines
+// "# -----" as a separate tape, prints the results separated by "# -----", and prints
+// a part's error as "error: ..." in its place instead of stopping, so that one
+// FileCheck file holds several cases, negative ones included.
 #include <fmt/core.h>
 #include <reel/reel.hpp>
 
@@ -20,7 +24,7 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 int usage() {
-  fmt::print(stderr, "usage: reel-opt [--passes=p1,p2,...] [--print-plan [--no-reuse]] [file]\npasses: {}\n",
+  fmt::print(stderr, "usage: reel-opt [--passes=p1,p2,...] [--print-plan [--no-reuse]] [--split-input-file] [file]\npasses: {}\n",
              fmt::join(reel::pass_names(), ", "));
   return 2;
 }
@@ -30,12 +34,13 @@ int usage() {
 int main(int argc, char** argv) {
   std::vector<std::string> passes;
   std::string path;
-  bool print_plan = false, reuse = true;
+  bool print_plan = false, reuse = true, split_input = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--passes=", 0) == 0) passes = split(arg.substr(9));
     else if (arg == "--print-plan") print_plan = true;
     else if (arg == "--no-reuse") reuse = false;
+    else if (arg == "--split-input-file") split_input = true;
     else if (arg == "-h" || arg == "--help") return usage();
     else if (arg.rfind("-", 0) == 0 && arg != "-") return usage();
     else path = arg;
@@ -51,10 +56,28 @@ int main(int argc, char** argv) {
     }
     text << in.rdbuf();
   }
+  auto process = [&](const std::string& part) {
+    const reel::Tape tape = reel::PassPipeline(passes).run(reel::parse_tape(part));
+    return print_plan ? reel::plan_text(tape, {.reuse_memory = reuse}) : fmt::format("{}\n", tape);
+  };
+  if (split_input) {
+    std::vector<std::string> parts(1);
+    for (std::string line; std::getline(text, line);) {
+      if (line.rfind("# -----", 0) == 0) parts.emplace_back();
+      else parts.back() += line + "\n";
+    }
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      if (i > 0) fmt::print("# -----\n");
+      try {
+        fmt::print("{}", process(parts[i]));
+      } catch (const reel::Error& e) {
+        fmt::print("error: {}\n", e.what());
+      }
+    }
+    return 0;
+  }
   try {
-    const reel::Tape tape = reel::PassPipeline(passes).run(reel::parse_tape(text.str()));
-    if (print_plan) fmt::print("{}", reel::plan_text(tape, {.reuse_memory = reuse}));
-    else fmt::print("{}\n", tape);
+    fmt::print("{}", process(text.str()));
   } catch (const reel::Error& e) {
     fmt::print(stderr, "reel-opt: {}\n", e.what());
     return 1;
