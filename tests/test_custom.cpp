@@ -184,3 +184,24 @@ TEST_CASE("custom primitives: missing rules, wrong gradients, names, unknown pri
   // A registered one parses.
   CHECK(to_string(parse_tape("inp %1::f64[2]\n%2 = no_rule(%1)::f64[2]\nout %2")).find("no_rule(%1)") != std::string::npos);
 }
+
+TEST_CASE("a user function recorded as one primitive, differentiated through its body") {
+  define_function_primitive("softplus_sum", 2, [](const std::vector<Tensor>& a) {
+    return log(1.0 + exp(a[0] * a[1])) + a[0];
+  });
+  auto f = [](const Tensor& x, const Tensor& y) {
+    return sum(reel::apply("softplus_sum", std::vector<Tensor>{x, y}) * x);
+  };
+  const Tensor x = randn({4}, 11), y = randn({4}, 12);
+  const Tape t = trace(f, x, y);
+  CHECK(to_string(t).find("softplus_sum(%1, %2)") != std::string::npos);
+  CHECK(to_string(t).find("exp(") == std::string::npos);  // recorded as one call, not traced through
+  const auto out = test::run_checked(grad_tape(t), {x, y});
+  const auto fd = test::finite_diff([&](const std::vector<Tensor>& a) { return f(a[0], a[1]); }, {x, y});
+  test::check_close(out[1], fd[0], 1e-6, 1e-8, "d/dx");
+  test::check_close(out[2], fd[1], 1e-6, 1e-8, "d/dy");
+  const Tensor u = randn({4}, 13), v = randn({4}, 14);
+  const auto j = jvp(f, {x, y}, {u, v});
+  const double expected = sum(out[1] * u).item() + sum(out[2] * v).item();
+  CHECK(j.tangent.item() == doctest::Approx(expected).epsilon(1e-10));
+}

@@ -9,6 +9,7 @@
 #include "reel/trace.hpp"
 #include "reel/play.hpp"
 #include "reel/custom.hpp"
+#include "reel/function_primitive.hpp"
 #include "reel/dispatch.hpp"
 #include "reel/passes.hpp"
 #include "reel/grad.hpp"

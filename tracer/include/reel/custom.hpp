@@ -50,4 +50,6 @@ struct PrimitiveDef {
 // transformation needs it.
 const Primitive& define_primitive(PrimitiveDef def);
 
+// See also reel::define_function_primitive (reel/function_primitive.hpp).
+
 }  // namespace reel
