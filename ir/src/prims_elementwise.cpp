@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "prims.hpp"
+#include "reel/elementwise.hpp"
 #include "reel/kernels.hpp"
 
 namespace reel::prims {
@@ -17,32 +18,36 @@ VarType infer_binary(const char* op, std::span<const VarType> in) {
   return {in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape, op)};
 }
 
-Primitive binary(const char* name, kernels::Binary k,
-                 std::function<V(ScalarEmitter&, V, V)> scalar,
+// `math(e, a, b)` is the element function, written once for the eager kernel
+// (e = NumMath<T>) and for code generation (e = ScalarEmitter).
+template <class Math>
+Primitive binary(const char* name, Math math,
                  std::function<std::vector<Var>(TapeBuilder&, const AdjointArgs&)> adjoint) {
   Primitive p;
   p.name = name;
   p.arity = 2;
   p.infer = [name](std::span<const VarType> in, const Attrs&) { return infer_binary(name, in); };
-  p.eager = [k](std::span<const Tensor> in, const Attrs&) {
-    return kernels::binary(k, in[0], in[1]);
+  p.eager = [math](std::span<const Tensor> in, const Attrs&) {
+    return kernels::map_binary(in[0], in[1], [&](const auto& e, auto a, auto b) { return math(e, a, b); });
   };
   p.adjoint = std::move(adjoint);
   p.lowering = Lowering::elementwise;
-  p.scalar = [scalar](ScalarEmitter& e, Scalars x, const Attrs&) { return scalar(e, x[0], x[1]); };
+  p.scalar = [math](ScalarEmitter& e, Scalars x, const Attrs&) { return math(e, x[0], x[1]); };
   return p;
 }
 
 // Adjoint of an argument that was broadcast: sum back down to its shape.
 Var unbroadcast(TapeBuilder& b, Var adj, Var arg) { return b.sum_to(adj, b.type(arg).shape); }
 
-Primitive unary(const char* name, kernels::Unary k, std::function<V(ScalarEmitter&, V)> scalar,
-                std::function<Var(TapeBuilder&, Var x, Var y, Var dy)> adjoint) {
+template <class Math>
+Primitive unary(const char* name, Math math, std::function<Var(TapeBuilder&, Var x, Var y, Var dy)> adjoint) {
   Primitive p;
   p.name = name;
   p.arity = 1;
   p.infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; };
-  p.eager = [k](std::span<const Tensor> in, const Attrs&) { return kernels::unary(k, in[0]); };
+  p.eager = [math](std::span<const Tensor> in, const Attrs&) {
+    return kernels::map_unary(in[0], [&](const auto& e, auto x) { return math(e, x); });
+  };
   p.adjoint = [adjoint](TapeBuilder& b, const AdjointArgs& a) {
     return std::vector<Var>{adjoint(b, a.args[0], a.out, a.dout)};
   };
@@ -52,7 +57,7 @@ Primitive unary(const char* name, kernels::Unary k, std::function<V(ScalarEmitte
     return adjoint(b, a.args[0], a.out, a.tangents[0]);
   };
   p.lowering = Lowering::elementwise;
-  p.scalar = [scalar](ScalarEmitter& e, Scalars x, const Attrs&) { return scalar(e, x[0]); };
+  p.scalar = [math](ScalarEmitter& e, Scalars x, const Attrs&) { return math(e, x[0]); };
   return p;
 }
 
@@ -61,11 +66,9 @@ Var one_minus(TapeBuilder& b, Var y) { return b.sub(b.scalar(1.0, b.type(y).dtyp
 }  // namespace
 
 void add_elementwise(std::vector<Primitive>& t) {
-  using kernels::Binary;
-  using kernels::Unary;
 
   t.push_back(binary(
-      "add", Binary::add, [](ScalarEmitter& e, V a, V b) { return e.add(a, b); },
+      "add", [](auto& e, auto a, auto b) { return e.add(a, b); },
       [](TapeBuilder& b, const AdjointArgs& a) {
         return std::vector<Var>{a.needs[0] ? unbroadcast(b, a.dout, a.args[0]) : kNoVar,
                                 a.needs[1] ? unbroadcast(b, a.dout, a.args[1]) : kNoVar};
@@ -79,7 +82,7 @@ void add_elementwise(std::vector<Primitive>& t) {
     return b.add(ta, tb);
   };
   t.push_back(binary(
-      "sub", Binary::sub, [](ScalarEmitter& e, V a, V b) { return e.sub(a, b); },
+      "sub", [](auto& e, auto a, auto b) { return e.sub(a, b); },
       [](TapeBuilder& b, const AdjointArgs& a) {
         return std::vector<Var>{
             a.needs[0] ? unbroadcast(b, a.dout, a.args[0]) : kNoVar,
@@ -93,7 +96,7 @@ void add_elementwise(std::vector<Primitive>& t) {
     return b.sub(ta, tb);
   };
   t.push_back(binary(
-      "mul", Binary::mul, [](ScalarEmitter& e, V a, V b) { return e.mul(a, b); },
+      "mul", [](auto& e, auto a, auto b) { return e.mul(a, b); },
       [](TapeBuilder& b, const AdjointArgs& a) {
         return std::vector<Var>{
             a.needs[0] ? unbroadcast(b, b.mul(a.dout, a.args[1]), a.args[0]) : kNoVar,
@@ -108,7 +111,7 @@ void add_elementwise(std::vector<Primitive>& t) {
     return da == kNoVar ? db : db == kNoVar ? da : b.add(da, db);
   };
   t.push_back(binary(
-      "div", Binary::div, [](ScalarEmitter& e, V a, V b) { return e.div(a, b); },
+      "div", [](auto& e, auto a, auto b) { return e.div(a, b); },
       [](TapeBuilder& b, const AdjointArgs& a) {
         // d(a/b)/db = -(a/b)/b, reusing the forward result.
         return std::vector<Var>{
@@ -127,37 +130,37 @@ void add_elementwise(std::vector<Primitive>& t) {
   };
 
   t.push_back(unary(
-      "neg", Unary::neg, [](ScalarEmitter& e, V x) { return e.neg(x); },
+      "neg", [](auto& e, auto x) { return e.neg(x); },
       [](TapeBuilder& b, Var, Var, Var dy) { return b.neg(dy); }));
   t.back().involution = true;
   t.push_back(unary(
-      "exp", Unary::exp, [](ScalarEmitter& e, V x) { return e.exp(x); },
+      "exp", [](auto& e, auto x) { return e.exp(x); },
       [](TapeBuilder& b, Var, Var y, Var dy) { return b.mul(dy, y); }));
   t.push_back(unary(
-      "log", Unary::log, [](ScalarEmitter& e, V x) { return e.log(x); },
+      "log", [](auto& e, auto x) { return e.log(x); },
       [](TapeBuilder& b, Var x, Var, Var dy) { return b.div(dy, x); }));
   t.push_back(unary(
-      "sin", Unary::sin, [](ScalarEmitter& e, V x) { return e.sin(x); },
+      "sin", [](auto& e, auto x) { return e.sin(x); },
       [](TapeBuilder& b, Var x, Var, Var dy) { return b.mul(dy, b.call("cos", {x})); }));
   t.push_back(unary(
-      "cos", Unary::cos, [](ScalarEmitter& e, V x) { return e.cos(x); },
+      "cos", [](auto& e, auto x) { return e.cos(x); },
       [](TapeBuilder& b, Var x, Var, Var dy) { return b.neg(b.mul(dy, b.call("sin", {x}))); }));
   t.push_back(unary(
-      "tanh", Unary::tanh, [](ScalarEmitter& e, V x) { return e.tanh(x); },
+      "tanh", [](auto& e, auto x) { return e.tanh(x); },
       [](TapeBuilder& b, Var, Var y, Var dy) {
         return b.mul(dy, one_minus(b, b.call("square", {y})));
       }));
   t.push_back(unary(
-      "sigmoid", Unary::sigmoid,
-      [](ScalarEmitter& e, V x) {
+      "sigmoid",
+      [](auto& e, auto x) {
         return e.div(e.constant(1.0), e.add(e.constant(1.0), e.exp(e.neg(x))));
       },
       [](TapeBuilder& b, Var, Var y, Var dy) { return b.mul(dy, b.mul(y, one_minus(b, y))); }));
   t.push_back(unary(
-      "sqrt", Unary::sqrt, [](ScalarEmitter& e, V x) { return e.sqrt(x); },
+      "sqrt", [](auto& e, auto x) { return e.sqrt(x); },
       [](TapeBuilder& b, Var, Var y, Var dy) { return b.div(dy, b.mul(y, 2.0)); }));
   t.push_back(unary(
-      "square", Unary::square, [](ScalarEmitter& e, V x) { return e.mul(x, x); },
+      "square", [](auto& e, auto x) { return e.mul(x, x); },
       [](TapeBuilder& b, Var x, Var, Var dy) { return b.mul(dy, b.mul(x, 2.0)); }));
 
   // nodiff (stop_gradient): the value of x, through which no gradient flows.
@@ -178,7 +181,8 @@ void add_elementwise(std::vector<Primitive>& t) {
   pow.attrs = {{"p", AttrKind::real}};
   pow.infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; };
   pow.eager = [](std::span<const Tensor> in, const Attrs& a) {
-    return kernels::pow(in[0], a.real("p"));
+    const double p = a.real("p");
+    return kernels::map_unary(in[0], [p](const auto& e, auto x) { return e.pow(x, p); });
   };
   pow.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
     const double p = a.attrs.real("p");

@@ -1,5 +1,7 @@
 #include "reel/kernels.hpp"
 
+#include "reel/elementwise.hpp"
+
 #include <cmath>
 
 #include "reel/blas.hpp"
@@ -14,33 +16,6 @@ template <class Body>
 decltype(auto) by_dtype(DType dtype, Body&& body) {
   if (dtype == DType::f64) return body(double{});
   return body(float{});
-}
-
-template <class T>
-T apply_unary(Unary op, T x) {
-  switch (op) {
-    case Unary::neg: return -x;
-    case Unary::exp: return std::exp(x);
-    case Unary::log: return std::log(x);
-    case Unary::sin: return std::sin(x);
-    case Unary::cos: return std::cos(x);
-    case Unary::tanh: return std::tanh(x);
-    case Unary::sigmoid: return T(1) / (T(1) + std::exp(-x));
-    case Unary::sqrt: return std::sqrt(x);
-    case Unary::square: return x * x;
-  }
-  return x;
-}
-
-template <class T>
-T apply_binary(Binary op, T a, T b) {
-  switch (op) {
-    case Binary::add: return a + b;
-    case Binary::sub: return a - b;
-    case Binary::mul: return a * b;
-    case Binary::div: return a / b;
-  }
-  return a;
 }
 
 // Visits every element of `out_shape` in row-major order, handing `visit` the flat
@@ -67,52 +42,10 @@ void for_each_broadcast(const Shape& out_shape, const Shape& in_shape, Visit vis
 
 }  // namespace
 
-Tensor unary(Unary op, const Tensor& x) {
-  Tensor out(x.dtype(), x.shape());
-  by_dtype(x.dtype(), [&](auto t) {
-    using T = decltype(t);
-    const T* in = x.data<T>();
-    T* o = out.mutable_data<T>();
-    for (int64_t i = 0; i < x.numel(); ++i) o[i] = apply_unary(op, in[i]);
-  });
-  return out;
-}
-
-Tensor pow(const Tensor& x, double p) {
-  Tensor out(x.dtype(), x.shape());
-  by_dtype(x.dtype(), [&](auto t) {
-    using T = decltype(t);
-    const T* in = x.data<T>();
-    T* o = out.mutable_data<T>();
-    for (int64_t i = 0; i < x.numel(); ++i) o[i] = std::pow(in[i], static_cast<T>(p));
-  });
-  return out;
-}
-
-Tensor binary(Binary op, const Tensor& a, const Tensor& b) {
-  const Shape shape = broadcast_shapes(a.shape(), b.shape(), "binary");
-  Tensor out(a.dtype(), shape);
-  by_dtype(a.dtype(), [&](auto t) {
-    using T = decltype(t);
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* o = out.mutable_data<T>();
-    const int64_t n = out.numel();
-    if (a.shape() == shape && b.shape() == shape) {
-      for (int64_t i = 0; i < n; ++i) o[i] = apply_binary(op, pa[i], pb[i]);
-    } else if (a.shape() == shape && b.numel() == 1) {
-      for (int64_t i = 0; i < n; ++i) o[i] = apply_binary(op, pa[i], pb[0]);
-    } else if (b.shape() == shape && a.numel() == 1) {
-      for (int64_t i = 0; i < n; ++i) o[i] = apply_binary(op, pa[0], pb[i]);
-    } else {
-      // General case: broadcast each operand to the output, then combine.
-      std::vector<int64_t> ia(n), ib(n);
-      for_each_broadcast(shape, a.shape(), [&](int64_t i, int64_t j) { ia[i] = j; });
-      for_each_broadcast(shape, b.shape(), [&](int64_t i, int64_t j) { ib[i] = j; });
-      for (int64_t i = 0; i < n; ++i) o[i] = apply_binary(op, pa[ia[i]], pb[ib[i]]);
-    }
-  });
-  return out;
+std::vector<int64_t> broadcast_index(const Shape& out_shape, const Shape& in_shape) {
+  std::vector<int64_t> index(static_cast<std::size_t>(numel(out_shape)));
+  for_each_broadcast(out_shape, in_shape, [&](int64_t i, int64_t j) { index[static_cast<std::size_t>(i)] = j; });
+  return index;
 }
 
 Tensor sum_all(const Tensor& x) {

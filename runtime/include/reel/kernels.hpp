@@ -6,13 +6,8 @@
 
 namespace reel::kernels {
 
-enum class Unary { neg, exp, log, sin, cos, tanh, sigmoid, sqrt, square };
-enum class Binary { add, sub, mul, div };
-
-Tensor unary(Unary op, const Tensor& x);
-Tensor pow(const Tensor& x, double p);
-// NumPy broadcasting; the caller has checked that the shapes broadcast.
-Tensor binary(Binary op, const Tensor& a, const Tensor& b);
+// Elementwise primitives have no kernel of their own here: their math is written once,
+// in their primitive's entry, and run by map_unary / map_binary (reel/elementwise.hpp).
 
 Tensor sum_all(const Tensor& x);             // 0-d
 Tensor mean_all(const Tensor& x);            // 0-d
