@@ -205,3 +205,19 @@ TEST_CASE("a user function recorded as one primitive, differentiated through its
   const double expected = sum(out[1] * u).item() + sum(out[2] * v).item();
   CHECK(j.tangent.item() == doctest::Approx(expected).epsilon(1e-10));
 }
+
+TEST_CASE("Tracker-style custom gradients: custom_vjp with a pullback") {
+  auto minus = [](const Tensor& a, const Tensor& b) {
+    return custom_vjp("tracker_minus", {a, b},
+                      [](const std::vector<Tensor>& x) { return x[0] - x[1]; },
+                      [](const std::vector<Tensor>&, const Tensor&, const Tensor& dy) {
+                        return std::vector<Tensor>{dy, -dy};
+                      });
+  };
+  const Tensor a = tensor({6, 5, 4}), b = tensor({1, 2, 3});
+  CHECK(minus(a, b).values() == std::vector<double>{5, 3, 1});
+  const auto g = grad([&](const Tensor& x, const Tensor& y) { return sum(minus(x, y) * minus(x, y)); }, a, b);
+  CHECK(g.grads[0].values() == std::vector<double>{10, 6, 2});
+  CHECK(g.grads[1].values() == std::vector<double>{-10, -6, -2});
+  CHECK(to_string(trace(minus, a, b)).find("tracker_minus(%1, %2)") != std::string::npos);
+}

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <mutex>
+
 #include "reel/ir/builder.hpp"
 #include "reel/trace.hpp"
 
@@ -100,6 +102,33 @@ const Primitive& define_primitive(PrimitiveDef def) {
     };
   }
   return register_primitive(std::move(p));
+}
+
+Tensor custom_vjp(const std::string& name, const std::vector<Tensor>& args,
+                  std::function<Tensor(const std::vector<Tensor>&)> forward,
+                  std::function<std::vector<Tensor>(const std::vector<Tensor>&, const Tensor&, const Tensor&)> pullback) {
+  static std::mutex mutex;  // two threads' first calls register once
+  const Primitive* prim;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    prim = find_primitive(name);
+    if (prim == nullptr) {
+      if (!forward || !pullback)
+        throw Error(fmt::format("custom_vjp: '{}' needs a forward function and a pullback", name));
+      prim = &define_primitive({
+          .name = name,
+          .arity = static_cast<int>(args.size()),
+          .eager = [forward](std::span<const Tensor> in, const Attrs&) {
+            std::vector<Tensor> plain(in.begin(), in.end());
+            for (Tensor& t : plain) t.clear_trace_tags();  // computed without tracing
+            return forward(plain);
+          },
+          .vjp = [pullback](const std::vector<Tensor>& x, const Tensor& out, const Tensor& dout, const Attrs&) {
+            return pullback(x, out, dout);
+          }});
+    }
+  }
+  return reel::apply(*prim, args);
 }
 
 }  // namespace reel

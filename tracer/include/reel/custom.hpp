@@ -50,6 +50,20 @@ struct PrimitiveDef {
 // transformation needs it.
 const Primitive& define_primitive(PrimitiveDef def);
 
+// Tracker's `track` + `@grad`: applies a function computed without tracing, whose
+// gradient is `pullback` (one gradient per argument, in Reel operations). The first
+// call with a name registers the primitive `name` (arity from `args`); later calls
+// with that name apply it (their functions must be the same: the first ones are kept).
+//   Tensor y = reel::custom_vjp("minus", {a, b},
+//       [](const std::vector<Tensor>& x) { return x[0] - x[1]; },
+//       [](const std::vector<Tensor>&, const Tensor&, const Tensor& dy) {
+//         return std::vector<Tensor>{dy, -dy}; });
+Tensor custom_vjp(const std::string& name, const std::vector<Tensor>& args,
+                  std::function<Tensor(const std::vector<Tensor>&)> forward,
+                  std::function<std::vector<Tensor>(const std::vector<Tensor>& args, const Tensor& out,
+                                                    const Tensor& dout)>
+                      pullback);
+
 // See also reel::define_function_primitive (reel/function_primitive.hpp).
 
 }  // namespace reel
