@@ -221,3 +221,48 @@ TEST_CASE("Tracker-style custom gradients: custom_vjp with a pullback") {
   CHECK(g.grads[1].values() == std::vector<double>{-10, -6, -2});
   CHECK(to_string(trace(minus, a, b)).find("tracker_minus(%1, %2)") != std::string::npos);
 }
+
+TEST_CASE("review fixes: re-entrant compiled calls, misaligned inputs, throwing steps, impure primitives") {
+  // An eager function that calls another compiled function during a compiled call
+  // gets a workspace of its own (the inner call used to overwrite the outer one's).
+  const CompiledFunction inner = compile(parse_tape(
+      "inp %1::f64[8]\n%2 = sin(%1)::f64[8]\n%3 = reshape(%2, shape=[2,4])::f64[2,4]\n"
+      "%4 = transpose(%3)::f64[4,2]\n%5 = reshape(%4, shape=[8])::f64[8]\n%6 = add(%5, %1)::f64[8]\nout %6"));
+  REQUIRE(inner.workspace_bytes() > 0);
+  define_primitive({.name = "via_compiled", .eager = [&inner](std::span<const Tensor> in, const Attrs&) {
+                      return inner({in[0]})[0];
+                    }});
+  const Tape outer = parse_tape(
+      "inp %1::f64[8]\n%2 = exp(%1)::f64[8]\n%3 = via_compiled(%1)::f64[8]\n%4 = mul(%3, %2)::f64[8]\nout %4");
+  const Tensor x = randn({8}, 21);
+  test::run_checked(outer, {x});
+
+  // A misaligned input (a borrowed pointer 8 bytes into an aligned block) is copied.
+  std::vector<double> block(24, 0.0);
+  auto* base = reinterpret_cast<double*>((reinterpret_cast<std::uintptr_t>(block.data()) + 63) / 64 * 64);
+  for (int i = 0; i < 8; ++i) base[1 + i] = x.values()[static_cast<std::size_t>(i)];
+  const Tensor odd = Tensor::borrow(base + 1, DType::f64, {8});
+  const CompiledFunction f = compile(trace([](const Tensor& v) { return exp(v) * 2.0; }, x));
+  CHECK(f({odd})[0].values() == f({x})[0].values());
+
+  // A throwing step leaves the output slots empty, not half computed.
+  define_primitive({.name = "throws_on_negative", .eager = [](std::span<const Tensor> in, const Attrs&) {
+                      if (in[0].values()[0] < 0) throw Error("throws_on_negative: a negative first element");
+                      return in[0] * 1.0;
+                    }});
+  const CompiledFunction g = compile(parse_tape(
+      "inp %1::f64[2]\n%2 = exp(%1)::f64[2]\n%3 = throws_on_negative(%1)::f64[2]\nout %2, %3"));
+  std::vector<Tensor> out(2);
+  const Tensor neg = tensor({-1, 1});
+  const std::array<const Tensor*, 1> in{&neg};
+  CHECK_THROWS_WITH_AS(g.run(in, out), doctest::Contains("negative first element"), Error);
+  CHECK(!out[0].defined());
+  CHECK(!out[1].defined());
+
+  // CSE never merges two calls of an impure primitive.
+  define_primitive({.name = "noisy", .eager = [](std::span<const Tensor> in, const Attrs&) { return in[0] * 1.0; },
+                    .pure = false});
+  const Tape twice = parse_tape("inp %1::f64[2]\n%2 = noisy(%1)::f64[2]\n%3 = noisy(%1)::f64[2]\n%4 = add(%2, %3)::f64[2]\nout %4");
+  CHECK(cse(twice).size() == 4);
+  CHECK(cse(parse_tape("inp %1::f64[2]\n%2 = exp(%1)::f64[2]\n%3 = exp(%1)::f64[2]\n%4 = add(%2, %3)::f64[2]\nout %4")).size() == 3);
+}

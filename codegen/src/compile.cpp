@@ -76,11 +76,15 @@ void copy_step(void* const* bases, const int64_t* r) {
 void extern_step(void* const* bases, const int64_t* r) {
   const int64_t n = r[0];
   const auto& call = *reinterpret_cast<const codegen::ExternCall*>(r[1 + 2 * n + 2]);
+  // The eager function gets tensors of its own (copies), which it may keep: views of
+  // the workspace would change under it after the call.
   std::vector<Tensor> args;
   args.reserve(static_cast<std::size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const VarType& t = call.args[static_cast<std::size_t>(i)];
-    args.push_back(Tensor::borrow(at<void>(bases, r + 1 + 2 * i), t.dtype, t.shape));
+    args.emplace_back(t.dtype, t.shape);
+    if (args.back().nbytes() > 0)
+      std::memcpy(args.back().mutable_raw(), at<void>(bases, r + 1 + 2 * i), args.back().nbytes());
   }
   const Tensor out = call.prim->eager(args, call.attrs);
   if (!out.defined() || out.dtype() != call.out.dtype || out.shape() != call.out.shape)
@@ -141,24 +145,50 @@ bool use_driver(CompileOptions::Runner runner, std::size_t n) {
   return false;
 }
 
-// One growing, 64-byte-aligned scratch buffer per thread, reused across calls.
-void* thread_workspace(int64_t bytes) {
+// Growing, 64-byte-aligned scratch buffers, reused across calls: one per thread and
+// nesting depth, since a call may run an eager function (an external step) that calls
+// another compiled function on the same thread, which must not write over (or
+// reallocate) the outer call's workspace.
+struct WorkspaceStack {
   struct Buffer {
     void* data = nullptr;
     int64_t size = 0;
-    ~Buffer() { std::free(data); }
   };
-  thread_local Buffer buf;
-  if (buf.size < bytes) {
-    std::free(buf.data);
-    buf.data = nullptr;
-    buf.size = 0;
-    buf.data = std::aligned_alloc(64, static_cast<std::size_t>((bytes + 63) / 64 * 64));
-    if (buf.data == nullptr) throw Error(fmt::format("compiled function: cannot allocate a workspace of {} bytes", bytes));
-    buf.size = bytes;
+  std::vector<Buffer> buffers;
+  std::size_t depth = 0;
+  ~WorkspaceStack() {
+    for (Buffer& b : buffers) std::free(b.data);
   }
-  return buf.data;
-}
+};
+thread_local WorkspaceStack t_workspaces;
+
+// Holds this thread's workspace at the current depth for one call.
+class WorkspaceLease {
+ public:
+  explicit WorkspaceLease(int64_t bytes) : stack_(t_workspaces) {
+    if (stack_.buffers.size() <= stack_.depth) stack_.buffers.resize(stack_.depth + 1);
+    WorkspaceStack::Buffer& buf = stack_.buffers[stack_.depth];
+    if (buf.size < bytes) {
+      std::free(buf.data);
+      buf.data = nullptr;
+      buf.size = 0;
+      buf.data = std::aligned_alloc(64, static_cast<std::size_t>((bytes + 63) / 64 * 64));
+      if (buf.data == nullptr)
+        throw Error(fmt::format("compiled function: cannot allocate a workspace of {} bytes", bytes));
+      buf.size = bytes;
+    }
+    data_ = buf.data;
+    ++stack_.depth;
+  }
+  ~WorkspaceLease() { --stack_.depth; }
+  WorkspaceLease(const WorkspaceLease&) = delete;
+  WorkspaceLease& operator=(const WorkspaceLease&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  WorkspaceStack& stack_;
+  void* data_ = nullptr;
+};
 
 }  // namespace
 
@@ -270,10 +300,22 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
   Tensor* result = outputs.data();
   if (!empty_slots) result = (staged.resize(outputs.size()), staged.data());
 
-  bases[codegen::kWorkspaceBase] = thread_workspace(impl.workspace_bytes);
+  const WorkspaceLease workspace(impl.workspace_bytes);
+  bases[codegen::kWorkspaceBase] = workspace.data();
   bases[codegen::kConstantBase] = const_cast<void*>(impl.constant_pool.raw());
-  for (std::size_t i = 0; i < args.size(); ++i)
-    bases[codegen::kFirstInputBase + i] = const_cast<void*>(args[i]->raw());
+  // Kernels may assume 64-byte-aligned buffers; a tensor made by Tensor::borrow need
+  // not be one, and is then copied (the only case that copies an argument).
+  std::vector<Tensor> aligned;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const void* p = args[i]->raw();
+    if (reinterpret_cast<std::uintptr_t>(p) % 64 != 0) {
+      if (aligned.empty()) aligned.reserve(args.size());
+      aligned.emplace_back(args[i]->dtype(), args[i]->shape());
+      if (args[i]->nbytes() > 0) std::memcpy(aligned.back().mutable_raw(), p, args[i]->nbytes());
+      p = aligned.back().raw();
+    }
+    bases[codegen::kFirstInputBase + i] = const_cast<void*>(p);
+  }
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     result[k] = Tensor(impl.output_types[k].dtype, impl.output_types[k].shape);
     bases[codegen::kFirstInputBase + args.size() + k] = result[k].mutable_raw();
@@ -281,7 +323,12 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
   if (impl.driver != nullptr) {
     impl.driver(bases);
   } else {
-    for (const Impl::Call& c : impl.calls) c.fn(bases, c.refs);
+    try {
+      for (const Impl::Call& c : impl.calls) c.fn(bases, c.refs);
+    } catch (...) {  // an external step threw: leave no half-computed outputs behind
+      for (std::size_t k = 0; k < outputs.size(); ++k) result[k] = Tensor();
+      throw;
+    }
   }
   if (!empty_slots)
     for (std::size_t k = 0; k < outputs.size(); ++k) outputs[k] = std::move(staged[k]);

@@ -63,7 +63,7 @@ Tape cse(const Tape& tape) {
           static_cast<std::size_t>(tape.size()), OpHash{&b.tape()}, OpEqual{&b.tape()});
     }
     const Var v = b.copy(op, std::move(args));
-    if (op.kind == OpKind::input) return v;
+    if (op.kind == OpKind::input || (op.kind == OpKind::call && !op.prim->pure)) return v;
     auto [it, added] = seen->insert(v);
     if (added) return v;
     b.pop();  // an equal operation exists: drop the copy

@@ -28,7 +28,7 @@ Tape jvp_tape(const Tape& tape);
 
 // Common-subexpression elimination: calls with equal primitive, arguments (in either
 // order for add and mul) and attributes, and constants of equal type and value, are
-// merged into the first one.
+// merged into the first one. Calls of primitives that are not `pure` are never merged.
 Tape cse(const Tape& tape);
 
 // Dead-code elimination: drops operations no output depends on. Inputs stay, since

@@ -43,6 +43,9 @@ struct PrimitiveDef {
   std::function<Tensor(const std::vector<Tensor>& args, const Tensor& out,
                        const std::vector<Tensor>& tangents, const Attrs&)>
       jvp;
+  // False for a primitive whose equal calls may differ (random numbers, outside
+  // state): CSE then never merges two of its calls.
+  bool pure = true;
 };
 
 // Registers the primitive; throws reel::Error if the name is taken, or the eager

@@ -88,6 +88,9 @@ struct Primitive {
   std::optional<double> left_identity, right_identity;
   // f(f(a)) == a (simplify drops the pair).
   bool involution = false;
+  // Equal calls give equal results (CSE merges them). A user's primitive that draws
+  // random numbers or reads outside state sets this to false.
+  bool pure = true;
   // elementwise: the element of the result from the elements of the arguments.
   std::function<ScalarEmitter::Value(ScalarEmitter&, std::span<const ScalarEmitter::Value>,
                                      const Attrs&)>
