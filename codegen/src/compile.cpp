@@ -31,6 +31,7 @@ struct CompiledFunction::Impl {
   };
   std::vector<Call> calls;  // the schedule
   codegen::DriverFn driver = nullptr;  // runs `calls` in order, when chosen
+  bool has_extern = false;             // some step calls an eager function
   std::vector<codegen::KernelSpec> kernels;
   std::vector<codegen::ExternCall> externs;  // never resized after compile: steps point in
   std::vector<std::shared_ptr<void>> code;  // keeps the kernels' code alive
@@ -162,12 +163,16 @@ struct WorkspaceStack {
 };
 thread_local WorkspaceStack t_workspaces;
 
-// Holds this thread's workspace at the current depth for one call.
+// Holds this thread's workspace at the current depth for one call. A call that needs
+// no workspace touches nothing; one without external steps cannot nest another call
+// and does not deepen the stack.
 class WorkspaceLease {
  public:
-  explicit WorkspaceLease(int64_t bytes) : stack_(t_workspaces) {
-    if (stack_.buffers.size() <= stack_.depth) stack_.buffers.resize(stack_.depth + 1);
-    WorkspaceStack::Buffer& buf = stack_.buffers[stack_.depth];
+  WorkspaceLease(int64_t bytes, bool may_nest) {
+    if (bytes == 0) return;
+    WorkspaceStack& stack = t_workspaces;
+    if (stack.buffers.size() <= stack.depth) stack.buffers.resize(stack.depth + 1);
+    WorkspaceStack::Buffer& buf = stack.buffers[stack.depth];
     if (buf.size < bytes) {
       std::free(buf.data);
       buf.data = nullptr;
@@ -178,15 +183,17 @@ class WorkspaceLease {
       buf.size = bytes;
     }
     data_ = buf.data;
-    ++stack_.depth;
+    if (may_nest) stack_ = &stack, ++stack.depth;
   }
-  ~WorkspaceLease() { --stack_.depth; }
+  ~WorkspaceLease() {
+    if (stack_ != nullptr) --stack_->depth;
+  }
   WorkspaceLease(const WorkspaceLease&) = delete;
   WorkspaceLease& operator=(const WorkspaceLease&) = delete;
   void* data() const { return data_; }
 
  private:
-  WorkspaceStack& stack_;
+  WorkspaceStack* stack_ = nullptr;  // set when this call deepened the stack
   void* data_ = nullptr;
 };
 
@@ -226,7 +233,7 @@ CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
   bool has_extern = false;
   for (std::size_t i = 0; i < p.schedule.steps.size(); ++i) {
     if (p.schedule.steps[i].kind != codegen::StepKind::external) continue;
-    has_extern = true;  // the last ref: the index of its call -> the call's address
+    has_extern = impl->has_extern = true;  // the last ref: the index of its call -> the call's address
     const std::size_t at = reinterpret_cast<std::size_t>(impl->calls[i].refs) + p.schedule.steps[i].refs.size() - 1;
     impl->refs[at] = reinterpret_cast<int64_t>(&impl->externs[static_cast<std::size_t>(impl->refs[at])]);
   }
@@ -300,7 +307,7 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
   Tensor* result = outputs.data();
   if (!empty_slots) result = (staged.resize(outputs.size()), staged.data());
 
-  const WorkspaceLease workspace(impl.workspace_bytes);
+  const WorkspaceLease workspace(impl.workspace_bytes, impl.has_extern);
   bases[codegen::kWorkspaceBase] = workspace.data();
   bases[codegen::kConstantBase] = const_cast<void*>(impl.constant_pool.raw());
   // Kernels may assume 64-byte-aligned buffers; a tensor made by Tensor::borrow need
