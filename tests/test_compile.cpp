@@ -216,16 +216,6 @@ TEST_CASE("an operation code generation cannot handle is an error naming it") {
   mystery.arity = 1;
   mystery.infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; };
   mystery.lowering = Lowering::elementwise;  // but no scalar rule
-  Tape t;
-  Op in;
-  in.kind = OpKind::input;
-  in.type = {DType::f64, {2}};
-  Op call;
-  call.kind = OpKind::call;
-  call.prim = &mystery;
-  call.args = {1};
-  call.type = in.type;
-  t.ops = {in, call};
-  t.outputs = {2};
+  const Tape t = test::tape_calling(mystery);
   CHECK_THROWS_WITH_AS(compile(t), doctest::Contains("mystery"), Error);
 }

@@ -67,16 +67,7 @@ TEST_CASE("jvp checks its tangents and names a primitive without a forward rule"
   opaque.name = "opaque";
   opaque.arity = 1;
   opaque.infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; };
-  Tape t;
-  Op in;
-  in.kind = OpKind::input;
-  in.type = {DType::f64, {2}};
-  Op call;
-  call.prim = &opaque;
-  call.args = {1};
-  call.type = in.type;
-  t.ops = {in, call};
-  t.outputs = {2};
+  const Tape t = test::tape_calling(opaque);
   CHECK_THROWS_WITH_AS(jvp_tape(t), doctest::Contains("opaque"), Error);
 }
 

@@ -62,4 +62,21 @@ std::vector<Tensor> check_gradient(const Fn& fn, const std::vector<Tensor>& args
                                    const std::string& what, double rtol = 1e-6,
                                    double atol = 1e-7);
 
+// A hand-built tape `inp %1::f64[2]; %2 = prim(%1); out %2`, for primitives that are
+// not registered (tests of what passes do with a primitive lacking a rule).
+inline Tape tape_calling(const Primitive& prim) {
+  Tape t;
+  Op in;
+  in.kind = OpKind::input;
+  in.type = {DType::f64, {2}};
+  Op call;
+  call.kind = OpKind::call;
+  call.prim = &prim;
+  call.args = {1};
+  call.type = in.type;
+  t.ops = {in, call};
+  t.outputs = {2};
+  return t;
+}
+
 }  // namespace reel::test

@@ -46,14 +46,7 @@ Tape forward_mode(const Tape& f) {
   }
   std::vector<Var> outputs;
   for (Var o : f.outputs) outputs.push_back(map[o]);
-  for (Var o : f.outputs) {
-    if (tan[o] != kNoVar) {
-      outputs.push_back(tan[o]);
-    } else {
-      const VarType& t = f.type(o);
-      outputs.push_back(b.broadcast_to(b.scalar(0.0, t.dtype), t.shape));
-    }
-  }
+  for (Var o : f.outputs) outputs.push_back(b.or_zeros(tan[o], f.type(o)));
   b.set_outputs(std::move(outputs));
   return b.finish();
 }

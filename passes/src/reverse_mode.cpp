@@ -77,14 +77,7 @@ Tape reverse(const Tape& f, bool seeded) {
   }
 
   std::vector<Var> outputs{map[y]};
-  for (Var in : f.inputs()) {
-    if (adj[in] != kNoVar) {
-      outputs.push_back(adj[in]);
-    } else {
-      const VarType& t = f.type(in);
-      outputs.push_back(b.broadcast_to(b.scalar(0.0, t.dtype), t.shape));
-    }
-  }
+  for (Var in : f.inputs()) outputs.push_back(b.or_zeros(adj[in], f.type(in)));
   b.set_outputs(std::move(outputs));
   return b.finish();
 }

@@ -36,6 +36,10 @@ class TapeBuilder {
   Var reshape(Var a, const Shape& shape);         // no-op if the shape is already right
   Var broadcast_to(Var a, const Shape& shape);    // no-op if the shape is already right
   Var sum_to(Var a, const Shape& shape);          // no-op if the shape is already right
+  // `v`, or zeros of type `t` where v is kNoVar (a derivative that is zero).
+  Var or_zeros(Var v, const VarType& t) {
+    return v != kNoVar ? v : broadcast_to(scalar(0.0, t.dtype), t.shape);
+  }
 
   // The reference is valid only until the next op is added.
   const VarType& type(Var v) const { return tape_.type(v); }
