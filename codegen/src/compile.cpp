@@ -138,10 +138,10 @@ bool use_driver(CompileOptions::Runner runner, std::size_t n) {
     case CompileOptions::Runner::driver: return true;
     case CompileOptions::Runner::automatic: break;
   }
-  // Measured (bench/: "a loop over its steps vs a generated driver"): from 1 to 6,000
-  // steps the driver is never faster than the loop by more than the noise, is 20%
-  // slower at 6,000 steps, and costs 1.5 ms (1 step) to 670 ms (6,000 steps) more
-  // compile. So the loop, at every size.
+  // Measured (bench/: "a loop over its steps vs a generated driver", four runs):
+  // driver/loop 0.92-1.05 up to 600 steps with no consistent winner, 1.01-1.20 at
+  // 6,000 steps, and 1 ms (1 step) to 670 ms (6,000 steps) more compile. So the loop,
+  // at every size (docs/codegen.md).
   (void)n;
   return false;
 }
