@@ -266,3 +266,37 @@ TEST_CASE("review fixes: re-entrant compiled calls, misaligned inputs, throwing 
   CHECK(cse(twice).size() == 4);
   CHECK(cse(parse_tape("inp %1::f64[2]\n%2 = exp(%1)::f64[2]\n%3 = exp(%1)::f64[2]\n%4 = add(%2, %3)::f64[2]\nout %4")).size() == 3);
 }
+
+TEST_CASE("attributes of every kind reach a custom primitive's rules and round-trip through text") {
+  // scaled(x; weights, axes, flip, mode, as) = x * weights[0] (* -1 if flip), checking the rest.
+  define_primitive({
+      .name = "attr_kinds",
+      .attrs = {{"weights", AttrKind::reals}, {"axes", AttrKind::ints}, {"flip", AttrKind::boolean},
+                {"mode", AttrKind::string}, {"as", AttrKind::dtype}},
+      .eager = [](std::span<const Tensor> x, const Attrs& a) {
+        if (a.string("mode") != "same \"quoted\"" || a.dtype("as") != DType::f64 || a.ints("axes") != std::vector<int64_t>{-1, 0})
+          throw Error("attr_kinds: attributes changed on the way");
+        return x[0] * (a.reals("weights")[0] * (a.boolean("flip") ? -1.0 : 1.0));
+      },
+      .vjp = [](const std::vector<Tensor>&, const Tensor&, const Tensor& dy, const Attrs& a) {
+        return std::vector<Tensor>{dy * (a.reals("weights")[0] * (a.boolean("flip") ? -1.0 : 1.0))};
+      }});
+  const Attrs attrs{{"weights", std::vector<double>{2.5, 1}}, {"axes", Shape{-1, 0}}, {"flip", true},
+                    {"mode", std::string("same \"quoted\"")}, {"as", DType::f64}};
+  auto f = [&](const Tensor& x) { return sum(reel::apply("attr_kinds", std::vector<Tensor>{x}, attrs)); };
+  const Tape t = trace(f, tensor({1, 2}));
+  const std::string text = to_string(t);
+  CHECK(text.find(R"(attr_kinds(%1, weights=[2.5, 1], axes=[-1,0], flip=true, mode="same \"quoted\"", as=f64))") !=
+        std::string::npos);
+  test::run_checked(grad_tape(t), {tensor({1, 2})});  // text round trip, interpreted, compiled
+  CHECK(grad(f, tensor({1, 2})).grads[0].values() == std::vector<double>{-2.5, -2.5});
+  // Integers are accepted for a list of reals; the wrong kind is an error naming it.
+  CHECK_NOTHROW(parse_tape("inp %1::f64[2]\n%2 = attr_kinds(%1, weights=[2], axes=[-1,0], flip=false, "
+                           "mode=\"same \\\"quoted\\\"\", as=f64)::f64[2]\nout %2"));
+  CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[2]\n%2 = attr_kinds(%1, weights=[2], axes=[-1,0], flip=1, "
+                                  "mode=\"x\", as=f64)::f64[2]\nout %2"),
+                       doctest::Contains("'flip' must be true or false"), Error);
+  CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[2]\n%2 = attr_kinds(%1, weights=[2], axes=[0], flip=true, "
+                                  "mode=\"unterminated, as=f64)::f64[2]\nout %2"),
+                       doctest::Contains("unterminated string"), Error);
+}

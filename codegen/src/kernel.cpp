@@ -35,9 +35,7 @@ void append_attrs(std::string& k, const Attrs& attrs) {
     k += ' ';
     k += name;
     k += '=';
-    if (const auto* i = std::get_if<int64_t>(&value)) k += fmt::format("{}", *i);
-    else if (const auto* d = std::get_if<double>(&value)) k += fmt::format("{}", *d);
-    else k += shape_str(std::get<Shape>(value));
+    k += attr_str(value);
   }
 }
 

@@ -127,6 +127,53 @@ class Cursor {
     return s;
   }
 
+  // [1, 2] (integers, a Shape: also a shape's text) or [0.5, 1] (numbers).
+  AttrValue list() {
+    expect("[");
+    std::vector<std::string> toks;
+    if (!accept("]")) {
+      do toks.push_back(number_token("a list element"));
+      while (accept(","));
+      expect("]");
+    }
+    bool ints = true;
+    for (const std::string& t : toks) ints = ints && t.find_first_not_of("+-0123456789") == std::string::npos;
+    if (ints) {
+      Shape v;
+      for (const std::string& t : toks) {
+        char* end = nullptr;
+        errno = 0;
+        const long long x = std::strtoll(t.c_str(), &end, 10);
+        if (*end != '\0' || errno != 0) throw LineError(fmt::format("expected an integer, got '{}'", t));
+        v.push_back(x);
+      }
+      return v;
+    }
+    std::vector<double> v;
+    for (const std::string& t : toks) v.push_back(parse_real(t, "a list element", DType::f64));
+    return v;
+  }
+
+  // "text", with \" \\ and \n escapes.
+  std::string quoted() {
+    expect("\"");
+    std::string out;
+    while (true) {
+      if (i_ >= s_.size()) throw LineError("unterminated string");
+      const char c = s_[i_++];
+      if (c == '"') return out;
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (i_ >= s_.size()) throw LineError("unterminated string");
+      const char e = s_[i_++];
+      if (e == 'n') out += '\n';
+      else if (e == '"' || e == '\\') out += e;
+      else throw LineError(fmt::format("unknown escape '\\{}' in a string", e));
+    }
+  }
+
   VarType type() {
     expect("::");
     const std::string dt = ident();
@@ -140,8 +187,12 @@ class Cursor {
   }
 
   AttrValue attr_value() {
-    if (peek('[')) return shape();
+    if (peek('[')) return list();
+    if (peek('"')) return quoted();
     const std::string tok = number_token("an attribute value");
+    if (tok == "true" || tok == "false") return tok == "true";
+    if (tok == "f32") return DType::f32;
+    if (tok == "f64") return DType::f64;
     const bool is_int = tok.find_first_not_of("+-0123456789") == std::string::npos;
     char* end = nullptr;
     if (is_int) {

@@ -12,12 +12,6 @@ std::string number(double v, DType dtype) {
   return dtype == DType::f32 ? fmt::format("{}", static_cast<float>(v)) : fmt::format("{}", v);
 }
 
-std::string attr_value(const AttrValue& v) {
-  if (const auto* i = std::get_if<int64_t>(&v)) return fmt::format("{}", *i);
-  if (const auto* d = std::get_if<double>(&v)) return fmt::format("{}", *d);
-  return shape_str(std::get<Shape>(v));
-}
-
 std::string constant_value(const Tensor& t) {
   const auto values = t.values();
   if (t.rank() == 0) return number(values[0], t.dtype());
@@ -46,7 +40,7 @@ std::string to_string(const Tape& tape) {
         std::vector<std::string> args;
         for (Var a : op.args) args.push_back(fmt::format("%{}", a));
         for (const auto& [name, value] : op.attrs.items())
-          args.push_back(fmt::format("{}={}", name, attr_value(value)));
+          args.push_back(fmt::format("{}={}", name, attr_str(value)));
         out += fmt::format("%{} = {}({})::{}\n", v, op.prim->name, fmt::join(args, ", "), type);
         break;
       }

@@ -31,6 +31,11 @@ const char* kind_name(AttrKind k) {
     case AttrKind::integer: return "an integer";
     case AttrKind::real: return "a number";
     case AttrKind::shape: return "a shape";
+    case AttrKind::ints: return "a list of integers";
+    case AttrKind::reals: return "a list of numbers";
+    case AttrKind::boolean: return "true or false";
+    case AttrKind::string: return "a string";
+    case AttrKind::dtype: return "a dtype (f32 or f64)";
   }
   return "?";
 }
@@ -54,13 +59,22 @@ VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& 
     AttrValue v = attrs.get(spec.name);
     if (spec.kind == AttrKind::real && std::holds_alternative<int64_t>(v))
       v = static_cast<double>(std::get<int64_t>(v));
+    if (spec.kind == AttrKind::reals && std::holds_alternative<Shape>(v)) {
+      const Shape& ints = std::get<Shape>(v);
+      v = std::vector<double>(ints.begin(), ints.end());
+    }
     const bool ok = (spec.kind == AttrKind::integer && std::holds_alternative<int64_t>(v)) ||
                     (spec.kind == AttrKind::real && std::holds_alternative<double>(v)) ||
-                    (spec.kind == AttrKind::shape && std::holds_alternative<Shape>(v));
+                    ((spec.kind == AttrKind::shape || spec.kind == AttrKind::ints) &&
+                     std::holds_alternative<Shape>(v)) ||
+                    (spec.kind == AttrKind::reals && std::holds_alternative<std::vector<double>>(v)) ||
+                    (spec.kind == AttrKind::boolean && std::holds_alternative<bool>(v)) ||
+                    (spec.kind == AttrKind::string && std::holds_alternative<std::string>(v)) ||
+                    (spec.kind == AttrKind::dtype && std::holds_alternative<DType>(v));
     if (!ok)
       throw Error(fmt::format("{}: attribute '{}' must be {}", prim.name, spec.name,
                               kind_name(spec.kind)));
-    if (const auto* s = std::get_if<Shape>(&v)) {
+    if (const auto* s = std::get_if<Shape>(&v); s != nullptr && spec.kind == AttrKind::shape) {
       for (int64_t d : *s)
         if (d < 0)
           throw Error(fmt::format("{}: attribute '{}' has a negative dimension: {}", prim.name,

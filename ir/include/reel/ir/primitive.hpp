@@ -49,7 +49,9 @@ struct TangentArgs {
   const Attrs& attrs;
 };
 
-enum class AttrKind { integer, real, shape };
+// shape: non-negative integers whose product fits; ints: any integers (axes);
+// reals: numbers (integers written without a point are accepted).
+enum class AttrKind { integer, real, shape, ints, reals, boolean, string, dtype };
 struct AttrSpec {
   std::string name;
   AttrKind kind;
