@@ -95,6 +95,8 @@ TEST_CASE("Tracker's minus with a custom gradient") {
   CHECK(g.grads[1].values() == std::vector<double>{-1, -1, -1});
   const Tape t = trace(f, a, b);
   CHECK(to_string(t).find("minus(%1, %2)") != std::string::npos);
+  // The eager function's own operations (a sub) are not recorded: one call only.
+  CHECK(to_string(t) == "inp %1::f64[3]\ninp %2::f64[3]\n%3 = minus(%1, %2)::f64[3]\n%4 = sum(%3)::f64[]\nout %4");
   test::run_checked(t, {a, b});             // compiled (an eager call in the schedule) and text
   test::run_checked(grad_tape(t), {a, b});  // the gradient tape too
   CHECK(plan_text(t).find("call %3 = minus(%1, %2) (eager)") != std::string::npos);

@@ -24,12 +24,9 @@ const Primitive& define_function_primitive(const std::string& name, int arity,
       return in[0];
     };
   }
-  // The value: f on tensors that no trace owns, so nothing inside f is recorded.
-  p.eager = [f, name](std::span<const Tensor> in, const Attrs&) {
-    std::vector<Tensor> plain(in.begin(), in.end());
-    for (Tensor& t : plain) t.clear_trace_tags();
-    return f(plain);
-  };
+  // The value: f itself (reel::apply runs eager functions with no trace active, so
+  // nothing inside f is recorded).
+  p.eager = [f](std::span<const Tensor> in, const Attrs&) { return f(std::vector<Tensor>(in.begin(), in.end())); };
   // The rules: f traced on placeholders, then the pass's own transformation of that
   // tape, inlined. `out` is recomputed inside the inlined tape (CSE does not see it).
   auto traced = [f](TapeBuilder& b, std::span<const Var> args) {

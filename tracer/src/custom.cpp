@@ -120,9 +120,7 @@ Tensor custom_vjp(const std::string& name, const std::vector<Tensor>& args,
           .name = name,
           .arity = static_cast<int>(args.size()),
           .eager = [forward](std::span<const Tensor> in, const Attrs&) {
-            std::vector<Tensor> plain(in.begin(), in.end());
-            for (Tensor& t : plain) t.clear_trace_tags();  // computed without tracing
-            return forward(plain);
+            return forward(std::vector<Tensor>(in.begin(), in.end()));  // apply runs it untraced
           },
           .vjp = [pullback](const std::vector<Tensor>& x, const Tensor& out, const Tensor& dout, const Attrs&) {
             return pullback(x, out, dout);

@@ -16,7 +16,18 @@ Tensor apply(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs)
   }
   const VarType type = infer_call(prim, types, attrs);
   if (!prim.eager) throw Error(fmt::format("{}: the primitive has no eager kernel", prim.name));
-  Tensor out = prim.eager(inputs, attrs);
+  Tensor out;
+  {
+    // The eager function runs with no trace active: a primitive is recorded as one
+    // call, whatever its eager function does (a user's may itself use Reel operations).
+    std::vector<detail::Trace*> paused;
+    paused.swap(detail::active_traces());
+    struct Resume {
+      std::vector<detail::Trace*>& paused;
+      ~Resume() { paused.swap(detail::active_traces()); }
+    } resume{paused};
+    out = prim.eager(inputs, attrs);
+  }
   if (out.dtype() != type.dtype || out.shape() != type.shape)
     throw Error(fmt::format("{}: internal error: the kernel made {}, the shape rule says {}",
                             prim.name, type_str(out.dtype(), out.shape()), type_str(type)));
