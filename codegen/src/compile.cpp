@@ -126,25 +126,17 @@ Planned plan_tape(const Tape& input, const CompileOptions& options) {
 }
 
 std::string ir_text(const std::vector<codegen::KernelSpec>& kernels, const CompileOptions& options) {
-  return fmt::format("; ---- before optimisation ----\n{}\n; ---- after optimisation ----\n{}",
-                     codegen::kernels_ir(kernels, options.vector_math, false),
-                     codegen::kernels_ir(kernels, options.vector_math, true));
+  const codegen::KernelsIr ir = codegen::kernels_ir(kernels, options.vector_math);
+  return fmt::format("; ---- before optimisation ----\n{}\n; ---- after optimisation ----\n{}", ir.before,
+                     ir.after);
 }
 
-// Whether to run a schedule of n steps through a generated driver.
-bool use_driver(CompileOptions::Runner runner, std::size_t n) {
-  switch (runner) {
-    case CompileOptions::Runner::loop: return false;
-    case CompileOptions::Runner::driver: return true;
-    case CompileOptions::Runner::automatic: break;
-  }
-  // Measured (bench/: "a loop over its steps vs a generated driver", four runs):
-  // driver/loop 0.92-1.05 up to 600 steps with no consistent winner, 1.01-1.20 at
-  // 6,000 steps, and 1 ms (1 step) to 670 ms (6,000 steps) more compile. So the loop,
-  // at every size (docs/codegen.md).
-  (void)n;
-  return false;
-}
+// Whether to run the schedule through a generated driver. Measured (bench/: "a loop
+// over its steps vs a generated driver", four runs): driver/loop 0.92-1.05 up to 600
+// steps with no consistent winner, 1.01-1.20 at 6,000 steps, and 1 ms (1 step) to
+// 670 ms (6,000 steps) more compile. So `automatic` is the loop, at every size
+// (docs/codegen.md).
+bool use_driver(CompileOptions::Runner runner) { return runner == CompileOptions::Runner::driver; }
 
 // Growing, 64-byte-aligned scratch buffers, reused across calls: one per thread and
 // nesting depth, since a call may run an eager function (an external step) that calls
@@ -230,10 +222,9 @@ CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
     impl->refs.insert(impl->refs.end(), s.refs.begin(), s.refs.end());
   }
   impl->externs = std::move(p.schedule.externs);
-  bool has_extern = false;
   for (std::size_t i = 0; i < p.schedule.steps.size(); ++i) {
     if (p.schedule.steps[i].kind != codegen::StepKind::external) continue;
-    has_extern = impl->has_extern = true;  // the last ref: the index of its call -> the call's address
+    impl->has_extern = true;  // the last ref: the index of its call -> the call's address
     const std::size_t at = reinterpret_cast<std::size_t>(impl->calls[i].refs) + p.schedule.steps[i].refs.size() - 1;
     impl->refs[at] = reinterpret_cast<int64_t>(&impl->externs[static_cast<std::size_t>(impl->refs[at])]);
   }
@@ -241,7 +232,7 @@ CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
     c.refs = impl->refs.data() + reinterpret_cast<std::size_t>(c.refs);
   // An external step may throw, and C++ exceptions must not unwind through JIT code:
   // such schedules always run through the loop.
-  if (!has_extern && use_driver(options.runner, impl->calls.size())) {
+  if (!impl->has_extern && use_driver(options.runner)) {
     std::vector<std::pair<codegen::KernelFn, const int64_t*>> calls;
     for (const auto& c : impl->calls) calls.emplace_back(c.fn, c.refs);
     std::lock_guard<std::recursive_mutex> lock(codegen::Jit::get().mutex());
@@ -358,7 +349,7 @@ const std::string& CompiledFunction::llvm_ir() const {
   const Impl& impl = checked();
   std::call_once(impl.ir_once, [&] {
     std::lock_guard<std::recursive_mutex> lock(codegen::Jit::get().mutex());
-    impl.ir = codegen::kernels_ir(impl.kernels, impl.options.vector_math, true);
+    impl.ir = codegen::kernels_ir(impl.kernels, impl.options.vector_math).after;
   });
   return impl.ir;
 }

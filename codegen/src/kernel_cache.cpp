@@ -39,9 +39,10 @@ std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool
   Cache& c = cache();
   std::vector<KernelCode> out(kernels.size());
   std::vector<std::size_t> missing;
+  std::vector<std::string> keys;
   for (std::size_t i = 0; i < kernels.size(); ++i) {
-    const std::string key = (vector_math ? "v|" : "s|") + kernels[i].key;
-    auto it = c.entries.find(key);
+    keys.push_back((vector_math ? "v|" : "s|") + kernels[i].key);
+    auto it = c.entries.find(keys.back());
     if (it != c.entries.end())
       if (auto code = it->second.code.lock(); code.use_count() > 0) {  // (the handle's pointer is null)
         out[i] = {it->second.fn, std::move(code)};
@@ -69,7 +70,7 @@ std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool
     const std::size_t i = missing[j];
     const auto fn = reinterpret_cast<KernelFn>(added.addresses[j]);
     out[i] = {fn, added.handle};
-    c.entries[(vector_math ? "v|" : "s|") + kernels[i].key] = {fn, added.handle};
+    c.entries[std::move(keys[i])] = {fn, added.handle};
   }
   c.stats.compiled += compiled;
   c.stats.modules += 1;
@@ -93,20 +94,24 @@ DriverCode make_driver(const std::vector<std::pair<KernelFn, const int64_t*>>& c
   return {reinterpret_cast<DriverFn>(added.addresses[0]), added.handle};
 }
 
-std::string kernels_ir(const std::vector<KernelSpec>& kernels, bool vector_math, bool optimised) {
+KernelsIr kernels_ir(const std::vector<KernelSpec>& kernels, bool vector_math) {
   auto& jit = Jit::get();
   llvm::LLVMContext context;
   auto module = new_module(context, "reel_kernels", jit.data_layout(), jit.triple());
-  for (std::size_t i = 0; i < kernels.size(); ++i) {
-    emit_kernel(*module, kernels[i], fmt::format("reel_kernel_{}", i));
-  }
+  for (std::size_t i = 0; i < kernels.size(); ++i) emit_kernel(*module, kernels[i], fmt::format("reel_kernel_{}", i));
   verify_module(*module);
-  if (optimised) jit.optimize(*module, vector_math);
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  for (std::size_t i = 0; i < kernels.size(); ++i) os << "; kernel " << i << ": " << kernels[i].key << "\n";
-  module->print(os, nullptr);
-  return os.str();
+  auto print = [&] {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    for (std::size_t i = 0; i < kernels.size(); ++i) os << "; kernel " << i << ": " << kernels[i].key << "\n";
+    module->print(os, nullptr);
+    return os.str();
+  };
+  KernelsIr ir;
+  ir.before = print();
+  jit.optimize(*module, vector_math);
+  ir.after = print();
+  return ir;
 }
 
 }  // namespace reel::codegen

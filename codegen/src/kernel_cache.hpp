@@ -31,7 +31,10 @@ struct DriverCode {
 };
 DriverCode make_driver(const std::vector<std::pair<KernelFn, const int64_t*>>& calls);
 
-// One module with every kernel, before and (after) optimisation, for inspection.
-std::string kernels_ir(const std::vector<KernelSpec>& kernels, bool vector_math, bool optimised);
+// One module with every kernel, printed before and after optimisation, for inspection.
+struct KernelsIr {
+  std::string before, after;
+};
+KernelsIr kernels_ir(const std::vector<KernelSpec>& kernels, bool vector_math);
 
 }  // namespace reel::codegen
