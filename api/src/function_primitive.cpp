@@ -29,12 +29,8 @@ const Primitive& define_function_primitive(const std::string& name, int arity,
   p.eager = [f](std::span<const Tensor> in, const Attrs&) { return f(std::vector<Tensor>(in.begin(), in.end())); };
   // The rules: f traced on placeholders, then the pass's own transformation of that
   // tape, inlined. `out` is recomputed inside the inlined tape (CSE does not see it).
-  auto traced = [f](TapeBuilder& b, std::span<const Var> args) {
-    detail::TraceScope scope;
-    std::vector<Tensor> in;
-    for (Var v : args) in.push_back(scope.input(zeros(b.type(v).shape, b.type(v).dtype)));
-    scope.output(f(in));
-    return scope.finish();
+  auto traced = [f](const TapeBuilder& b, std::span<const Var> args) {
+    return detail::trace_on_zeros(b, args, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in)}; });
   };
   p.adjoint = [traced, name](TapeBuilder& b, const AdjointArgs& a) {
     const Tape body = traced(b, a.args);

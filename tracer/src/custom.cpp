@@ -9,26 +9,33 @@
 
 namespace reel {
 
+namespace detail {
+
+Tape trace_on_zeros(const TapeBuilder& b, std::span<const Var> vars,
+                    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& f,
+                    std::vector<bool>* defined) {
+  TraceScope scope;
+  std::vector<Tensor> in;
+  for (Var v : vars) in.push_back(scope.input(zeros(b.type(v).shape, b.type(v).dtype)));
+  const std::vector<Tensor> out = f(in);
+  if (defined != nullptr) defined->clear();
+  for (const Tensor& t : out) {
+    if (defined != nullptr) defined->push_back(t.defined());
+    if (t.defined()) scope.output(t);
+  }
+  return scope.finish();
+}
+
+}  // namespace detail
+
 namespace {
 
-// Traces `rule` on placeholder inputs of the given types and inlines the result into
-// `b` with `vars` as its inputs. `rule` returns its outputs (undefined: none).
+// Traces `rule` on placeholders and inlines it into `b` with `vars` as its inputs:
+// one variable per output of the rule, kNoVar where it returned an undefined tensor.
 std::vector<Var> trace_rule(TapeBuilder& b, std::span<const Var> vars,
-                            const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& rule,
-                            std::vector<bool>& defined) {
-  Tape sub;
-  {
-    detail::TraceScope scope;
-    std::vector<Tensor> in;
-    for (Var v : vars) in.push_back(scope.input(zeros(b.type(v).shape, b.type(v).dtype)));
-    const std::vector<Tensor> out = rule(in);
-    defined.clear();
-    for (const Tensor& t : out) {
-      defined.push_back(t.defined());
-      if (t.defined()) scope.output(t);
-    }
-    sub = scope.finish();
-  }
+                            const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& rule) {
+  std::vector<bool> defined;
+  const Tape sub = detail::trace_on_zeros(b, vars, rule, &defined);
   const std::vector<Var> outs = b.inline_tape(sub, vars);
   std::vector<Var> result;
   std::size_t next = 0;
@@ -61,7 +68,6 @@ const Primitive& define_primitive(PrimitiveDef def) {
       vars.push_back(a.out);
       vars.push_back(a.dout);
       const std::size_t n = a.args.size();
-      std::vector<bool> defined;
       std::vector<Var> grads = trace_rule(b, vars, [&](const std::vector<Tensor>& in) {
         std::vector<Tensor> g = vjp(std::vector<Tensor>(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n)),
                                     in[n], in[n + 1], a.attrs);
@@ -73,7 +79,7 @@ const Primitive& define_primitive(PrimitiveDef def) {
                                     type_str(g[i].dtype(), g[i].shape()), i + 1,
                                     type_str(in[i].dtype(), in[i].shape())));
         return g;
-      }, defined);
+      });
       for (std::size_t i = 0; i < n; ++i)
         if (!a.needs[i]) grads[i] = kNoVar;
       return grads;
@@ -87,7 +93,6 @@ const Primitive& define_primitive(PrimitiveDef def) {
       for (Var t : a.tangents)
         if (t != kNoVar) vars.push_back(t);
       const std::size_t n = a.args.size();
-      std::vector<bool> defined;
       const std::vector<Var> out = trace_rule(b, vars, [&](const std::vector<Tensor>& in) {
         std::vector<Tensor> tangents;
         std::size_t next = n + 1;
@@ -98,7 +103,7 @@ const Primitive& define_primitive(PrimitiveDef def) {
           throw Error(fmt::format("{}: the jvp rule returned {}, expected {}", name, type_str(r.dtype(), r.shape()),
                                   type_str(in[n].dtype(), in[n].shape())));
         return std::vector<Tensor>{r};
-      }, defined);
+      });
       return out[0];
     };
   }

@@ -22,8 +22,10 @@
 
 #include "reel/dispatch.hpp"
 #include "reel/ir/primitive.hpp"
+#include "reel/ir/tape.hpp"
 
 namespace reel {
+
 
 struct PrimitiveDef {
   std::string name;
@@ -66,6 +68,15 @@ Tensor custom_vjp(const std::string& name, const std::vector<Tensor>& args,
                   std::function<std::vector<Tensor>(const std::vector<Tensor>& args, const Tensor& out,
                                                     const Tensor& dout)>
                       pullback);
+
+namespace detail {
+// The tape of f traced on placeholder inputs (zeros) of the types of `vars` in `b`:
+// how derivative rules written with Reel operations become tape operations. Outputs
+// f leaves undefined are skipped; `defined`, if given, says which were.
+Tape trace_on_zeros(const TapeBuilder& b, std::span<const Var> vars,
+                    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& f,
+                    std::vector<bool>* defined = nullptr);
+}  // namespace detail
 
 // See also reel::define_function_primitive (reel/function_primitive.hpp).
 
