@@ -91,6 +91,8 @@ TEST_CASE("malformed tape text gets an error with its line number") {
   CHECK_ERROR(parse_tape("inp % 1::f64[3]\nout %1"), "line 1", "variable number");
   CHECK_ERROR(parse_tape("inp %1::f64[3]\noutput %1"), "line 2", "expected '%'");
   CHECK_ERROR(parse_tape("inp %1::f64[4611686018427387904,4]\nout %1"), "line 1", "int64");
+  // A token that only starts like an integer is not one (it once read as 1).
+  CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = pow(%1, p=1-2)::f64[2]\nout %2"), "line 2", "1-2");
 }
 
 TEST_CASE("other bad input") {

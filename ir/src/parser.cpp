@@ -1,6 +1,8 @@
 // Text -> Tape. Every error names the line, what was expected and what was found.
 #include <fmt/format.h>
 
+#include <optional>
+
 #include <cctype>
 #include <cmath>
 #include <cerrno>
@@ -127,6 +129,19 @@ class Cursor {
     return s;
   }
 
+  static bool written_as_integer(const std::string& tok) {
+    return !tok.empty() && tok.find_first_not_of("+-0123456789") == std::string::npos;
+  }
+  // tok as an integer, if it is written as one and fits in int64.
+  static std::optional<int64_t> as_integer(const std::string& tok) {
+    if (!written_as_integer(tok)) return std::nullopt;
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(tok.c_str(), &end, 10);
+    if (*end != '\0' || errno != 0) return std::nullopt;
+    return static_cast<int64_t>(v);
+  }
+
   // [1, 2] (integers, a Shape: also a shape's text) or [0.5, 1] (numbers).
   AttrValue list() {
     expect("[");
@@ -137,15 +152,13 @@ class Cursor {
       expect("]");
     }
     bool ints = true;
-    for (const std::string& t : toks) ints = ints && t.find_first_not_of("+-0123456789") == std::string::npos;
+    for (const std::string& t : toks) ints = ints && written_as_integer(t);
     if (ints) {
       Shape v;
       for (const std::string& t : toks) {
-        char* end = nullptr;
-        errno = 0;
-        const long long x = std::strtoll(t.c_str(), &end, 10);
-        if (*end != '\0' || errno != 0) throw LineError(fmt::format("expected an integer, got '{}'", t));
-        v.push_back(x);
+        const std::optional<int64_t> x = as_integer(t);
+        if (!x) throw LineError(fmt::format("expected an integer, got '{}'", t));
+        v.push_back(*x);
       }
       return v;
     }
@@ -193,14 +206,8 @@ class Cursor {
     if (tok == "true" || tok == "false") return tok == "true";
     if (tok == "f32") return DType::f32;
     if (tok == "f64") return DType::f64;
-    const bool is_int = tok.find_first_not_of("+-0123456789") == std::string::npos;
-    char* end = nullptr;
-    if (is_int) {
-      errno = 0;
-      const long long v = std::strtoll(tok.c_str(), &end, 10);
-      if (errno == 0) return static_cast<int64_t>(v);
-    }
-    return parse_real(tok, "an attribute value", DType::f64);
+    if (const std::optional<int64_t> i = as_integer(tok)) return *i;
+    return parse_real(tok, "an attribute value", DType::f64);  // also an integer too large for int64
   }
 
  private:
