@@ -121,14 +121,10 @@ class Scheduler {
       return static_cast<int>(param_slots.size()) - 1;
     };
     std::unordered_map<Var, int> value;  // tape variable -> local value
-    std::vector<Var> loaded;
-    for (Var m : loop.members)
-      for (Var a : t_.op(m).args)
-        if (std::find(loop.members.begin(), loop.members.end(), a) == loop.members.end() &&
-            !value.count(a)) {
-          value[a] = static_cast<int>(k.loads.size());
-          k.loads.push_back({param(a), t_.type(a).dtype, broadcast_strides(t_.type(a).shape, loop.shape)});
-        }
+    for (Var a : loop_inputs(t_, loop)) {
+      value[a] = static_cast<int>(k.loads.size());
+      k.loads.push_back({param(a), t_.type(a).dtype, broadcast_strides(t_.type(a).shape, loop.shape)});
+    }
     for (Var m : loop.members) {
       const Op& op = t_.op(m);
       KernelSpec::Inst inst{op.prim, op.attrs, {}, op.type.dtype};

@@ -24,9 +24,7 @@ int64_t checked_add(int64_t a, int64_t b) {
 template <class F>
 void for_each_access(const Tape& t, const Plan& p, const Step& step, F&& f) {
   if (const auto* loop = std::get_if<LoopStep>(&step)) {
-    for (Var m : loop->members)
-      for (Var a : t.op(m).args)
-        if (std::find(loop->members.begin(), loop->members.end(), a) == loop->members.end()) f(a, false);
+    for (Var a : loop_inputs(t, *loop)) f(a, false);
     for (Var m : loop->members)
       if (p.stored[m]) f(m, true);
     for (Var r : loop->reductions) f(r, true);
@@ -267,10 +265,8 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
     out += fmt::format("  step {}: ", s);
     const Step& step = p.steps[s];
     if (const auto* loop = std::get_if<LoopStep>(&step)) {
-      std::vector<Var> reads, stores;
-      for_each_access(t, p, step, [&](Var v, bool written) {
-        if (!written && std::find(reads.begin(), reads.end(), v) == reads.end()) reads.push_back(v);
-      });
+      const std::vector<Var> reads = loop_inputs(t, *loop);
+      std::vector<Var> stores;
       for (Var m : loop->members)
         if (p.stored[m]) stores.push_back(m);
       out += fmt::format("loop {} over {}: reads [{}] computes [{}] stores [{}]",

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace reel::codegen {
 
 namespace {
@@ -197,5 +199,14 @@ class Planner {
 }  // namespace
 
 Plan make_plan(const Tape& tape) { return Planner(tape).run(); }
+
+std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop) {
+  auto has = [](const std::vector<Var>& vs, Var v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };
+  std::vector<Var> inputs;
+  for (Var m : loop.members)
+    for (Var a : tape.op(m).args)
+      if (!has(loop.members, a) && !has(inputs, a)) inputs.push_back(a);
+  return inputs;
+}
 
 }  // namespace reel::codegen

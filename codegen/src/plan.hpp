@@ -70,6 +70,10 @@ struct Plan {
   std::vector<Var> constants;   // constant variables, in constants-table order
 };
 
+// The variables a loop reads from memory: its members' arguments that are not
+// members, each once, in order of first use.
+std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop);
+
 // Throws reel::Error naming an operation that code generation cannot handle.
 Plan make_plan(const Tape& tape);
 
