@@ -215,7 +215,7 @@ TEST_CASE("an operation code generation cannot handle is an error naming it") {
   mystery.name = "mystery";
   mystery.arity = 1;
   mystery.infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; };
-  mystery.lowering = Lowering::elementwise;  // but no scalar rule
+  mystery.structure = Structure::elementwise;  // but no element rule
   const Tape t = test::tape_calling(mystery);
   CHECK_THROWS_WITH_AS(compile(t), doctest::Contains("mystery"), Error);
 }

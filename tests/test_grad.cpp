@@ -1,7 +1,9 @@
 // Gradients of every primitive against central finite differences (f64, random
 // points, through the interpreter), broadcasting pairs, second derivatives, and the
 // closed-form examples from Tracker.jl and Yota.jl.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "test_util.hpp"
 
@@ -246,4 +248,79 @@ TEST_CASE("nodiff: no gradient flows through it, and it shows on the tape") {
   const auto h = grad([](const Tensor& x) { return grad([](const Tensor& y) { return sum(y * nodiff(y)); }, x).grads[0]; },
                       scalar(3.0));
   CHECK(h.grads[0].item() == 0);
+}
+
+// Every elementwise primitive in the registry, without naming any: its reverse and
+// forward rules against finite differences, and its eager kernel against its compiled
+// element program on special values (zeros of both signs, infinities, NaN, ties), where
+// the two must agree exactly on which elements are NaN. A new built-in elementwise
+// primitive is covered here by being registered.
+TEST_CASE("every registered elementwise primitive: gradients, tangents, eager vs compiled") {
+  int checked = 0;
+  for (const Primitive* p : all_primitives()) {
+    if (p->structure != Structure::elementwise || p->arity < 1 || p->arity > 2 || !p->adjoint || !p->tangent)
+      continue;
+    if (std::any_of(p->attrs.begin(), p->attrs.end(), [](const AttrSpec& s) { return !s.optional; })) continue;
+    // nodiff is the identity whose derivative is zero by definition: finite
+    // differences see through it (its own test is below).
+    if (p->name == "nodiff") continue;
+    CAPTURE(p->name);
+    ++checked;
+    const Shape shape{3, 4};
+    std::vector<Tensor> args;
+    for (int i = 0; i < p->arity; ++i) args.push_back(positive(shape, 20 + static_cast<uint64_t>(i)));
+    const Fn fn = [p](const std::vector<Tensor>& a) {
+      return weighted_sum(reel::apply(*p, std::span<const Tensor>(a), {}), 11);
+    };
+    check_gradient(fn, args, p->name);
+    std::vector<Tensor> tangents;
+    for (int i = 0; i < p->arity; ++i) tangents.push_back(randn(shape, 30 + static_cast<uint64_t>(i)));
+    auto call1 = [p](const Tensor& a) { const Tensor in[] = {a}; return reel::apply(*p, in, {}); };
+    auto call2 = [p](const Tensor& a, const Tensor& c) { const Tensor in[] = {a, c}; return reel::apply(*p, in, {}); };
+    const JvpResult j = p->arity == 1 ? jvp(call1, {args[0]}, {tangents[0]})
+                                      : jvp(call2, {args[0], args[1]}, {tangents[0], tangents[1]});
+    const double h = 1e-6;
+    std::vector<Tensor> plus = args, minus = args;
+    for (int i = 0; i < p->arity; ++i) plus[i] = args[i] + tangents[i] * h, minus[i] = args[i] - tangents[i] * h;
+    const Tensor fd = (reel::apply(*p, std::span<const Tensor>(plus), {}) -
+                       reel::apply(*p, std::span<const Tensor>(minus), {})) / (2 * h);
+    test::check_close(j.tangent, fd, 1e-6, 1e-6, p->name + ": jvp vs finite differences");
+
+    const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+    const std::vector<double> special{0.0, -0.0, 1.0, -1.0, 0.5, -2.5, inf, -inf, nan, 1e-300, 3.0, 3.0};
+    for (DType dtype : {DType::f64, DType::f32}) {
+      std::vector<Tensor> sargs{tensor(special, {12}, dtype)};
+      if (p->arity == 2) {
+        std::vector<double> other = special;
+        std::rotate(other.begin(), other.begin() + 3, other.end());
+        other.back() = 3.0;  // a tie with the last element of the first argument
+        sargs.push_back(tensor(other, {12}, dtype));
+      }
+      TapeBuilder b;
+      std::vector<Var> in;
+      for (const Tensor& a : sargs) in.push_back(b.input({dtype, {12}}));
+      b.set_outputs({b.call(*p, in)});
+      const Tape t = b.finish();
+      const auto eager = play(t, sargs)[0].values(), compiled = compile(t)(sargs)[0].values();
+      for (std::size_t i = 0; i < eager.size(); ++i) {
+        CAPTURE(i);
+        CAPTURE(dtype_name(dtype));
+        CHECK(std::isnan(eager[i]) == std::isnan(compiled[i]));
+        if (!std::isnan(eager[i]) && !std::isinf(eager[i]))
+          CHECK(std::abs(eager[i] - compiled[i]) <= 1e-6 * std::abs(eager[i]) + 1e-300);
+        if (std::isinf(eager[i])) CHECK(eager[i] == compiled[i]);
+      }
+    }
+  }
+  CHECK(checked >= 14);
+}
+
+TEST_CASE("abs and sign: values, gradients at the kink by convention") {
+  const Tensor x = tensor({-2.0, 0.0, 3.0}, {3});
+  CHECK(abs(x).values() == std::vector<double>{2, 0, 3});
+  CHECK(sign(x).values() == std::vector<double>{-1, 0, 1});
+  const auto g = grad([](const Tensor& v) { return sum(abs(v)); }, x);
+  CHECK(g.grads[0].values() == std::vector<double>{-1, 0, 1});  // abs'(0) = 0
+  const auto gs = grad([](const Tensor& v) { return sum(sign(v) * v); }, x);
+  CHECK(gs.grads[0].values() == std::vector<double>{-1, 0, 1});  // no gradient through sign
 }

@@ -15,7 +15,7 @@ const Primitive& define_function_primitive(const std::string& name, int arity,
   Primitive p;
   p.name = name;
   p.arity = arity;
-  p.lowering = Lowering::external;
+  p.structure = Structure::opaque;
   if (type) {
     p.infer = std::move(type);
   } else {

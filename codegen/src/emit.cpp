@@ -18,61 +18,86 @@ using llvm::IRBuilder;
 using llvm::Type;
 using llvm::Value;
 
-// Elements of one primitive computed with LLVM instructions (ScalarEmitter's contract).
-class LlvmScalar final : public ScalarEmitter {
+// An element program (ir/element.hpp) as LLVM instructions of element type t, with
+// NumMath's conventions (runtime/elementwise.hpp) op by op.
+class ElementEmitter {
  public:
-  LlvmScalar(IRBuilder<>& b, llvm::Module& m, llvm::Type* t) : b_(b), m_(m), t_(t) {}
+  ElementEmitter(IRBuilder<>& b, llvm::Module& m, Type* t) : b_(b), m_(m), t_(t) {}
 
-  ScalarEmitter::Value constant(double v) override { return llvm::ConstantFP::get(t_, v); }
-  ScalarEmitter::Value add(ScalarEmitter::Value a, ScalarEmitter::Value b) override {
-    return b_.CreateFAdd(v(a), v(b));
+  Value* emit(const ElementProgram& p, const std::vector<Value*>& args) {
+    std::vector<Value*> v;
+    for (const ElemInst& in : p.insts) {
+      auto x = [&](int32_t i) { return v[static_cast<std::size_t>(i)]; };
+      Value* a = in.a >= 0 && in.op != ElemOp::input ? x(in.a) : nullptr;
+      Value* b = in.b >= 0 ? x(in.b) : nullptr;
+      switch (in.op) {
+        case ElemOp::input: v.push_back(args.at(static_cast<std::size_t>(in.a))); break;
+        case ElemOp::constant: v.push_back(constant(in.value)); break;
+        case ElemOp::add: v.push_back(b_.CreateFAdd(a, b)); break;
+        case ElemOp::sub: v.push_back(b_.CreateFSub(a, b)); break;
+        case ElemOp::mul: v.push_back(b_.CreateFMul(a, b)); break;
+        case ElemOp::div: v.push_back(b_.CreateFDiv(a, b)); break;
+        // isnan(a) ? a : (a > b ? a : b), and with < for min.
+        case ElemOp::max:
+          v.push_back(b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, b_.CreateSelect(b_.CreateFCmpOGT(a, b), a, b)));
+          break;
+        case ElemOp::min:
+          v.push_back(b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, b_.CreateSelect(b_.CreateFCmpOLT(a, b), a, b)));
+          break;
+        case ElemOp::lt: v.push_back(flag(b_.CreateFCmpOLT(a, b))); break;
+        case ElemOp::le: v.push_back(flag(b_.CreateFCmpOLE(a, b))); break;
+        case ElemOp::gt: v.push_back(flag(b_.CreateFCmpOGT(a, b))); break;
+        case ElemOp::ge: v.push_back(flag(b_.CreateFCmpOGE(a, b))); break;
+        case ElemOp::eq: v.push_back(flag(b_.CreateFCmpOEQ(a, b))); break;
+        case ElemOp::ne: v.push_back(flag(b_.CreateFCmpUNE(a, b))); break;  // NaN != anything
+        case ElemOp::select: v.push_back(b_.CreateSelect(b_.CreateFCmpUNE(a, constant(0)), b, x(in.c))); break;
+        case ElemOp::neg: v.push_back(b_.CreateFNeg(a)); break;
+        case ElemOp::abs: v.push_back(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a)); break;
+        case ElemOp::exp: v.push_back(b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, a)); break;
+        case ElemOp::log: v.push_back(b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, a)); break;
+        case ElemOp::sin: v.push_back(b_.CreateUnaryIntrinsic(llvm::Intrinsic::sin, a)); break;
+        case ElemOp::cos: v.push_back(b_.CreateUnaryIntrinsic(llvm::Intrinsic::cos, a)); break;
+        case ElemOp::sqrt: v.push_back(b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a)); break;
+        case ElemOp::tanh: v.push_back(libm("tanh", a)); break;
+        case ElemOp::log1p: v.push_back(libm("log1p", a)); break;
+        case ElemOp::expm1: v.push_back(libm("expm1", a)); break;
+        case ElemOp::pow: v.push_back(pow(a, in.value)); break;
+      }
+    }
+    return v.at(static_cast<std::size_t>(p.result));
   }
-  ScalarEmitter::Value sub(ScalarEmitter::Value a, ScalarEmitter::Value b) override {
-    return b_.CreateFSub(v(a), v(b));
-  }
-  ScalarEmitter::Value mul(ScalarEmitter::Value a, ScalarEmitter::Value b) override {
-    return b_.CreateFMul(v(a), v(b));
-  }
-  ScalarEmitter::Value div(ScalarEmitter::Value a, ScalarEmitter::Value b) override {
-    return b_.CreateFDiv(v(a), v(b));
-  }
-  ScalarEmitter::Value neg(ScalarEmitter::Value a) override { return b_.CreateFNeg(v(a)); }
-  ScalarEmitter::Value exp(ScalarEmitter::Value a) override { return intrinsic(llvm::Intrinsic::exp, a); }
-  ScalarEmitter::Value log(ScalarEmitter::Value a) override { return intrinsic(llvm::Intrinsic::log, a); }
-  ScalarEmitter::Value sin(ScalarEmitter::Value a) override { return intrinsic(llvm::Intrinsic::sin, a); }
-  ScalarEmitter::Value cos(ScalarEmitter::Value a) override { return intrinsic(llvm::Intrinsic::cos, a); }
-  ScalarEmitter::Value sqrt(ScalarEmitter::Value a) override { return intrinsic(llvm::Intrinsic::sqrt, a); }
-  ScalarEmitter::Value tanh(ScalarEmitter::Value a) override {
-    // No llvm.tanh intrinsic in LLVM 19: call libm's, declared free of side effects so
-    // the vectorizer may replace it with libmvec's vector tanh.
+
+ private:
+  Value* constant(double c) { return llvm::ConstantFP::get(t_, c); }
+  Value* flag(Value* cmp) { return b_.CreateSelect(cmp, constant(1), constant(0)); }
+
+  // A libm function without an LLVM intrinsic (tanh, log1p, expm1 in LLVM 19), called
+  // by name (f suffix for float), declared free of side effects so the vectorizer may
+  // replace it with libmvec's vector form.
+  Value* libm(const char* name, Value* a) {
     const bool f64 = t_->isDoubleTy();
-    llvm::FunctionCallee fn = m_.getOrInsertFunction(f64 ? "tanh" : "tanhf", t_, t_);
+    llvm::FunctionCallee fn = m_.getOrInsertFunction(f64 ? std::string(name) : std::string(name) + "f", t_, t_);
     if (auto* f = llvm::dyn_cast<llvm::Function>(fn.getCallee())) {
       f->setDoesNotAccessMemory();
       f->setDoesNotThrow();
       f->setWillReturn();
     }
-    llvm::CallInst* call = b_.CreateCall(fn, {v(a)});
+    llvm::CallInst* call = b_.CreateCall(fn, {a});
     call->setDoesNotAccessMemory();
     return call;
   }
-  ScalarEmitter::Value pow(ScalarEmitter::Value a, double p) override {
-    llvm::Value* x = v(a);
+
+  Value* pow(Value* x, double p) {
     if (p == 1.0) return x;
     if (p == 2.0) return b_.CreateFMul(x, x);
     if (p == 3.0) return b_.CreateFMul(b_.CreateFMul(x, x), x);
-    if (p == -1.0) return b_.CreateFDiv(llvm::ConstantFP::get(t_, 1.0), x);
-    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, llvm::ConstantFP::get(t_, p));
+    if (p == -1.0) return b_.CreateFDiv(constant(1.0), x);
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, constant(p));
   }
 
- private:
-  static llvm::Value* v(ScalarEmitter::Value x) { return static_cast<llvm::Value*>(x); }
-  llvm::Value* intrinsic(llvm::Intrinsic::ID id, ScalarEmitter::Value a) {
-    return b_.CreateUnaryIntrinsic(id, v(a));
-  }
   IRBuilder<>& b_;
   llvm::Module& m_;
-  llvm::Type* t_;
+  Type* t_;
 };
 
 class Emitter {
@@ -200,14 +225,13 @@ class Emitter {
         for (const auto& l : k_.loads)
           value.push_back(b_.CreateLoad(elem(l.dtype), element_ptr(l.param, l.dtype, offset(idx, l.strides))));
         for (const auto& inst : k_.insts) {
-          if (inst.prim->lowering == Lowering::broadcast) {
+          if (inst.prim->structure == Structure::broadcast) {
             value.push_back(value[static_cast<std::size_t>(inst.args[0])]);
             continue;
           }
-          std::vector<ScalarEmitter::Value> args;
+          std::vector<Value*> args;
           for (int a : inst.args) args.push_back(value[static_cast<std::size_t>(a)]);
-          LlvmScalar s(b_, m_, elem(inst.dtype));
-          value.push_back(static_cast<Value*>(inst.prim->scalar(s, args, inst.attrs)));
+          value.push_back(ElementEmitter(b_, m_, elem(inst.dtype)).emit(inst.element, args));
         }
         for (const auto& st : k_.stores)
           b_.CreateStore(value[static_cast<std::size_t>(st.value)],

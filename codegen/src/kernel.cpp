@@ -30,15 +30,6 @@ namespace {
 
 std::vector<int64_t> contiguous(const Shape& shape) { return broadcast_strides(shape, shape); }
 
-void append_attrs(std::string& k, const Attrs& attrs) {
-  for (const auto& [name, value] : attrs.items()) {
-    k += ' ';
-    k += name;
-    k += '=';
-    k += attr_str(value);
-  }
-}
-
 std::string ints(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
 
 // The key spells out everything the generated code depends on.
@@ -53,10 +44,12 @@ std::string make_key(const KernelSpec& s) {
   for (DType d : s.params) k += fmt::format("{} ", dtype_name(d));
   k += ") dims " + ints(s.dims) + (s.empty ? " empty" : "");
   for (const auto& l : s.loads) k += fmt::format("; load {} {} {}", l.param, dtype_name(l.dtype), ints(l.strides));
-  for (const auto& i : s.insts) {
-    k += fmt::format("; {} {}({})", dtype_name(i.dtype), i.prim->name, fmt::join(i.args, ","));
-    append_attrs(k, i.attrs);
-  }
+  // An elementwise operation by its element program, not its name: primitives with
+  // the same math (a user's logistic and sigmoid) share kernels.
+  for (const auto& i : s.insts)
+    k += i.prim->structure == Structure::elementwise
+             ? fmt::format("; {} [{}]({})", dtype_name(i.dtype), i.element.str(), fmt::join(i.args, ","))
+             : fmt::format("; {} {}({})", dtype_name(i.dtype), i.prim->name, fmt::join(i.args, ","));
   for (const auto& st : s.stores) k += fmt::format("; store {} {} {}", st.value, st.param, ints(st.strides));
   for (const auto& su : s.sums)
     k += fmt::format("; sum {} {} {} {}", su.value, su.param, su.scale, dtype_name(su.dtype));
@@ -127,7 +120,8 @@ class Scheduler {
     }
     for (Var m : loop.members) {
       const Op& op = t_.op(m);
-      KernelSpec::Inst inst{op.prim, op.attrs, {}, op.type.dtype};
+      KernelSpec::Inst inst{op.prim, op.attrs, {}, {}, op.type.dtype};
+      if (op.prim->structure == Structure::elementwise) inst.element = op.prim->element(op.attrs);
       for (Var a : op.args) inst.args.push_back(value.at(a));
       value[m] = static_cast<int>(k.loads.size() + k.insts.size());
       k.insts.push_back(std::move(inst));

@@ -33,8 +33,9 @@ struct KernelSpec {
     std::vector<int64_t> strides;  // element strides over `dims`
   };
   struct Inst {
-    const Primitive* prim;  // elementwise (its scalar rule) or broadcast (a copy)
+    const Primitive* prim;  // elementwise or broadcast (a copy)
     Attrs attrs;
+    ElementProgram element;  // elementwise: prim->element(attrs)
     std::vector<int> args;
     DType dtype;
   };

@@ -293,7 +293,7 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
                      mp.reuse ? "" : " (reuse off)");
   std::vector<std::vector<Var>> holders(p.slots.size());  // the values (not views) in a slot
   for (Var v = 1; v <= t.size(); ++v)
-    if (p.slot_of[v] >= 0 && !(t.op(v).kind == OpKind::call && t.op(v).prim->lowering == Lowering::view))
+    if (p.slot_of[v] >= 0 && !(t.op(v).kind == OpKind::call && t.op(v).prim->structure == Structure::view))
       holders[static_cast<std::size_t>(p.slot_of[v])].push_back(v);
   for (const BufferLife& b : mp.buffers) {
     out += fmt::format("  buffer [{}]: offset {}, {} bytes, steps {}..{}\n",

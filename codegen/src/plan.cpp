@@ -41,12 +41,12 @@ class Planner {
     for (Var v = 1; v <= n_; ++v) {
       const Op& op = t_.op(v);
       if (op.kind != OpKind::call) continue;
-      if (op.prim->lowering != Lowering::matmul)
+      if (op.prim->structure != Structure::contraction)
         for (Var a : op.args) only_matmul[a] = false;
     }
     for (Var v = 1; v <= n_; ++v) {
       const Op& op = t_.op(v);
-      folded_[v] = op.kind == OpKind::call && op.prim->lowering == Lowering::transpose &&
+      folded_[v] = op.kind == OpKind::call && op.prim->structure == Structure::permutation &&
                    only_matmul[v];
     }
   }
@@ -54,7 +54,7 @@ class Planner {
   // Computed element by element in the open loop (reductions finish after it).
   bool is_member(Var v) const {
     return current_ >= 0 && loop_of_[v] == current_ &&
-           t_.op(v).prim->lowering != Lowering::reduce;
+           t_.op(v).prim->structure != Structure::reduction;
   }
 
   // Can the current loop read `arg` (as a register or from memory written before it)?
@@ -65,11 +65,11 @@ class Planner {
   void place(Var v) {
     const Op& op = t_.op(v);
     if (op.kind != OpKind::call) return;
-    switch (op.prim->lowering) {
-      case Lowering::view: view_src_[v] = op.args[0]; return;
-      case Lowering::elementwise:
-      case Lowering::broadcast: {
-        if (op.prim->lowering == Lowering::elementwise && !op.prim->scalar)
+    switch (op.prim->structure) {
+      case Structure::view: view_src_[v] = op.args[0]; return;
+      case Structure::elementwise:
+      case Structure::broadcast: {
+        if (op.prim->structure == Structure::elementwise && !op.prim->element)
           throw Error(fmt::format("compile: primitive '{}' has no code-generation rule", op.prim->name));
         bool fits = current_ >= 0 &&
                     std::get<LoopStep>(plan_.steps[current_]).shape == op.type.shape &&
@@ -80,7 +80,7 @@ class Planner {
         for (Var a : op.args) read_in_loop(a);
         return;
       }
-      case Lowering::reduce: {
+      case Structure::reduction: {
         const Var in = op.args[0];
         if (is_full_reduction(t_, v) && is_member(in)) {
           std::get<LoopStep>(plan_.steps[current_]).reductions.push_back(v);
@@ -94,7 +94,7 @@ class Planner {
         plan_.steps.push_back(ReduceStep{v, in});
         return;
       }
-      case Lowering::matmul: {
+      case Structure::contraction: {
         close_loop();
         MatmulStep m{v, op.args[0], op.args[1]};
         if (folded_[m.a]) m.a = t_.op(m.a).args[0], m.trans_a = true;
@@ -105,13 +105,13 @@ class Planner {
         plan_.steps.push_back(m);
         return;
       }
-      case Lowering::external:
+      case Structure::opaque:
         close_loop();
         for (Var a : op.args) need(a);
         needs_memory_[v] = true;
         plan_.steps.push_back(ExternStep{v});
         return;
-      case Lowering::transpose:
+      case Structure::permutation:
         if (folded_[v]) return;
         close_loop();
         need(op.args[0]);
@@ -182,7 +182,7 @@ class Planner {
     for (Var v = 1; v <= n_; ++v) {
       if (view_src_[v] != kNoVar) plan_.slot_of[v] = plan_.slot_of[storage_of(v)];
       plan_.stored[v] = loop_of_[v] >= 0 && needs_memory_[v] &&
-                        t_.op(v).prim->lowering != Lowering::reduce;
+                        t_.op(v).prim->structure != Structure::reduction;
     }
   }
 

@@ -1,5 +1,5 @@
 // Elementwise primitives: add sub mul div (NumPy broadcasting), neg exp log sin cos
-// tanh sigmoid sqrt square, pow(x, p).
+// tanh sigmoid sqrt square sign abs nodiff, pow(x, p).
 #include <fmt/format.h>
 
 #include "prims.hpp"
@@ -10,16 +10,13 @@ namespace reel::prims {
 
 namespace {
 
-using V = ScalarEmitter::Value;
-using Scalars = std::span<const V>;
-
 VarType infer_binary(const char* op, std::span<const VarType> in) {
   expect_same_dtype(op, in[0], in[1]);
   return {in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape, op)};
 }
 
-// `math(e, a, b)` is the element function, written once for the eager kernel
-// (e = NumMath<T>) and for code generation (e = ScalarEmitter).
+// `math(e, a, b)` is the element function, written once: the eager kernel runs it
+// with e = NumMath<T>, and it is recorded as the element rule (e = ElementRecorder).
 template <class Math>
 Primitive binary(const char* name, Math math,
                  std::function<std::vector<Var>(TapeBuilder&, const AdjointArgs&)> adjoint) {
@@ -31,8 +28,8 @@ Primitive binary(const char* name, Math math,
     return kernels::map_binary(in[0], in[1], [&](const auto& e, auto a, auto b) { return math(e, a, b); });
   };
   p.adjoint = std::move(adjoint);
-  p.lowering = Lowering::elementwise;
-  p.scalar = [math](ScalarEmitter& e, Scalars x, const Attrs&) { return math(e, x[0], x[1]); };
+  p.structure = Structure::elementwise;
+  p.element = [math](const Attrs&) { return record_element<2>(math); };
   return p;
 }
 
@@ -56,8 +53,8 @@ Primitive unary(const char* name, Math math, std::function<Var(TapeBuilder&, Var
   p.tangent = [adjoint](TapeBuilder& b, const TangentArgs& a) {
     return adjoint(b, a.args[0], a.out, a.tangents[0]);
   };
-  p.lowering = Lowering::elementwise;
-  p.scalar = [math](ScalarEmitter& e, Scalars x, const Attrs&) { return math(e, x[0]); };
+  p.structure = Structure::elementwise;
+  p.element = [math](const Attrs&) { return record_element<1>(math); };
   return p;
 }
 
@@ -163,6 +160,16 @@ void add_elementwise(std::vector<Primitive>& t) {
       "square", [](auto& e, auto x) { return e.mul(x, x); },
       [](TapeBuilder& b, Var x, Var, Var dy) { return b.mul(dy, b.mul(x, 2.0)); }));
 
+  // sign: -1, 0 or 1 (NaN for NaN); its derivative is zero wherever it exists, and
+  // taken as zero at 0.
+  t.push_back(unary(
+      "sign", [](auto& e, auto x) { return e.sub(e.gt(x, e.constant(0)), e.lt(x, e.constant(0))); },
+      [](TapeBuilder&, Var, Var, Var) { return kNoVar; }));
+  // abs: the gradient at 0 is 0 (the subgradient's midpoint, as in JAX and PyTorch).
+  t.push_back(unary(
+      "abs", [](auto& e, auto x) { return e.abs(x); },
+      [](TapeBuilder& b, Var x, Var, Var dy) { return b.mul(dy, b.call("sign", {x})); }));
+
   // nodiff (stop_gradient): the value of x, through which no gradient flows.
   Primitive nodiff;
   nodiff.name = "nodiff";
@@ -171,8 +178,8 @@ void add_elementwise(std::vector<Primitive>& t) {
   nodiff.eager = [](std::span<const Tensor> in, const Attrs&) { return in[0]; };  // tensors are immutable
   nodiff.adjoint = [](TapeBuilder&, const AdjointArgs&) { return std::vector<Var>{kNoVar}; };
   nodiff.tangent = [](TapeBuilder&, const TangentArgs&) { return kNoVar; };
-  nodiff.lowering = Lowering::elementwise;
-  nodiff.scalar = [](ScalarEmitter&, Scalars x, const Attrs&) { return x[0]; };
+  nodiff.structure = Structure::elementwise;
+  nodiff.element = [](const Attrs&) { return record_element<1>([](auto&, auto x) { return x; }); };
   t.push_back(std::move(nodiff));
 
   Primitive pow;
@@ -193,8 +200,11 @@ void add_elementwise(std::vector<Primitive>& t) {
     const double p = a.attrs.real("p");
     return b.mul(a.tangents[0], b.mul(b.call("pow", {a.args[0]}, {{"p", p - 1.0}}), p));
   };
-  pow.lowering = Lowering::elementwise;
-  pow.scalar = [](ScalarEmitter& e, Scalars x, const Attrs& a) { return e.pow(x[0], a.real("p")); };
+  pow.structure = Structure::elementwise;
+  pow.element = [](const Attrs& a) {
+    const double p = a.real("p");
+    return record_element<1>([p](auto& e, auto x) { return e.pow(x, p); });
+  };
   t.push_back(std::move(pow));
 }
 

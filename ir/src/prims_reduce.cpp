@@ -46,7 +46,7 @@ void add_reductions(std::vector<Primitive>& t) {
     }
     return std::vector<Var>{b.broadcast_to(d, x.shape)};
   };
-  sum.lowering = Lowering::reduce;
+  sum.structure = Structure::reduction;
   sum.reduce_target = [](const VarType& x, const Attrs& a) {
     if (!a.has("axis")) return ones_like_rank(x.shape);
     Shape keep = x.shape;
@@ -67,7 +67,7 @@ void add_reductions(std::vector<Primitive>& t) {
     const double scale = 1.0 / static_cast<double>(numel(x.shape));
     return std::vector<Var>{b.broadcast_to(b.mul(a.dout, scale), x.shape)};
   };
-  mean.lowering = Lowering::reduce;
+  mean.structure = Structure::reduction;
   mean.reduce_target = [](const VarType& x, const Attrs&) { return ones_like_rank(x.shape); };
   mean.reduce_scale = [](const VarType& x) { return 1.0 / static_cast<double>(numel(x.shape)); };
   mean.linear = true;
@@ -89,7 +89,7 @@ void add_reductions(std::vector<Primitive>& t) {
   sum_to.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
     return std::vector<Var>{b.broadcast_to(a.dout, b.type(a.args[0]).shape)};
   };
-  sum_to.lowering = Lowering::reduce;
+  sum_to.structure = Structure::reduction;
   sum_to.reduce_target = [](const VarType&, const Attrs& a) { return a.shape("shape"); };
   sum_to.reduce_scale = [](const VarType&) { return 1.0; };
   sum_to.linear = true;

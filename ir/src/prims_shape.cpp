@@ -26,7 +26,7 @@ void add_shape_ops(std::vector<Primitive>& t) {
   reshape.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
     return std::vector<Var>{b.reshape(a.dout, b.type(a.args[0]).shape)};
   };
-  reshape.lowering = Lowering::view;
+  reshape.structure = Structure::view;
   reshape.linear = true;
   t.push_back(std::move(reshape));
 
@@ -47,7 +47,7 @@ void add_shape_ops(std::vector<Primitive>& t) {
   bcast.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
     return std::vector<Var>{b.sum_to(a.dout, b.type(a.args[0]).shape)};
   };
-  bcast.lowering = Lowering::broadcast;
+  bcast.structure = Structure::broadcast;
   bcast.linear = true;
   t.push_back(std::move(bcast));
 
@@ -62,7 +62,7 @@ void add_shape_ops(std::vector<Primitive>& t) {
   tr.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
     return std::vector<Var>{b.transpose(a.dout)};
   };
-  tr.lowering = Lowering::transpose;
+  tr.structure = Structure::permutation;
   tr.linear = true;
   t.push_back(std::move(tr));
 
@@ -102,7 +102,7 @@ void add_shape_ops(std::vector<Primitive>& t) {
     const Var db = tb == kNoVar ? kNoVar : b.matmul(a.args[0], tb);
     return da == kNoVar ? db : db == kNoVar ? da : b.add(da, db);
   };
-  mm.lowering = Lowering::matmul;
+  mm.structure = Structure::contraction;
   t.push_back(std::move(mm));
 }
 

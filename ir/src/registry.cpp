@@ -74,11 +74,10 @@ const Primitive& register_primitive(Primitive p) {
   if (p.arity < 0) throw Error(fmt::format("register_primitive: primitive '{}' has a negative arity", p.name));
   if (!p.infer) throw missing("type rule (infer)");
   if (!p.eager) throw missing("eager evaluation (eager)");
-  if (p.lowering == Lowering::elementwise && !p.scalar) p.lowering = Lowering::external;
-  if (p.lowering == Lowering::reduce || p.lowering == Lowering::matmul || p.lowering == Lowering::transpose ||
-      p.lowering == Lowering::view || p.lowering == Lowering::broadcast)
-    throw Error(fmt::format("register_primitive: primitive '{}': only elementwise (with a scalar rule) or "
-                            "external lowering is open to registered primitives", p.name));
+  if (p.structure == Structure::elementwise && !p.element) p.structure = Structure::opaque;
+  if (p.structure != Structure::elementwise && p.structure != Structure::opaque)
+    throw Error(fmt::format("register_primitive: primitive '{}': only the elementwise (with an element "
+                            "rule) and opaque structures are open to registered primitives", p.name));
   Registry& r = registry();
   std::unique_lock lock(r.mutex);
   if (r.by_name.count(p.name))

@@ -15,7 +15,7 @@ namespace {
 // +0 and -0 differ), or a broadcast of one.
 bool is_filled_with(const Tape& t, Var v, double value) {
   const Op* op = &t.op(v);
-  while (op->kind == OpKind::call && op->prim->lowering == Lowering::broadcast) op = &t.op(op->args[0]);
+  while (op->kind == OpKind::call && op->prim->structure == Structure::broadcast) op = &t.op(op->args[0]);
   if (op->kind != OpKind::constant) return false;
   for (double x : op->value.values())
     if (x != value || std::signbit(x) != std::signbit(value)) return false;

@@ -61,7 +61,7 @@ const Primitive& define_primitive(PrimitiveDef def) {
   if (!def.eager) throw Error(fmt::format("define_primitive: primitive '{}' has no eager function", def.name));
   p.eager = def.eager;
   p.pure = def.pure;
-  p.lowering = Lowering::external;
+  p.structure = Structure::opaque;
   if (def.vjp) {
     p.adjoint = [name = def.name, vjp = def.vjp](TapeBuilder& b, const AdjointArgs& a) {
       std::vector<Var> vars(a.args.begin(), a.args.end());

@@ -52,6 +52,8 @@ Tensor sigmoid(const Tensor& x) { REEL_PRIM(sigmoid); return call(prim_sigmoid, 
 Tensor nodiff(const Tensor& x) { REEL_PRIM(nodiff); return call(prim_nodiff, {x}); }
 Tensor sqrt(const Tensor& x) { REEL_PRIM(sqrt); return call(prim_sqrt, {x}); }
 Tensor square(const Tensor& x) { REEL_PRIM(square); return call(prim_square, {x}); }
+Tensor sign(const Tensor& x) { REEL_PRIM(sign); return call(prim_sign, {x}); }
+Tensor abs(const Tensor& x) { REEL_PRIM(abs); return call(prim_abs, {x}); }
 Tensor pow(const Tensor& x, double p) { REEL_PRIM(pow); return call(prim_pow, {x}, {{"p", p}}); }
 
 Tensor sum(const Tensor& x) { REEL_PRIM(sum); return call(prim_sum, {x}); }

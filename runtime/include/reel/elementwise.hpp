@@ -1,10 +1,11 @@
 #pragma once
 // Elementwise math written once. A primitive's element function is a generic callable
-// f(e, x...) over an "element machine" e with the operations of reel::ScalarEmitter
-// (constant, add, sub, mul, div, neg, exp, log, sin, cos, tanh, sqrt, pow). The eager
-// kernels pass NumMath<T>, plain arithmetic on float or double, through map_unary and
-// map_binary; the code generator passes its ScalarEmitter, which emits LLVM
-// instructions. So a primitive's math has one definition for both.
+// f(e, x...) over an "element machine" e (the operations of reel::ElementRecorder,
+// ir/element.hpp). The eager kernels pass NumMath<T>, plain arithmetic on float or
+// double, through map_unary and map_binary; the code generator records the same
+// function once as an ElementProgram and translates that into LLVM instructions. So a
+// primitive's math has one definition for both, and both must agree op by op: the
+// NaN and tie conventions below are the code generator's too.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -29,6 +30,19 @@ struct NumMath {
   T tanh(T a) const { return std::tanh(a); }
   T sqrt(T a) const { return std::sqrt(a); }
   T pow(T a, double p) const { return std::pow(a, static_cast<T>(p)); }
+  // NaN if either is NaN; on a tie (also -0 against +0), b.
+  T max(T a, T b) const { return a != a ? a : (a > b ? a : b); }
+  T min(T a, T b) const { return a != a ? a : (a < b ? a : b); }
+  T lt(T a, T b) const { return a < b ? T(1) : T(0); }
+  T le(T a, T b) const { return a <= b ? T(1) : T(0); }
+  T gt(T a, T b) const { return a > b ? T(1) : T(0); }
+  T ge(T a, T b) const { return a >= b ? T(1) : T(0); }
+  T eq(T a, T b) const { return a == b ? T(1) : T(0); }
+  T ne(T a, T b) const { return a != b ? T(1) : T(0); }
+  T select(T c, T a, T b) const { return c != T(0) ? a : b; }  // NaN counts as true
+  T abs(T a) const { return std::fabs(a); }
+  T log1p(T a) const { return std::log1p(a); }
+  T expm1(T a) const { return std::expm1(a); }
 };
 
 namespace kernels {

@@ -34,6 +34,10 @@ Tensor sigmoid(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor pow(const Tensor& x, double p);
+// -1, 0 or 1 by the sign of each element; no gradient flows through it.
+Tensor sign(const Tensor& x);
+// |x|; its gradient is sign(x), so 0 at 0.
+Tensor abs(const Tensor& x);
 // The value of x, through which no gradient flows (Yota's @nodiff, JAX's
 // stop_gradient). It shows on the tape as a call of `nodiff`.
 Tensor nodiff(const Tensor& x);

@@ -1,7 +1,8 @@
 #pragma once
 // The primitive table. Each primitive is defined in one place (ir/src/prims_*.cpp)
 // with every rule Reel needs: its name and attributes, its shape/dtype rule, its
-// eager kernel, its adjoint written as tape operations, and how code is generated.
+// eager kernel, its adjoint and tangent written as tape operations, its structure and
+// properties, and (elementwise) its element function.
 #include <functional>
 #include <optional>
 #include <span>
@@ -10,7 +11,7 @@
 #include <vector>
 
 #include "reel/ir/attrs.hpp"
-#include "reel/ir/scalar_emitter.hpp"
+#include "reel/ir/element.hpp"
 #include "reel/tensor.hpp"
 
 namespace reel {
@@ -58,15 +59,19 @@ struct AttrSpec {
   bool optional = false;
 };
 
-// How the code generator lowers a call.
-enum class Lowering {
-  elementwise,   // one element of output from the same element of each (broadcast) input
-  broadcast,     // broadcast_to: an elementwise copy with broadcast indexing
-  reduce,        // sums over dimensions (sum, mean, sum_to); see reduce_scale
-  matmul,        // a CBLAS call
-  transpose,     // a strided copy, or folded into a CBLAS call
-  view,          // same storage, another shape (reshape)
-  external,      // no generated code: compiled code calls the eager function
+// What a call computes, structurally. Passes read it (simplify looks through
+// broadcasts, the memory plan lets a view share its argument's buffer) and the code
+// generator chooses its lowering from it (codegen/src/plan.cpp). Only `elementwise`
+// (with an element rule) and `opaque` are open to registered primitives: the others
+// name one fixed meaning each, that of the built-in primitive given.
+enum class Structure {
+  elementwise,  // each element of the result from the same element of each (broadcast) argument
+  broadcast,    // broadcast_to: copies with broadcast indexing
+  reduction,    // sums into a smaller shape, then scales (sum, mean, sum_to); see reduce_target
+  contraction,  // matmul: a matrix product
+  permutation,  // transpose: of a matrix
+  view,         // reshape: the same elements in another shape
+  opaque,       // nothing known: compiled code calls the eager function
 };
 
 struct Primitive {
@@ -81,7 +86,7 @@ struct Primitive {
   // tangent is the primitive itself applied to the argument's tangent.
   std::function<Var(TapeBuilder&, const TangentArgs&)> tangent;
   bool linear = false;
-  Lowering lowering = Lowering::elementwise;
+  Structure structure = Structure::elementwise;
   // f(a, b) == f(b, a) for two arguments (CSE merges the two orders).
   bool commutative = false;
   // Exact identity elements, as IEEE values (simplify drops the operand): f(a, e) == a
@@ -93,11 +98,11 @@ struct Primitive {
   // Equal calls give equal results (CSE merges them). A user's primitive that draws
   // random numbers or reads outside state sets this to false.
   bool pure = true;
-  // elementwise: the element of the result from the elements of the arguments.
-  std::function<ScalarEmitter::Value(ScalarEmitter&, std::span<const ScalarEmitter::Value>,
-                                     const Attrs&)>
-      scalar;
-  // reduce: the input is summed into a shape that broadcasts to the input's shape and
+  // elementwise: the element function as data, recorded from the same generic
+  // function as the eager kernel (see reel/ir/element.hpp). Without one, an
+  // elementwise primitive is compiled as `opaque`.
+  std::function<ElementProgram(const Attrs&)> element;
+  // reduction: the input is summed into a shape that broadcasts to the input's shape and
   // has the result's elements in the same order (keep-dims form), then scaled.
   std::function<Shape(const VarType& input, const Attrs&)> reduce_target;
   std::function<double(const VarType& input)> reduce_scale;
@@ -111,8 +116,8 @@ std::vector<const Primitive*> all_primitives();
 // Adds a primitive to the registry (thread-safe) and returns it; tapes refer to it by
 // name in text and by this address in memory. Throws reel::Error, naming the
 // primitive and the rule, if the name is taken or not an identifier, or the type rule
-// or the eager function is missing. An elementwise primitive without a scalar rule is
-// lowered as `external`: compiled code calls its eager function. Derivative rules are
+// or the eager function is missing. An elementwise primitive without an element rule
+// is `opaque`: compiled code calls its eager function. Derivative rules are
 // optional here; reverse and forward mode say so, naming the primitive, when one they
 // need is missing. reel::define_primitive (tracer/) builds one from functions on
 // tensors.
