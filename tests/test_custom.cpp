@@ -3,6 +3,7 @@
 // 1-D convolution whose derivative rules are two more primitives receiving `pad`.
 #include <cmath>
 
+#include "test_prims.hpp"
 #include "test_util.hpp"
 
 using namespace reel;
@@ -12,72 +13,6 @@ namespace {
 Tensor call2(const char* name, const Tensor& a, const Tensor& b, Attrs attrs = {}) {
   const std::vector<Tensor> args{a, b};
   return reel::apply(name, args, std::move(attrs));
-}
-
-// y[i] = sum_k x[i + k - pad] w[k] (zero outside x): length n + 2 pad - K + 1.
-template <class F>
-Tensor loops(int64_t n, F f) {
-  std::vector<double> v(static_cast<std::size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = f(i);
-  return tensor(v);
-}
-double at(const std::vector<double>& v, int64_t i) {
-  return i >= 0 && i < static_cast<int64_t>(v.size()) ? v[static_cast<std::size_t>(i)] : 0.0;
-}
-
-void define_conv1d() {
-  static bool done = false;
-  if (done) return;
-  done = true;
-  const std::vector<AttrSpec> pad{{"pad", AttrKind::integer}};
-  // d/dx: dx[j] = sum_k dy[j - k + pad] w[k].
-  define_primitive({.name = "conv1d_data_grad", .arity = 2, .attrs = pad,
-                    .type = [](std::span<const VarType> in, const Attrs& a) {
-                      return VarType{in[0].dtype, {in[0].shape[0] - 2 * a.integer("pad") + in[1].shape[0] - 1}};
-                    },
-                    .eager = [](std::span<const Tensor> in, const Attrs& a) {
-                      const auto dy = in[0].values(), w = in[1].values();
-                      const int64_t p = a.integer("pad"), K = static_cast<int64_t>(w.size());
-                      return loops(static_cast<int64_t>(dy.size()) - 2 * p + K - 1, [&](int64_t j) {
-                        double s = 0;
-                        for (int64_t k = 0; k < K; ++k) s += at(dy, j - k + p) * w[static_cast<std::size_t>(k)];
-                        return s;
-                      });
-                    }});
-  // d/dw: dw[k] = sum_i dy[i] x[i + k - pad].
-  define_primitive({.name = "conv1d_filter_grad", .arity = 2, .attrs = {{"pad", AttrKind::integer}, {"k", AttrKind::integer}},
-                    .type = [](std::span<const VarType> in, const Attrs& a) {
-                      return VarType{in[0].dtype, {a.integer("k")}};
-                    },
-                    .eager = [](std::span<const Tensor> in, const Attrs& a) {
-                      const auto x = in[0].values(), dy = in[1].values();
-                      const int64_t p = a.integer("pad");
-                      return loops(a.integer("k"), [&](int64_t k) {
-                        double s = 0;
-                        for (int64_t i = 0; i < static_cast<int64_t>(dy.size()); ++i) s += dy[static_cast<std::size_t>(i)] * at(x, i + k - p);
-                        return s;
-                      });
-                    }});
-  define_primitive({.name = "conv1d", .arity = 2, .attrs = pad,
-                    .type = [](std::span<const VarType> in, const Attrs& a) {
-                      if (in[0].shape.size() != 1 || in[1].shape.size() != 1)
-                        throw Error("conv1d: expected 1-d x and w");
-                      return VarType{in[0].dtype, {in[0].shape[0] + 2 * a.integer("pad") - in[1].shape[0] + 1}};
-                    },
-                    .eager = [](std::span<const Tensor> in, const Attrs& a) {
-                      const auto x = in[0].values(), w = in[1].values();
-                      const int64_t p = a.integer("pad"), K = static_cast<int64_t>(w.size());
-                      return loops(static_cast<int64_t>(x.size()) + 2 * p - K + 1, [&](int64_t i) {
-                        double s = 0;
-                        for (int64_t k = 0; k < K; ++k) s += at(x, i + k - p) * w[static_cast<std::size_t>(k)];
-                        return s;
-                      });
-                    },
-                    .vjp = [](const std::vector<Tensor>& x, const Tensor&, const Tensor& dy, const Attrs& a) {
-                      const int64_t p = a.integer("pad"), K = x[1].shape()[0];
-                      return std::vector<Tensor>{call2("conv1d_data_grad", dy, x[1], {{"pad", p}}),
-                                                 call2("conv1d_filter_grad", x[0], dy, {{"pad", p}, {"k", K}})};
-                    }});
 }
 
 }  // namespace
@@ -144,7 +79,7 @@ TEST_CASE("Zygote's add rrule and Yota's logistic diffrule") {
 }
 
 TEST_CASE("a custom 1-D convolution whose derivatives are custom primitives receiving pad") {
-  define_conv1d();
+  test::register_test_primitives();
   const Tensor x = randn({7}, 5), w = randn({3}, 6);
   for (int64_t pad : {0, 1, 2}) {
     CAPTURE(pad);
@@ -301,4 +236,68 @@ TEST_CASE("attributes of every kind reach a custom primitive's rules and round-t
   CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[2]\n%2 = attr_kinds(%1, weights=[2], axes=[0], flip=true, "
                                   "mode=\"unterminated, as=f64)::f64[2]\nout %2"),
                        doctest::Contains("unterminated string"), Error);
+}
+
+TEST_CASE("a primitive with two results: trace, text, gradients, forward mode, passes, compiled") {
+  test::register_test_primitives();
+  const Tensor x = randn({4}, 12);
+  auto f = [](const Tensor& a) {
+    const Tensor in[] = {a};
+    const std::vector<Tensor> sc = reel::apply_results("sincos", in);
+    return sum(sc[0] * sc[0] * 3.0 + sc[1]);  // 3 sin^2 x + cos x
+  };
+  const Tape t = trace(f, x);
+  const std::string text = to_string(t);
+  CHECK(text.find("%2, %3 = sincos(%1)::f64[4], f64[4]") != std::string::npos);
+  verify(t);
+  const Tape gt = grad_tape(t);
+  const auto out = test::run_checked(gt, {x});  // text round trip, interpreter vs compiled
+  const auto xs = x.values();
+  std::vector<double> want;
+  for (double v : xs) want.push_back(6 * std::sin(v) * std::cos(v) - std::sin(v));
+  test::check_close(out[1], tensor(want), 1e-12, 1e-14, "d/dx of 3 sin^2 x + cos x");
+  const auto fd = test::finite_diff([&](const std::vector<Tensor>& a) { return f(a[0]); }, {x});
+  test::check_close(out[1], fd[0], 1e-6, 1e-8, "vs finite differences");
+  // Only one result used: the other's adjoint is absent, and dce keeps the whole call.
+  auto g = [](const Tensor& a) {
+    const Tensor in[] = {a};
+    return sum(reel::apply_results("sincos", in)[1]);
+  };
+  const Tape gg = grad_tape(trace(g, x));
+  CHECK(to_string(gg).find("sincos(") != std::string::npos);
+  std::vector<double> minus_sin;
+  for (double v : xs) minus_sin.push_back(-std::sin(v));
+  test::check_close(test::run_checked(gg, {x})[1], tensor(minus_sin), 1e-12, 1e-14, "d/dx cos x");
+  // Forward mode and second derivatives.
+  const auto j = jvp([&](const Tensor& a) { return f(a); }, {x}, {ones({4})});
+  test::check_close(j.tangent, reel::sum(out[1]), 1e-12, 1e-12, "jvp with ones = sum of the gradient");
+  test::run_checked(jvp_tape(t), {x, ones({4})});
+  // CSE merges two equal calls, results included; dce drops an unused call whole.
+  auto twice = [](const Tensor& a) {
+    const Tensor in[] = {a};
+    const auto s1 = reel::apply_results("sincos", in), s2 = reel::apply_results("sincos", in);
+    (void)reel::apply_results("sincos", std::vector<Tensor>{a * 2.0});  // unused
+    return sum(s1[0] + s2[1]);
+  };
+  const Tape opt = PassPipeline({"cse", "dce"}).run(trace(twice, x));
+  verify(opt);
+  const std::string ot = to_string(opt);
+  CHECK(ot.find("sincos") == ot.rfind("sincos"));  // one call left
+  test::check_close(test::run_checked(opt, {x})[0], twice(x), 1e-12, 1e-12, "after cse and dce");
+  // Wrong use: apply on a two-result primitive, a line defining one variable.
+  CHECK_THROWS_WITH_AS(reel::apply("sincos", std::vector<Tensor>{x}), doctest::Contains("apply_results"), Error);
+  CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[2]\n%2 = sincos(%1)::f64[2]\nout %2"),
+                       doctest::Contains("sincos has 2 results, the line defines 1"), Error);
+  CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[2]\n%2, %3 = sincos(%1)::f64[2]\nout %2"),
+                       doctest::Contains("declares 1 types"), Error);
+  CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[2]\n%2, %4 = sincos(%1)::f64[2], f64[2]\nout %2"),
+                       doctest::Contains("expected %3"), Error);
+  Tape broken = t;
+  broken.ops.erase(broken.ops.begin() + 2);  // the result operation %3
+  broken.outputs = {2};
+  CHECK_THROWS_WITH_AS(play(broken, {x}), doctest::Contains("sincos has 2 results"), Error);
+  Primitive bad;
+  bad.name = "two_without_rules";
+  bad.results = 2;
+  CHECK_THROWS_WITH_AS(register_primitive(bad), doctest::Contains("infer_results"), Error);
 }

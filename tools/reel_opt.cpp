@@ -6,8 +6,15 @@
 // "# -----" as a separate tape, prints the results separated by "# -----", and prints
 // a part's error as "error: ..." in its place instead of stopping, so that one
 // FileCheck file holds several cases, negative ones included.
+//
+// reel-opt-test, built from this file by tests/CMakeLists.txt, also knows the test
+// suite's custom primitives (tests/test_prims.hpp), as MLIR's test tools know test
+// dialects: FileCheck files whose RUN line names it may call them.
 #include <fmt/core.h>
 #include <reel/reel.hpp>
+#ifdef REEL_OPT_TEST_PRIMITIVES
+#include "test_prims.hpp"
+#endif
 
 #include <fstream>
 #include <iostream>
@@ -32,6 +39,9 @@ int usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef REEL_OPT_TEST_PRIMITIVES
+  reel::test::register_test_primitives();
+#endif
   std::vector<std::string> passes;
   std::string path;
   bool print_plan = false, reuse = true, split_input = false;

@@ -73,10 +73,11 @@ void copy_step(void* const* bases, const int64_t* r) {
   if (r[4] > 0) std::memcpy(at<char>(bases, r + 2), at<char>(bases, r), static_cast<std::size_t>(r[4]));
 }
 
-// refs: n, n argument refs, the result's ref, then the ExternCall's address.
+// refs: n, n argument refs, k, k result refs, then the ExternCall's address.
 void extern_step(void* const* bases, const int64_t* r) {
-  const int64_t n = r[0];
-  const auto& call = *reinterpret_cast<const codegen::ExternCall*>(r[1 + 2 * n + 2]);
+  const int64_t n = r[0], k = r[1 + 2 * n];
+  const int64_t* result_refs = r + 2 + 2 * n;
+  const auto& call = *reinterpret_cast<const codegen::ExternCall*>(result_refs[2 * k]);
   // The eager function gets tensors of its own (copies), which it may keep: views of
   // the workspace would change under it after the call.
   std::vector<Tensor> args;
@@ -87,12 +88,23 @@ void extern_step(void* const* bases, const int64_t* r) {
     if (args.back().nbytes() > 0)
       std::memcpy(args.back().mutable_raw(), at<void>(bases, r + 1 + 2 * i), args.back().nbytes());
   }
-  const Tensor out = call.prim->eager(args, call.attrs);
-  if (!out.defined() || out.dtype() != call.out.dtype || out.shape() != call.out.shape)
-    throw Error(fmt::format("{}: the eager function made {}, the type rule says {}", call.prim->name,
-                            out.defined() ? type_str(out.dtype(), out.shape()) : "undefined",
-                            type_str(call.out)));
-  if (out.nbytes() > 0) std::memcpy(at<void>(bases, r + 1 + 2 * n), out.raw(), out.nbytes());
+  std::vector<Tensor> outs;
+  if (k == 1) outs.push_back(call.prim->eager(args, call.attrs));
+  else outs = call.prim->eager_results(args, call.attrs);
+  if (static_cast<int64_t>(outs.size()) != k)
+    throw Error(fmt::format("{}: the eager function made {} results, the primitive has {}", call.prim->name,
+                            outs.size(), k));
+  for (int64_t i = 0; i < k; ++i) {
+    const Tensor& out = outs[static_cast<std::size_t>(i)];
+    const VarType& want = call.outs[static_cast<std::size_t>(i)];
+    if (!out.defined() || out.dtype() != want.dtype || out.shape() != want.shape)
+      throw Error(fmt::format("{}: the eager function made {}, the type rule says {}", call.prim->name,
+                              out.defined() ? type_str(out.dtype(), out.shape()) : "undefined", type_str(want)));
+  }
+  for (int64_t i = 0; i < k; ++i) {
+    const Tensor& out = outs[static_cast<std::size_t>(i)];
+    if (out.nbytes() > 0) std::memcpy(at<void>(bases, result_refs + 2 * i), out.raw(), out.nbytes());
+  }
 }
 
 StepFn step_fn(const codegen::ScheduledStep& s) {

@@ -207,16 +207,21 @@ class Scheduler {
     sched_.steps.push_back(std::move(step));
   }
 
-  // refs: number of arguments n, n argument refs, the result's ref, the call's index.
+  // refs: number of arguments n, n argument refs, number of results k, k result refs,
+  // the call's index.
   void schedule(const ExternStep& e) {
     const Op& op = t_.op(e.out);
     ScheduledStep step{StepKind::external, op.type.dtype, -1, {static_cast<int64_t>(op.args.size())}};
-    ExternCall call{op.prim, op.attrs, {}, op.type};
+    ExternCall call{op.prim, op.attrs, {}, {}};
     for (Var a : op.args) {
       push_ref_of(step.refs, a);
       call.args.push_back(t_.type(a));
     }
-    push_ref_of(step.refs, e.out);
+    step.refs.push_back(e.results);
+    for (int i = 0; i < e.results; ++i) {
+      push_ref_of(step.refs, e.out + i);
+      call.outs.push_back(t_.type(e.out + i));
+    }
     step.refs.push_back(static_cast<int64_t>(sched_.externs.size()));
     sched_.externs.push_back(std::move(call));
     sched_.steps.push_back(std::move(step));

@@ -76,7 +76,7 @@ struct ExternCall {
   const Primitive* prim;
   Attrs attrs;
   std::vector<VarType> args;
-  VarType out;
+  std::vector<VarType> outs;  // one per result
 };
 
 struct ScheduledStep {

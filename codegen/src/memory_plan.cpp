@@ -42,7 +42,7 @@ void for_each_access(const Tape& t, const Plan& p, const Step& step, F&& f) {
     f(c->from, false);
   } else if (const auto* e = std::get_if<ExternStep>(&step)) {
     for (Var a : t.op(e->out).args) f(a, false);
-    f(e->out, true);
+    for (int i = 0; i < e->results; ++i) f(e->out + i, true);
   }
 }
 
@@ -284,7 +284,9 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
       out += fmt::format("copy output {} = %{}", p.slots[static_cast<std::size_t>(c->slot)].index, c->from);
     } else if (const auto* e = std::get_if<ExternStep>(&step)) {
       std::vector<Var> args(t.op(e->out).args.begin(), t.op(e->out).args.end());
-      out += fmt::format("call %{} = {}({}) (eager)", e->out, t.op(e->out).prim->name, vars(args));
+      std::vector<Var> outs;
+      for (int i = 0; i < e->results; ++i) outs.push_back(e->out + i);
+      out += fmt::format("call {} = {}({}) (eager)", vars(outs), t.op(e->out).prim->name, vars(args));
     }
     out += "\n";
   }

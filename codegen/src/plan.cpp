@@ -108,8 +108,8 @@ class Planner {
       case Structure::opaque:
         close_loop();
         for (Var a : op.args) need(a);
-        needs_memory_[v] = true;
-        plan_.steps.push_back(ExternStep{v});
+        for (int i = 0; i < op.prim->results; ++i) needs_memory_[v + i] = true;
+        plan_.steps.push_back(ExternStep{v, op.prim->results});
         return;
       case Structure::permutation:
         if (folded_[v]) return;
@@ -162,7 +162,8 @@ class Planner {
     for (std::size_t k = 0; k < t_.outputs.size(); ++k) {
       const Var v = t_.outputs[k];
       const Op& op = t_.op(v);
-      const bool computed = op.kind == OpKind::call && view_src_[v] == kNoVar && !folded_[v];
+      const bool computed =
+          (op.kind == OpKind::call || op.kind == OpKind::result) && view_src_[v] == kNoVar && !folded_[v];
       if (computed && plan_.slot_of[v] < 0) {
         plan_.slot_of[v] = add_slot({SlotKind::output, static_cast<int>(k)});
         needs_memory_[v] = true;

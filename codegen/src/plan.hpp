@@ -57,6 +57,7 @@ struct CopyStep {
 };
 struct ExternStep {  // a primitive without generated code: its eager function is called
   Var out;
+  int results = 1;  // a primitive with several results writes out, out + 1, ...
 };
 using Step = std::variant<LoopStep, ReduceStep, MatmulStep, TransposeStep, CopyStep, ExternStep>;
 

@@ -39,6 +39,30 @@ Var TapeBuilder::call(const Primitive& prim, std::vector<Var> args, Attrs attrs)
   return push(std::move(op));
 }
 
+std::vector<Var> TapeBuilder::call_results(const Primitive& prim, std::vector<Var> args, Attrs attrs) {
+  if (prim.results == 1) return {call(prim, std::move(args), std::move(attrs))};
+  std::vector<VarType> types;
+  for (Var a : args) types.push_back(type(a));
+  std::vector<VarType> results = infer_call_results(prim, types, attrs);
+  Op op;
+  op.kind = OpKind::call;
+  op.prim = &prim;
+  op.type = results[0];
+  op.args = std::move(args);
+  op.attrs = std::move(attrs);
+  const Var first = push(std::move(op));
+  std::vector<Var> vars{first};
+  for (std::size_t i = 1; i < results.size(); ++i) {
+    Op r;
+    r.kind = OpKind::result;
+    r.args = {first};
+    r.index = static_cast<int32_t>(i);
+    r.type = results[i];
+    vars.push_back(push(std::move(r)));
+  }
+  return vars;
+}
+
 Var TapeBuilder::call(std::string_view prim, std::vector<Var> args, Attrs attrs) {
   return call(primitive(prim), std::move(args), std::move(attrs));
 }

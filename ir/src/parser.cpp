@@ -189,6 +189,9 @@ class Cursor {
 
   VarType type() {
     expect("::");
+    return bare_type();
+  }
+  VarType bare_type() {
     const std::string dt = ident();
     VarType t;
     if (dt == "f64") t.dtype = DType::f64;
@@ -256,9 +259,18 @@ class Parser {
       end(c);
       return false;
     }
-    next(c.var());
+    const Var first = c.var();
+    next(first);
+    int results = 1;  // %3, %4 = f(...): a call with several results
+    while (c.accept(",")) {
+      const Var r = c.var();
+      if (r != first + results)
+        throw LineError(fmt::format("expected %{} in the list of results, got %{}", first + results, r));
+      ++results;
+    }
     c.expect("=");
     const std::string name = c.ident();
+    if (results > 1 && name == "const") throw LineError("a constant defines one variable");
     if (name == "const") {
       parse_constant(c);
       return false;
@@ -282,12 +294,19 @@ class Parser {
       } while (c.accept(","));
       c.expect(")");
     }
-    const VarType declared = c.type();
+    std::vector<VarType> declared{c.type()};
+    while (c.accept(",")) declared.push_back(c.bare_type());
     end(c);
-    const Var v = b_.call(*prim, std::move(args), std::move(attrs));
-    if (b_.type(v) != declared)
-      throw LineError(fmt::format("{} gives {}, but the line declares {}", name,
-                                  type_str(b_.type(v)), type_str(declared)));
+    if (prim->results != results)
+      throw LineError(fmt::format("{} has {} result{}, the line defines {}", name, prim->results,
+                                  prim->results == 1 ? "" : "s", results));
+    if (declared.size() != static_cast<std::size_t>(results))
+      throw LineError(fmt::format("the line defines {} variables but declares {} types", results, declared.size()));
+    const std::vector<Var> vs = b_.call_results(*prim, std::move(args), std::move(attrs));
+    for (std::size_t i = 0; i < vs.size(); ++i)
+      if (b_.type(vs[i]) != declared[i])
+        throw LineError(fmt::format("{} gives {}, but the line declares {}", name, type_str(b_.type(vs[i])),
+                                    type_str(declared[i])));
     return false;
   }
 

@@ -41,9 +41,16 @@ std::string to_string(const Tape& tape) {
         for (Var a : op.args) args.push_back(fmt::format("%{}", a));
         for (const auto& [name, value] : op.attrs.items())
           args.push_back(fmt::format("{}={}", name, attr_str(value)));
-        out += fmt::format("%{} = {}({})::{}\n", v, op.prim->name, fmt::join(args, ", "), type);
+        std::vector<std::string> vars{fmt::format("%{}", v)}, types{type};
+        for (Var r = v + 1; r < v + op.prim->results; ++r) {  // its result operations
+          vars.push_back(fmt::format("%{}", r));
+          types.push_back(type_str(tape.type(r)));
+        }
+        out += fmt::format("{} = {}({})::{}\n", fmt::join(vars, ", "), op.prim->name, fmt::join(args, ", "),
+                           fmt::join(types, ", "));
         break;
       }
+      case OpKind::result: break;  // printed with its call
     }
   }
   std::vector<std::string> outs;

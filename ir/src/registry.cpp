@@ -72,8 +72,18 @@ const Primitive& register_primitive(Primitive p) {
       }))
     throw Error(fmt::format("register_primitive: expected a name of letters, digits and '_', got '{}'", p.name));
   if (p.arity < 0) throw Error(fmt::format("register_primitive: primitive '{}' has a negative arity", p.name));
-  if (!p.infer) throw missing("type rule (infer)");
-  if (!p.eager) throw missing("eager evaluation (eager)");
+  if (p.results < 1) throw Error(fmt::format("register_primitive: primitive '{}' has {} results", p.name, p.results));
+  if (p.results == 1) {
+    if (!p.infer) throw missing("type rule (infer)");
+    if (!p.eager) throw missing("eager evaluation (eager)");
+  } else {
+    if (!p.infer_results) throw missing("type rule for its several results (infer_results)");
+    if (!p.eager_results) throw missing("eager evaluation for its several results (eager_results)");
+    if (p.element || p.linear || p.commutative || p.involution || p.left_identity || p.right_identity)
+      throw Error(fmt::format("register_primitive: primitive '{}' has {} results: an element rule and the "
+                              "properties linear, commutative, involution and identities need one result",
+                              p.name, p.results));
+  }
   if (p.structure == Structure::elementwise && !p.element) p.structure = Structure::opaque;
   if (p.structure != Structure::elementwise && p.structure != Structure::opaque)
     throw Error(fmt::format("register_primitive: primitive '{}': only the elementwise (with an element "

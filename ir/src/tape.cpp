@@ -41,7 +41,8 @@ const char* kind_name(AttrKind k) {
 }
 }  // namespace
 
-VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
+namespace {
+void check_call_attrs(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
   if (static_cast<int>(args.size()) != prim.arity)
     throw Error(fmt::format("{}: expected {} argument{}, got {}", prim.name, prim.arity,
                             prim.arity == 1 ? "" : "s", args.size()));
@@ -84,7 +85,25 @@ VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& 
     ordered.set(spec.name, std::move(v));
   }
   attrs = std::move(ordered);
+}
+}  // namespace
+
+VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
+  if (prim.results != 1)
+    throw Error(fmt::format("{}: the primitive has {} results; call it with call_results / apply_results",
+                            prim.name, prim.results));
+  check_call_attrs(prim, args, attrs);
   return prim.infer(args, attrs);
+}
+
+std::vector<VarType> infer_call_results(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
+  if (prim.results == 1) return {infer_call(prim, args, attrs)};
+  check_call_attrs(prim, args, attrs);
+  std::vector<VarType> types = prim.infer_results(args, attrs);
+  if (static_cast<int>(types.size()) != prim.results)
+    throw Error(fmt::format("{}: the type rule gave {} types for {} results", prim.name, types.size(),
+                            prim.results));
+  return types;
 }
 
 void check_structure(const char* op_name, const Tape& tape) {
@@ -110,7 +129,24 @@ void check_structure(const char* op_name, const Tape& tape) {
                            op.args.size()));
         for (Var a : op.args)
           if (a < 1 || a >= v) fail(fmt::format("argument %{} is not defined before use", a));
+        if (op.prim->results > 1) {
+          for (int32_t i = 1; i < op.prim->results; ++i) {
+            const Var r = v + i;
+            if (r > tape.size() || tape.op(r).kind != OpKind::result || tape.op(r).index != i ||
+                tape.op(r).args.size() != 1 || tape.op(r).args[0] != v)
+              fail(fmt::format("{} has {} results, but %{} is not its result {}", op.prim->name,
+                               op.prim->results, r, i));
+          }
+        }
         break;
+      case OpKind::result: {
+        // The call and its results are contiguous: %c, then its results 1, 2, ... in order.
+        const Var c = op.args.size() == 1 ? op.args[0] : kNoVar;
+        if (c < 1 || c >= v || tape.op(c).kind != OpKind::call || op.index < 1 || c + op.index != v ||
+            op.index >= tape.op(c).prim->results)
+          fail("a result operation that does not follow its multi-result call");
+        break;
+      }
       default: fail("unknown kind of operation");
     }
   }
@@ -127,15 +163,18 @@ void verify(const Tape& tape) {
     std::vector<VarType> args;
     for (Var a : op.args) args.push_back(tape.type(a));
     Attrs attrs = op.attrs;
-    VarType t;
+    std::vector<VarType> ts;
     try {
-      t = infer_call(*op.prim, args, attrs);
+      ts = infer_call_results(*op.prim, args, attrs);
     } catch (const Error& e) {
       throw Error(fmt::format("verify: %{}: {}", v, e.what()));
     }
-    if (t != op.type)
-      throw Error(fmt::format("verify: %{}: {} has type {}, but its rule gives {}", v,
-                              op.prim->name, type_str(op.type), type_str(t)));
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      const Var r = v + static_cast<Var>(i);
+      if (ts[i] != tape.type(r))
+        throw Error(fmt::format("verify: %{}: {} has type {}, but its rule gives {}", r, op.prim->name,
+                                type_str(tape.type(r)), type_str(ts[i])));
+    }
   }
 }
 

@@ -25,6 +25,11 @@ struct OpHash {
                  std::string_view(static_cast<const char*>(op.value.raw()), op.value.nbytes())));
       return h;
     }
+    if (op.kind == OpKind::result) {  // result `index` of the call in args[0]
+      mix(h, static_cast<std::size_t>(op.args[0]));
+      mix(h, static_cast<std::size_t>(op.index));
+      return h;
+    }
     mix(h, std::hash<const void*>()(op.prim));
     if (op.prim->commutative && op.args.size() == 2) {
       mix(h, static_cast<std::size_t>(std::min(op.args[0], op.args[1])));
@@ -44,6 +49,7 @@ struct OpEqual {
     if (a.kind != b.kind || a.type != b.type) return false;
     if (a.kind == OpKind::constant)
       return std::memcmp(a.value.raw(), b.value.raw(), a.value.nbytes()) == 0;
+    if (a.kind == OpKind::result) return a.args == b.args && a.index == b.index;
     if (a.prim != b.prim || a.attrs != b.attrs) return false;
     if (a.args == b.args) return true;
     return a.prim->commutative && a.args.size() == 2 && b.args.size() == 2 &&

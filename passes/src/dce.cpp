@@ -14,7 +14,9 @@ Tape dce(const Tape& tape) {
       for (Var a : op.args) live[a] = true;
   }
   return passes::rewrite("dce", tape, [&](TapeBuilder& b, Var v, const Op& op, std::vector<Var> args) {
-    return live[v] ? b.copy(op, std::move(args)) : kNoVar;
+    // A live call keeps all its result operations: they are part of its line.
+    const bool keep = live[v] || (op.kind == OpKind::result && live[op.args[0]]);
+    return keep ? b.copy(op, std::move(args)) : kNoVar;
   });
 }
 

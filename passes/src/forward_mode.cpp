@@ -33,6 +33,24 @@ Tape forward_mode(const Tape& f) {
       any = any || tan[a] != kNoVar;
     }
     if (!any) continue;
+    if (op.prim->results > 1) {  // one tangent per result, for the variables v, v + 1, ...
+      std::vector<Var> outs;
+      for (int i = 0; i < op.prim->results; ++i) outs.push_back(map[v + i]);
+      if (!op.prim->tangent_results)
+        throw Error(fmt::format("jvp: primitive '{}' has no forward-mode (tangent) rule", op.prim->name));
+      const std::vector<Var> ts = op.prim->tangent_results(b, TangentArgs{args, map[v], tangents, op.attrs, outs});
+      if (ts.size() != outs.size())
+        throw Error(fmt::format("jvp: the tangent rule of '{}' returned {} tangents for {} results",
+                                op.prim->name, ts.size(), outs.size()));
+      for (std::size_t i = 0; i < ts.size(); ++i) {
+        const VarType& want = f.type(v + static_cast<Var>(i));
+        if (ts[i] != kNoVar && b.type(ts[i]) != want)
+          throw Error(fmt::format("jvp: the tangent rule of '{}' returned {} for result {}, expected {}",
+                                  op.prim->name, type_str(b.type(ts[i])), i + 1, type_str(want)));
+        tan[v + static_cast<Var>(i)] = ts[i];
+      }
+      continue;
+    }
     if (op.prim->linear && op.args.size() == 1) {
       tan[v] = b.call(*op.prim, {tangents[0]}, op.attrs);
     } else if (op.prim->tangent) {

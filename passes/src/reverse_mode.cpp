@@ -37,6 +37,10 @@ Tape reverse(const Tape& f, bool seeded) {
     if (useful[v])
       for (Var a : f.op(v).args) useful[a] = true;
   for (Var v = 1; v <= n; ++v) needed[v] = active[v] && useful[v];
+  // A result operation passes its adjoint to its call (below); its call's rule needs
+  // to run if any result's does.
+  for (Var v = n; v >= 1; --v)
+    if (f.op(v).kind == OpKind::result && needed[v]) needed[f.op(v).args[0]] = true;
 
   TapeBuilder b;
   b.reserve(3 * static_cast<std::size_t>(n));  // the forward copy and about two ops per adjoint
@@ -52,7 +56,17 @@ Tape reverse(const Tape& f, bool seeded) {
 
   for (Var v = n; v >= 1; --v) {
     const Op& o = f.op(v);
-    if (o.kind != OpKind::call || !needed[v] || adj[v] == kNoVar) continue;
+    if (o.kind != OpKind::call || !needed[v]) continue;
+    // The results' variables and adjoints: v, and for several results v + 1, ...
+    const int k = o.prim->results;
+    std::vector<Var> outs, douts;
+    bool any = false;
+    for (int i = 0; i < k; ++i) {
+      outs.push_back(map[v + i]);
+      douts.push_back(adj[v + i]);
+      any = any || adj[v + i] != kNoVar;
+    }
+    if (!any) continue;
     std::vector<Var> args;
     auto needs = std::make_unique<bool[]>(o.args.size());
     for (std::size_t i = 0; i < o.args.size(); ++i) {
@@ -62,7 +76,7 @@ Tape reverse(const Tape& f, bool seeded) {
     if (!o.prim->adjoint)
       throw Error(fmt::format("{}: primitive '{}' has no reverse-mode (adjoint) rule", op, o.prim->name));
     const std::vector<Var> d = o.prim->adjoint(
-        b, AdjointArgs{args, map[v], adj[v], o.attrs, std::span<const bool>(needs.get(), o.args.size())});
+        b, AdjointArgs{args, map[v], adj[v], o.attrs, std::span<const bool>(needs.get(), o.args.size()), outs, douts});
     if (d.size() != o.args.size())
       throw Error(fmt::format("{}: the adjoint rule of '{}' returned {} gradients for {} arguments", op,
                               o.prim->name, d.size(), o.args.size()));

@@ -1,10 +1,18 @@
-# Runs reel-opt with the passes of the file's '# RUN:' line, then FileCheck on the output.
-file(STRINGS ${INPUT} run_line REGEX "^# RUN: reel-opt")
-string(REGEX REPLACE "^# RUN: reel-opt *" "" args "${run_line}")
+# Runs the tool of the file's '# RUN:' line (reel-opt or reel-opt-test) with its
+# options, then FileCheck on the output.
+file(STRINGS ${INPUT} run_line REGEX "^# RUN: reel-opt(-test)? ")
+if(NOT run_line)
+  message(FATAL_ERROR "${INPUT}: no '# RUN: reel-opt ...' line")
+endif()
+set(tool ${REEL_OPT})
+if(run_line MATCHES "^# RUN: reel-opt-test ")
+  set(tool ${REEL_OPT_TEST})
+endif()
+string(REGEX REPLACE "^# RUN: reel-opt(-test)? *" "" args "${run_line}")
 separate_arguments(args)
-execute_process(COMMAND ${REEL_OPT} ${args} ${INPUT} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
+execute_process(COMMAND ${tool} ${args} ${INPUT} OUTPUT_VARIABLE out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "reel-opt failed (${rc})")
+  message(FATAL_ERROR "${tool} failed (${rc})")
 endif()
 file(WRITE ${OUTPUT} "${out}")
 execute_process(COMMAND ${FILECHECK} ${INPUT} --input-file=${OUTPUT} RESULT_VARIABLE rc)

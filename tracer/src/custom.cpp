@@ -124,12 +124,15 @@ Tensor custom_vjp(const std::string& name, const std::vector<Tensor>& args,
       prim = &define_primitive({
           .name = name,
           .arity = static_cast<int>(args.size()),
+          .attrs = {},
+          .type = {},
           .eager = [forward](std::span<const Tensor> in, const Attrs&) {
             return forward(std::vector<Tensor>(in.begin(), in.end()));  // apply runs it untraced
           },
           .vjp = [pullback](const std::vector<Tensor>& x, const Tensor& out, const Tensor& dout, const Attrs&) {
             return pullback(x, out, dout);
-          }});
+          },
+          .jvp = {}});
     }
   }
   return reel::apply(*prim, args);

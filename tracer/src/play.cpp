@@ -20,16 +20,23 @@ std::vector<Tensor> play(const Tape& tape, const std::vector<Tensor>& args) {
     switch (op.kind) {
       case OpKind::input: env[v] = args[next_arg++]; break;
       case OpKind::constant: env[v] = op.value; break;
-      case OpKind::call:
+      case OpKind::call: {
         in.clear();
         for (Var a : op.args) in.push_back(env[a]);
-        env[v] = apply(*op.prim, in, op.attrs);
+        if (op.prim->results == 1) {
+          env[v] = apply(*op.prim, in, op.attrs);
+        } else {  // the results' variables follow the call
+          std::vector<Tensor> outs = apply_results(*op.prim, in, op.attrs);
+          for (std::size_t i = 0; i < outs.size(); ++i) env[v + static_cast<Var>(i)] = std::move(outs[i]);
+        }
         in.clear();
-        for (Var a : op.args)
-          if (last[static_cast<std::size_t>(a)] == v) env[a] = Tensor();
-        if (last[static_cast<std::size_t>(v)] == kNoVar) env[v] = Tensor();  // never read
         break;
+      }
+      case OpKind::result: break;  // computed with its call
     }
+    for (Var a : op.args)
+      if (last[static_cast<std::size_t>(a)] == v) env[a] = Tensor();
+    if (op.kind != OpKind::input && last[static_cast<std::size_t>(v)] == kNoVar) env[v] = Tensor();  // never read
   }
   std::vector<Tensor> outs;
   for (Var o : tape.outputs) outs.push_back(env[o]);

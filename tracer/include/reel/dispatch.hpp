@@ -9,5 +9,8 @@ namespace reel {
 
 Tensor apply(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs = {});
 Tensor apply(std::string_view prim, std::span<const Tensor> inputs, Attrs attrs = {});
+// Any primitive, also one with several results: one tensor per result.
+std::vector<Tensor> apply_results(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs = {});
+std::vector<Tensor> apply_results(std::string_view prim, std::span<const Tensor> inputs, Attrs attrs = {});
 
 }  // namespace reel

@@ -17,6 +17,9 @@ class TapeBuilder {
   Var scalar(double value, DType dtype);  // 0-d constant
   Var call(const Primitive& prim, std::vector<Var> args, Attrs attrs = {});
   Var call(std::string_view prim, std::vector<Var> args, Attrs attrs = {});
+  // A call of any primitive: its results' variables (one for most primitives; a
+  // primitive with several appends the call and its `result` operations).
+  std::vector<Var> call_results(const Primitive& prim, std::vector<Var> args, Attrs attrs = {});
   // Copies an op of another tape, with its arguments renamed.
   Var copy(const Op& op, std::vector<Var> args);
 

@@ -32,12 +32,16 @@ class TapeBuilder;
 // What an adjoint rule sees: the call's arguments and result as variables of the
 // gradient tape being built, the incoming adjoint `dout`, and which arguments need
 // a gradient. It returns one adjoint per argument (kNoVar where none is needed).
+// A primitive with several results sees them all in `outs` and their adjoints in
+// `douts` (kNoVar for a result nothing depends on; at least one is not); `out` and
+// `dout` are the first of each.
 struct AdjointArgs {
   std::span<const Var> args;
   Var out;
   Var dout;
   const Attrs& attrs;
   std::span<const bool> needs;
+  std::span<const Var> outs = {}, douts = {};
 };
 
 // What a forward-mode (tangent) rule sees: the call's arguments and result as
@@ -48,6 +52,7 @@ struct TangentArgs {
   Var out;
   std::span<const Var> tangents;
   const Attrs& attrs;
+  std::span<const Var> outs = {};  // several results: all of them (out is the first)
 };
 
 // shape: non-negative integers whose product fits; ints: any integers (axes);
@@ -82,6 +87,16 @@ struct Primitive {
   std::function<VarType(std::span<const VarType>, const Attrs&)> infer;
   std::function<Tensor(std::span<const Tensor>, const Attrs&)> eager;
   std::function<std::vector<Var>(TapeBuilder&, const AdjointArgs&)> adjoint;
+  // Several results (like JAX's multiple_results): a primitive with results > 1 gives
+  // infer_results and eager_results instead of infer and eager, and
+  // tangent_results (one tangent per result, kNoVar for zero) instead of tangent;
+  // its adjoint rule sees every result's adjoint (AdjointArgs::douts). On a tape it
+  // defines consecutive variables, `%3, %4 = f(%1)::t3, t4`. Compiled code calls its
+  // eager function.
+  int results = 1;
+  std::function<std::vector<VarType>(std::span<const VarType>, const Attrs&)> infer_results;
+  std::function<std::vector<Tensor>(std::span<const Tensor>, const Attrs&)> eager_results;
+  std::function<std::vector<Var>(TapeBuilder&, const TangentArgs&)> tangent_results;
   // Forward mode. A primitive marked `linear` (in its one argument) needs none: its
   // tangent is the primitive itself applied to the argument's tangent.
   std::function<Var(TapeBuilder&, const TangentArgs&)> tangent;

@@ -3,6 +3,11 @@
 // in order): a function input, a constant, or a call of a primitive on earlier
 // variables. Every variable has a dtype and a shape. The tape's outputs list
 // variables. See docs/tape-format.md for the text form.
+//
+// A call of a primitive with k > 1 results defines its first result and is followed
+// at once by k - 1 `result` operations, which define the others (args = {the call},
+// index = 1 .. k-1); the text form writes the k variables on one line. So variable v
+// is still ops[v - 1].
 #include <fmt/format.h>
 
 #include <string>
@@ -13,13 +18,14 @@
 
 namespace reel {
 
-enum class OpKind { input, constant, call };
+enum class OpKind { input, constant, call, result };
 
 struct Op {
   OpKind kind = OpKind::call;
   const Primitive* prim = nullptr;  // calls only
   std::vector<Var> args;            // calls only
   Attrs attrs;                      // calls only
+  int32_t index = 0;                // result: which result of the call in args[0]
   VarType type;
   Tensor value;                     // constants only
 };
@@ -45,6 +51,8 @@ Tape parse_tape(std::string_view text);
 // primitive's order, and integers given for real attributes into doubles) and returns
 // the result type. Throws reel::Error naming the primitive and what is wrong.
 VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& attrs);
+// The same for any primitive: one type per result.
+std::vector<VarType> infer_call_results(const Primitive& prim, std::span<const VarType> args, Attrs& attrs);
 
 // Checks that a tape is well formed (ordering, arities, attributes, types); throws
 // reel::Error naming the variable and the problem.
