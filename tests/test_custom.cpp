@@ -301,3 +301,46 @@ TEST_CASE("a primitive with two results: trace, text, gradients, forward mode, p
   bad.results = 2;
   CHECK_THROWS_WITH_AS(register_primitive(bad), doctest::Contains("infer_results"), Error);
 }
+
+TEST_CASE("a tape as an attribute: printed, parsed, differentiated through its primitive's rules") {
+  test::register_test_primitives();
+  const Tape body = trace([](const Tensor& v) { return sin(v) * v; }, zeros({3}));
+  const Tensor x = randn({3}, 13);
+  auto f = [&](const Tensor& a) {
+    const Tensor in[] = {a};
+    const Attrs attrs{{"body", TapeRef{std::make_shared<const Tape>(body)}}};
+    return sum(reel::apply("call_body", in, attrs) * reel::apply("call_body", in, attrs));
+  };
+  const Tape t = trace(f, x);
+  const std::string text = to_string(t);
+  CHECK(text.find("call_body(%1, body={inp %1::f64[3]; %2 = sin(%1)::f64[3]; %3 = mul(%2, %1)::f64[3]; out %3})") !=
+        std::string::npos);
+  CHECK(to_string(parse_tape(text)) == text);
+  // Equal bodies (by text) are equal attributes: cse merges the two calls.
+  const std::string merged = to_string(cse(parse_tape(text)));
+  CHECK(merged.find("call_body") == merged.rfind("call_body"));
+  const Tape gt = grad_tape(t);
+  const auto out = test::run_checked(gt, {x});
+  const auto fd = test::finite_diff([&](const std::vector<Tensor>& a) { return f(a[0]); }, {x});
+  test::check_close(out[1], fd[0], 1e-6, 1e-8, "gradient through a tape attribute");
+  const auto j = jvp(f, {x}, {ones({3})});
+  test::check_close(j.tangent, reel::sum(out[1]), 1e-12, 1e-12, "jvp through a tape attribute");
+  // Errors: malformed nested text, a body of the wrong type, a number for a tape.
+  CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[3]\n%2 = call_body(%1, body={inp %1::f64[3]; out %9})::f64[3]\nout %2"),
+                       doctest::Contains("in a tape attribute"), Error);
+  CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[2]\n%2 = call_body(%1, body={inp %1::f64[3]; out %1})::f64[3]\nout %2"),
+                       doctest::Contains("one input of type f64[2]"), Error);
+  CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[3]\n%2 = call_body(%1, body=1)::f64[3]\nout %2"),
+                       doctest::Contains("must be a tape"), Error);
+  CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[3]\n%2 = call_body(%1, body={inp %1::f64[3]; out %1)::f64[3]\nout %2"),
+                       doctest::Contains("unterminated tape attribute"), Error);
+}
+
+TEST_CASE("a '#' inside a string attribute is not a comment") {
+  define_primitive({.name = "tagged", .arity = 1, .attrs = {{"tag", AttrKind::string}}, .type = {},
+                    .eager = [](std::span<const Tensor> x, const Attrs&) { return x[0]; }});
+  const std::string text = "inp %1::f64[2]\n%2 = tagged(%1, tag=\"a#b \\\"#\\\" ;{\")::f64[2]  # a comment\nout %2";
+  const Tape t = parse_tape(text);
+  CHECK(t.op(2).attrs.string("tag") == "a#b \"#\" ;{");
+  CHECK(to_string(parse_tape(to_string(t))) == to_string(t));
+}

@@ -104,6 +104,38 @@ void define_sincos() {
   register_primitive(std::move(p));
 }
 
+// call_body(x, body={tape}): the tape attribute `body`, a function of one tensor to
+// one tensor, applied to x. Its derivative rules differentiate the body and inline
+// the result, so its gradient tape holds no call at all: the shape of what structured
+// loops will need.
+void define_call_body() {
+  Primitive p;
+  p.name = "call_body";
+  p.arity = 1;
+  p.attrs = {{"body", AttrKind::tape}};
+  p.structure = Structure::opaque;
+  p.infer = [](std::span<const VarType> in, const Attrs& a) {
+    const Tape& body = a.tape("body");
+    const std::vector<VarType> inputs = body.input_types();
+    if (inputs.size() != 1 || body.outputs.size() != 1 || inputs[0] != in[0])
+      throw Error(fmt::format("call_body: expected a body with one input of type {} and one output, got {} "
+                              "inputs and {} outputs", type_str(in[0]), inputs.size(), body.outputs.size()));
+    return body.type(body.outputs[0]);
+  };
+  p.eager = [](std::span<const Tensor> in, const Attrs& a) {
+    return play(a.tape("body"), std::vector<Tensor>(in.begin(), in.end()))[0];
+  };
+  p.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+    const Var in[] = {a.args[0], a.dout};
+    return std::vector<Var>{b.inline_tape(vjp_tape(a.attrs.tape("body")), in)[1]};
+  };
+  p.tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    const Var in[] = {a.args[0], a.tangents[0]};
+    return b.inline_tape(jvp_tape(a.attrs.tape("body")), in)[1];
+  };
+  register_primitive(std::move(p));
+}
+
 }  // namespace
 
 void register_test_primitives() {
@@ -111,6 +143,7 @@ void register_test_primitives() {
   std::call_once(once, [] {
     define_conv1d();
     define_sincos();
+    define_call_body();
   });
 }
 

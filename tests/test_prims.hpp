@@ -6,7 +6,9 @@
 //   receiving pad, conv1d_data_grad(dy, w, pad) and conv1d_filter_grad(x, dy, pad, k)
 //   (reel::define_primitive);
 // - sincos(x): two results, sin(x) and cos(x) (reel::register_primitive with
-//   results = 2).
+//   results = 2);
+// - call_body(x, body={tape}): a tape attribute applied to x, differentiated by
+//   differentiating the body.
 namespace reel::test {
 
 // Registers them once; safe to call again.

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "reel/error.hpp"
+#include "reel/ir/tape.hpp"
 
 namespace reel {
 
@@ -72,7 +73,24 @@ DType Attrs::dtype(const std::string& name) const {
   return *v;
 }
 
+const Tape& Attrs::tape(const std::string& name) const {
+  const auto* v = std::get_if<TapeRef>(&get(name));
+  if (v == nullptr || !v->tape) throw Error(fmt::format("attribute '{}' must be a tape", name));
+  return *v->tape;
+}
+
+bool TapeRef::operator==(const TapeRef& other) const {
+  if (tape == other.tape) return true;
+  return tape && other.tape && to_string(*tape) == to_string(*other.tape);
+}
+
 std::string attr_str(const AttrValue& v) {
+  if (const auto* t = std::get_if<TapeRef>(&v)) {  // its lines joined by "; "
+    std::string text = t->tape ? to_string(*t->tape) : "";
+    std::string out = "{";
+    for (char c : text) out += c == '\n' ? std::string("; ") : std::string(1, c);
+    return out + "}";
+  }
   if (const auto* i = std::get_if<int64_t>(&v)) return fmt::format("{}", *i);
   if (const auto* d = std::get_if<double>(&v)) return fmt::format("{}", *d);
   if (const auto* s = std::get_if<Shape>(&v)) return shape_str(*s);

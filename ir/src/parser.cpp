@@ -167,6 +167,43 @@ class Cursor {
     return v;
   }
 
+  // {line; line; ...}: a tape whose lines are joined by ';' (nested tapes and quoted
+  // strings may hold ';' and braces of their own).
+  TapeRef braced_tape() {
+    expect("{");
+    std::string text;
+    int depth = 0;
+    bool in_string = false;
+    while (true) {
+      if (i_ >= s_.size()) throw LineError("unterminated tape attribute: expected '}'");
+      const char c = s_[i_++];
+      if (in_string) {
+        if (c == '\\' && i_ < s_.size()) {
+          text += c;
+          text += s_[i_++];
+          continue;
+        }
+        in_string = c != '"';
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{') {
+        ++depth;
+      } else if (c == '}') {
+        if (depth == 0) break;
+        --depth;
+      } else if (c == ';' && depth == 0) {
+        text += '\n';
+        continue;
+      }
+      text += c;
+    }
+    try {
+      return TapeRef{std::make_shared<const Tape>(parse_tape(text))};
+    } catch (const Error& e) {
+      throw LineError(fmt::format("in a tape attribute: {}", e.what()));
+    }
+  }
+
   // "text", with \" \\ and \n escapes.
   std::string quoted() {
     expect("\"");
@@ -205,6 +242,7 @@ class Cursor {
   AttrValue attr_value() {
     if (peek('[')) return list();
     if (peek('"')) return quoted();
+    if (peek('{')) return braced_tape();
     const std::string tok = number_token("an attribute value");
     if (tok == "true" || tok == "false") return tok == "true";
     if (tok == "f32") return DType::f32;
@@ -218,6 +256,17 @@ class Cursor {
   std::size_t i_ = 0;
 };
 
+// Where a line's comment starts: the first '#' outside a quoted string.
+std::size_t comment_start(std::string_view line) {
+  bool in_string = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    if (in_string && line[i] == '\\') ++i;
+    else if (line[i] == '"') in_string = !in_string;
+    else if (line[i] == '#' && !in_string) return i;
+  }
+  return line.size();
+}
+
 class Parser {
  public:
   Tape parse(std::string_view text) {
@@ -229,7 +278,7 @@ class Parser {
       std::string_view line = text.substr(pos, nl == std::string_view::npos ? text.npos : nl - pos);
       pos = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
       ++line_no;
-      if (const std::size_t hash = line.find('#'); hash != line.npos) line = line.substr(0, hash);
+      line = line.substr(0, comment_start(line));
       Cursor c(line);
       if (c.at_end()) continue;
       try {

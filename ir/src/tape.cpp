@@ -36,6 +36,7 @@ const char* kind_name(AttrKind k) {
     case AttrKind::boolean: return "true or false";
     case AttrKind::string: return "a string";
     case AttrKind::dtype: return "a dtype (f32 or f64)";
+    case AttrKind::tape: return "a tape {...}";
   }
   return "?";
 }
@@ -71,7 +72,9 @@ void check_call_attrs(const Primitive& prim, std::span<const VarType> args, Attr
                     (spec.kind == AttrKind::reals && std::holds_alternative<std::vector<double>>(v)) ||
                     (spec.kind == AttrKind::boolean && std::holds_alternative<bool>(v)) ||
                     (spec.kind == AttrKind::string && std::holds_alternative<std::string>(v)) ||
-                    (spec.kind == AttrKind::dtype && std::holds_alternative<DType>(v));
+                    (spec.kind == AttrKind::dtype && std::holds_alternative<DType>(v)) ||
+                    (spec.kind == AttrKind::tape && std::holds_alternative<TapeRef>(v) &&
+                     std::get<TapeRef>(v).tape != nullptr);
     if (!ok)
       throw Error(fmt::format("{}: attribute '{}' must be {}", prim.name, spec.name,
                               kind_name(spec.kind)));

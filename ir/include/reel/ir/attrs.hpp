@@ -1,7 +1,9 @@
 #pragma once
 // Static attributes of a primitive call: pow's exponent, sum's axis, reshape's shape,
-// and for user primitives booleans, strings, dtypes and lists. In text: 2, 0.5,
-// [2,3] (a shape or list of integers), [0.5, 1] (a list of reals), true, "same", f32.
+// and for user primitives booleans, strings, dtypes, lists and tapes. In text: 2, 0.5,
+// [2,3] (a shape or list of integers), [0.5, 1] (a list of reals), true, "same", f32,
+// {inp %1::f64[3]; %2 = sin(%1)::f64[3]; out %2} (a tape, its lines joined by ';').
+#include <memory>
 #include <string>
 #include <utility>
 #include <variant>
@@ -11,7 +13,18 @@
 
 namespace reel {
 
-using AttrValue = std::variant<int64_t, double, Shape, bool, std::string, DType, std::vector<double>>;
+class Tape;
+
+// A tape held by an attribute: the body of a structured operation (a loop, a call of a
+// function by value), immutable and shared by the copies of the call. Passes do not
+// look inside it; the primitive's rules do (they may play, differentiate or inline
+// it). Two are equal when their text is.
+struct TapeRef {
+  std::shared_ptr<const Tape> tape;
+  bool operator==(const TapeRef& other) const;
+};
+
+using AttrValue = std::variant<int64_t, double, Shape, bool, std::string, DType, std::vector<double>, TapeRef>;
 
 // The text form of a value, as tapes print it; parse_tape reads it back.
 std::string attr_str(const AttrValue& value);
@@ -32,6 +45,7 @@ class Attrs {
   bool boolean(const std::string& name) const;
   const std::string& string(const std::string& name) const;
   DType dtype(const std::string& name) const;
+  const Tape& tape(const std::string& name) const;
 
   const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
   bool empty() const { return items_.empty(); }

@@ -57,7 +57,8 @@ struct TangentArgs {
 
 // shape: non-negative integers whose product fits; ints: any integers (axes);
 // reals: numbers (integers written without a point are accepted).
-enum class AttrKind { integer, real, shape, ints, reals, boolean, string, dtype };
+// tape: a TapeRef (see attrs.hpp).
+enum class AttrKind { integer, real, shape, ints, reals, boolean, string, dtype, tape };
 struct AttrSpec {
   std::string name;
   AttrKind kind;
