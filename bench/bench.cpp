@@ -15,8 +15,10 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -94,6 +96,16 @@ struct Hand {
   std::function<std::vector<std::vector<double>>()> outputs;
 };
 
+// With REEL_BENCH_DUMP_TAPES=DIR, each workload's forward tape is written to DIR as
+// text, so that gradient tapes of two versions can be compared with reel-opt.
+void dump_tape(const std::string& workload, const reel::Tape& tape) {
+  const char* dir = std::getenv("REEL_BENCH_DUMP_TAPES");
+  if (dir == nullptr) return;
+  std::string name;
+  for (char c : workload) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  std::ofstream(std::string(dir) + "/" + name + ".tape") << reel::to_string(tape) << "\n";
+}
+
 // Times one workload: f traced at args, against the hand-written version.
 template <class F, class... T>
 Result measure(const std::string& workload, DType dtype, F f, const Hand& hand, const T&... args) {
@@ -105,7 +117,9 @@ Result measure(const std::string& workload, DType dtype, F f, const Hand& hand, 
   }
   std::sort(compile_ms.begin(), compile_ms.end());
   const auto g = reel::simplegrad(f, args...);
-  const reel::Tape tape = reel::grad_tape(reel::trace(f, args...));
+  const reel::Tape forward = reel::trace(f, args...);
+  dump_tape(fmt::format("{} {}", workload, reel::dtype_name(dtype)), forward);
+  const reel::Tape tape = reel::grad_tape(forward);
   const std::vector<Tensor> argv{args...};
   const reel::GradFunction<sizeof...(T)> scalar_math(reel::compile(tape, {.vector_math = false}));
 
@@ -279,6 +293,7 @@ Row measure_row(const std::string& program, int steps) {
   }
   r.trace_ms = seconds_since(t0) * 1e3;
   t0 = Clock::now();
+  dump_tape(fmt::format("{} {}", program, steps), tape);
   const reel::Tape g = reel::grad_tape(tape);
   r.grad_ms = seconds_since(t0) * 1e3;
   r.ops = g.size();
@@ -286,6 +301,9 @@ Row measure_row(const std::string& program, int steps) {
   const reel::CompiledFunction f = reel::compile(g);
   r.compile_ms = seconds_since(t0) * 1e3;
   r.kernels = f.kernels_compiled();
+  rusage u{};  // peak RSS through trace, gradient and the first compile (the warm one is extra)
+  getrusage(RUSAGE_SELF, &u);
+  r.rss_mb = static_cast<double>(u.ru_maxrss) / 1024.0;
   t0 = Clock::now();
   (void)reel::compile(g);
   r.warm_ms = seconds_since(t0) * 1e3;
@@ -293,9 +311,6 @@ Row measure_row(const std::string& program, int steps) {
   r.workspace = f.workspace_bytes();
   r.lower_bound = f.workspace_lower_bound();
   r.call_ns = median_call_ns(f, args);
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  r.rss_mb = static_cast<double>(u.ru_maxrss) / 1024.0;
   return r;
 }
 

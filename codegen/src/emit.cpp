@@ -231,7 +231,7 @@ class Emitter {
           }
           std::vector<Value*> args;
           for (int a : inst.args) args.push_back(value[static_cast<std::size_t>(a)]);
-          value.push_back(ElementEmitter(b_, m_, elem(inst.dtype)).emit(inst.element, args));
+          value.push_back(ElementEmitter(b_, m_, elem(inst.dtype)).emit(inst.element->program, args));
         }
         for (const auto& st : k_.stores)
           b_.CreateStore(value[static_cast<std::size_t>(st.value)],

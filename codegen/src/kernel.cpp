@@ -48,7 +48,7 @@ std::string make_key(const KernelSpec& s) {
   // the same math (a user's logistic and sigmoid) share kernels.
   for (const auto& i : s.insts)
     k += i.prim->structure == Structure::elementwise
-             ? fmt::format("; {} [{}]({})", dtype_name(i.dtype), i.element.str(), fmt::join(i.args, ","))
+             ? fmt::format("; {} [{}]({})", dtype_name(i.dtype), i.element->text, fmt::join(i.args, ","))
              : fmt::format("; {} {}({})", dtype_name(i.dtype), i.prim->name, fmt::join(i.args, ","));
   for (const auto& st : s.stores) k += fmt::format("; store {} {} {}", st.value, st.param, ints(st.strides));
   for (const auto& su : s.sums)
@@ -92,6 +92,20 @@ class Scheduler {
   }
   void push_ref_of(std::vector<int64_t>& refs, Var v) const { push_ref(refs, p_.slot_of[v]); }
 
+  // A primitive's element rule for these attributes, recorded once per schedule (a
+  // million-operation tape has a few distinct ones).
+  std::shared_ptr<const ElementRule> element_rule(const Op& op) {
+    std::string attrs;
+    for (const auto& [name, value] : op.attrs.items()) attrs += name + '=' + attr_str(value) + ' ';
+    auto& rule = element_rules_[{op.prim, attrs}];
+    if (!rule) {
+      ElementProgram program = op.prim->element(op.attrs);
+      std::string text = program.str();
+      rule = std::make_shared<const ElementRule>(ElementRule{std::move(program), std::move(text)});
+    }
+    return rule;
+  }
+
   void add_kernel(KernelSpec spec, const std::vector<int>& param_slots) {
     spec.key = make_key(spec);
     auto [it, added] = index_.emplace(spec.key, static_cast<int>(sched_.kernels.size()));
@@ -120,8 +134,8 @@ class Scheduler {
     }
     for (Var m : loop.members) {
       const Op& op = t_.op(m);
-      KernelSpec::Inst inst{op.prim, op.attrs, {}, {}, op.type.dtype};
-      if (op.prim->structure == Structure::elementwise) inst.element = op.prim->element(op.attrs);
+      KernelSpec::Inst inst{op.prim, {}, {}, op.type.dtype};
+      if (op.prim->structure == Structure::elementwise) inst.element = element_rule(op);
       for (Var a : op.args) inst.args.push_back(value.at(a));
       value[m] = static_cast<int>(k.loads.size() + k.insts.size());
       k.insts.push_back(std::move(inst));
@@ -239,6 +253,7 @@ class Scheduler {
   const Tape& t_;
   const Plan& p_;
   Schedule sched_;
+  std::map<std::pair<const Primitive*, std::string>, std::shared_ptr<const ElementRule>> element_rules_;
   std::unordered_map<std::string, int> index_;
 };
 

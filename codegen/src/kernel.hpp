@@ -14,12 +14,21 @@
 // where bases = {workspace, constant pool, inputs..., outputs...} for this call and
 // refs, fixed at compile time, name each buffer as a pair (base index, byte offset),
 // followed by the step's other integers (a CBLAS call's sizes, a copy's length).
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "plan.hpp"
 
 namespace reel::codegen {
+
+// An elementwise operation's element program and its text (as kernel keys spell it),
+// made once per primitive and attributes in a schedule and shared by every use.
+struct ElementRule {
+  ElementProgram program;
+  std::string text;
+};
 
 struct KernelSpec {
   enum class Kind { loop, reduce, transpose };
@@ -34,8 +43,7 @@ struct KernelSpec {
   };
   struct Inst {
     const Primitive* prim;  // elementwise or broadcast (a copy)
-    Attrs attrs;
-    ElementProgram element;  // elementwise: prim->element(attrs)
+    std::shared_ptr<const ElementRule> element;  // elementwise: from prim->element(attrs)
     std::vector<int> args;
     DType dtype;
   };
