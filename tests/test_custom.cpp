@@ -2,6 +2,7 @@
 // examples in C++: Tracker's minus, Zygote's add rrule, Yota's logistic @diffrule, a
 // 1-D convolution whose derivative rules are two more primitives receiving `pad`.
 #include <cmath>
+#include <limits>
 
 #include "test_prims.hpp"
 #include "test_util.hpp"
@@ -289,7 +290,7 @@ TEST_CASE("a primitive with two results: trace, text, gradients, forward mode, p
   CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[2]\n%2 = sincos(%1)::f64[2]\nout %2"),
                        doctest::Contains("sincos has 2 results, the line defines 1"), Error);
   CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[2]\n%2, %3 = sincos(%1)::f64[2]\nout %2"),
-                       doctest::Contains("declares 1 types"), Error);
+                       doctest::Contains("sincos: the line defines 2 variables but declares 1 type"), Error);
   CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[2]\n%2, %4 = sincos(%1)::f64[2], f64[2]\nout %2"),
                        doctest::Contains("expected %3"), Error);
   Tape broken = t;
@@ -343,4 +344,58 @@ TEST_CASE("a '#' inside a string attribute is not a comment") {
   const Tape t = parse_tape(text);
   CHECK(t.op(2).attrs.string("tag") == "a#b \"#\" ;{");
   CHECK(to_string(parse_tape(to_string(t))) == to_string(t));
+}
+
+TEST_CASE("review fixes: nested tape attributes are capped, element programs and rule sets are checked") {
+  test::register_test_primitives();
+  // 100 levels of call_body: an error, not a stack overflow.
+  auto wrap = [](const std::string& body, const char* sep) {
+    return fmt::format("inp %1::f64[3]{0}%2 = call_body(%1, body={{{1}}})::f64[3]{0}out %2", sep, body);
+  };
+  std::string deep = "inp %1::f64[3]; out %1";
+  for (int i = 0; i < 100; ++i) deep = wrap(deep, "; ");
+  CHECK_THROWS_WITH_AS(parse_tape(wrap(deep, "\n")), doctest::Contains("nested deeper than 64"), Error);
+  // A few levels parse, print and play.
+  std::string body = "inp %1::f64[3]; %2 = sin(%1)::f64[3]; out %2";
+  for (int i = 0; i < 3; ++i) body = wrap(body, "; ");
+  const Tape nested = parse_tape(wrap(body, "\n"));
+  CHECK(to_string(parse_tape(to_string(nested))) == to_string(nested));
+  const Tensor x = tensor({0.5, 1.0, 2.0});
+  test::check_close(play(nested, {x})[0], sin(x), 0, 0, "three nested bodies");
+  CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[3]\n%2 = pow(%1, p={})::f64[3]\nout %2"),
+                       doctest::Contains("pow: attribute 'p' does not take a tape"), Error);
+
+  // sign(NaN) is NaN, so abs's gradient does not hide a NaN input.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(std::isnan(sign(tensor({nan})).item()));
+  CHECK(std::isnan(grad([](const Tensor& v) { return sum(abs(v)); }, tensor({nan})).grads[0].item()));
+
+  // A malformed element program is an error naming the primitive when compiled.
+  Primitive bad;
+  bad.name = "bad_element";
+  bad.infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; };
+  bad.eager = [](std::span<const Tensor> in, const Attrs&) { return in[0]; };
+  bad.element = [](const Attrs&) {
+    ElementProgram p;
+    p.insts = {{ElemOp::input, 0}, {ElemOp::add, 0, 7}};
+    p.result = 1;
+    return p;
+  };
+  const Primitive& registered = register_primitive(bad);
+  CHECK_THROWS_WITH_AS(compile(test::tape_calling(registered)),
+                       doctest::Contains("bad_element: malformed element program at x1 (add): operand 2"), Error);
+  // Rules for one result on a primitive with two, and the other way round.
+  Primitive two;
+  two.name = "two_with_single_rules";
+  two.results = 2;
+  two.infer_results = [](std::span<const VarType> in, const Attrs&) { return std::vector<VarType>{in[0], in[0]}; };
+  two.eager_results = [](std::span<const Tensor> in, const Attrs&) { return std::vector<Tensor>{in[0], in[0]}; };
+  two.tangent = [](TapeBuilder&, const TangentArgs&) { return kNoVar; };
+  CHECK_THROWS_WITH_AS(register_primitive(two), doctest::Contains("gives tangent; use tangent_results"), Error);
+  Primitive one;
+  one.name = "one_with_multi_rules";
+  one.infer = bad.infer;
+  one.eager = bad.eager;
+  one.eager_results = two.eager_results;
+  CHECK_THROWS_WITH_AS(register_primitive(one), doctest::Contains("gives eager_results; use eager"), Error);
 }

@@ -98,8 +98,9 @@ void extern_step(void* const* bases, const int64_t* r) {
     const Tensor& out = outs[static_cast<std::size_t>(i)];
     const VarType& want = call.outs[static_cast<std::size_t>(i)];
     if (!out.defined() || out.dtype() != want.dtype || out.shape() != want.shape)
-      throw Error(fmt::format("{}: the eager function made {}, the type rule says {}", call.prim->name,
-                              out.defined() ? type_str(out.dtype(), out.shape()) : "undefined", type_str(want)));
+      throw Error(fmt::format("{}: the eager function made {}{}, the type rule says {}", call.prim->name,
+                              out.defined() ? type_str(out.dtype(), out.shape()) : "undefined",
+                              k > 1 ? fmt::format(" for result {}", i + 1) : "", type_str(want)));
   }
   for (int64_t i = 0; i < k; ++i) {
     const Tensor& out = outs[static_cast<std::size_t>(i)];

@@ -99,15 +99,15 @@ std::vector<Var> TapeBuilder::inline_tape(const Tape& sub, std::span<const Var> 
   return outs;
 }
 
-Var TapeBuilder::reshape(Var a, const Shape& shape) {
+Var TapeBuilder::reshape(Var a, Shape shape) {
   return type(a).shape == shape ? a : call("reshape", {a}, {{"shape", shape}});
 }
 
-Var TapeBuilder::broadcast_to(Var a, const Shape& shape) {
+Var TapeBuilder::broadcast_to(Var a, Shape shape) {
   return type(a).shape == shape ? a : call("broadcast_to", {a}, {{"shape", shape}});
 }
 
-Var TapeBuilder::sum_to(Var a, const Shape& shape) {
+Var TapeBuilder::sum_to(Var a, Shape shape) {
   return type(a).shape == shape ? a : call("sum_to", {a}, {{"shape", shape}});
 }
 

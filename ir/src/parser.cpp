@@ -170,6 +170,17 @@ class Cursor {
   // {line; line; ...}: a tape whose lines are joined by ';' (nested tapes and quoted
   // strings may hold ';' and braces of their own).
   TapeRef braced_tape() {
+    // Nested tapes are parsed recursively: a cap keeps hostile input from exhausting
+    // the stack (and the copies of inner text from growing with the depth).
+    constexpr int kMaxDepth = 64;
+    thread_local int depth_now = 0;
+    if (depth_now >= kMaxDepth)
+      throw LineError(fmt::format("tape attributes nested deeper than {}", kMaxDepth));
+    struct Nest {
+      int& d;
+      explicit Nest(int& d_) : d(d_) { ++d; }
+      ~Nest() { --d; }
+    } nest(depth_now);
     expect("{");
     std::string text;
     int depth = 0;
@@ -338,6 +349,9 @@ class Parser {
           const std::string key = c.ident();
           if (attrs.has(key)) throw LineError(fmt::format("attribute '{}' is given twice", key));
           c.expect("=");
+          for (const AttrSpec& spec : prim->attrs)
+            if (spec.name == key && spec.kind != AttrKind::tape && c.peek('{'))
+              throw LineError(fmt::format("{}: attribute '{}' does not take a tape {{...}}", name, key));
           attrs.set(key, c.attr_value());
         }
       } while (c.accept(","));
@@ -350,11 +364,13 @@ class Parser {
       throw LineError(fmt::format("{} has {} result{}, the line defines {}", name, prim->results,
                                   prim->results == 1 ? "" : "s", results));
     if (declared.size() != static_cast<std::size_t>(results))
-      throw LineError(fmt::format("the line defines {} variables but declares {} types", results, declared.size()));
+      throw LineError(fmt::format("{}: the line defines {} variables but declares {} type{}", name, results,
+                                  declared.size(), declared.size() == 1 ? "" : "s"));
     const std::vector<Var> vs = b_.call_results(*prim, std::move(args), std::move(attrs));
     for (std::size_t i = 0; i < vs.size(); ++i)
       if (b_.type(vs[i]) != declared[i])
-        throw LineError(fmt::format("{} gives {}, but the line declares {}", name, type_str(b_.type(vs[i])),
+        throw LineError(fmt::format("{} gives {}{}, but the line declares {}", name, type_str(b_.type(vs[i])),
+                                    vs.size() > 1 ? fmt::format(" for result {}", i + 1) : "",
                                     type_str(declared[i])));
     return false;
   }

@@ -73,10 +73,20 @@ const Primitive& register_primitive(Primitive p) {
     throw Error(fmt::format("register_primitive: expected a name of letters, digits and '_', got '{}'", p.name));
   if (p.arity < 0) throw Error(fmt::format("register_primitive: primitive '{}' has a negative arity", p.name));
   if (p.results < 1) throw Error(fmt::format("register_primitive: primitive '{}' has {} results", p.name, p.results));
+  auto mismatched = [&](const char* given, const char* want) {
+    return Error(fmt::format("register_primitive: primitive '{}' has {} result{} but gives {}; use {}", p.name,
+                             p.results, p.results == 1 ? "" : "s", given, want));
+  };
   if (p.results == 1) {
+    if (p.infer_results) throw mismatched("infer_results", "infer");
+    if (p.eager_results) throw mismatched("eager_results", "eager");
+    if (p.tangent_results) throw mismatched("tangent_results", "tangent");
     if (!p.infer) throw missing("type rule (infer)");
     if (!p.eager) throw missing("eager evaluation (eager)");
   } else {
+    if (p.infer) throw mismatched("infer", "infer_results");
+    if (p.eager) throw mismatched("eager", "eager_results");
+    if (p.tangent) throw mismatched("tangent", "tangent_results");
     if (!p.infer_results) throw missing("type rule for its several results (infer_results)");
     if (!p.eager_results) throw missing("eager evaluation for its several results (eager_results)");
     if (p.element || p.linear || p.commutative || p.involution || p.left_identity || p.right_identity)

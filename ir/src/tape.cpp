@@ -147,7 +147,11 @@ void check_structure(const char* op_name, const Tape& tape) {
         const Var c = op.args.size() == 1 ? op.args[0] : kNoVar;
         if (c < 1 || c >= v || tape.op(c).kind != OpKind::call || op.index < 1 || c + op.index != v ||
             op.index >= tape.op(c).prim->results)
-          fail("a result operation that does not follow its multi-result call");
+          fail(fmt::format("a result operation must directly follow its call as result 1, 2, ...: this one "
+                           "is result {} of %{}{}", op.index, c,
+                           c >= 1 && c < v && tape.op(c).kind == OpKind::call
+                               ? fmt::format(" ({}, {} results)", tape.op(c).prim->name, tape.op(c).prim->results)
+                               : std::string(", which is not a call before it")));
         break;
       }
       default: fail("unknown kind of operation");

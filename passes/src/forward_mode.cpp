@@ -37,7 +37,8 @@ Tape forward_mode(const Tape& f) {
       std::vector<Var> outs;
       for (int i = 0; i < op.prim->results; ++i) outs.push_back(map[v + i]);
       if (!op.prim->tangent_results)
-        throw Error(fmt::format("jvp: primitive '{}' has no forward-mode (tangent) rule", op.prim->name));
+        throw Error(fmt::format("jvp: primitive '{}' has {} results and no forward-mode rule for them "
+                                "(tangent_results)", op.prim->name, op.prim->results));
       const std::vector<Var> ts = op.prim->tangent_results(b, TangentArgs{args, map[v], tangents, op.attrs, outs});
       if (ts.size() != outs.size())
         throw Error(fmt::format("jvp: the tangent rule of '{}' returned {} tangents for {} results",

@@ -36,11 +36,13 @@ class TapeBuilder {
   Var mul(Var a, double c) { return mul(a, scalar(c, type(a).dtype)); }
   Var transpose(Var a) { return call("transpose", {a}); }
   Var matmul(Var a, Var b) { return call("matmul", {a, b}); }
-  Var reshape(Var a, const Shape& shape);         // no-op if the shape is already right
-  Var broadcast_to(Var a, const Shape& shape);    // no-op if the shape is already right
-  Var sum_to(Var a, const Shape& shape);          // no-op if the shape is already right
+  // The shape is taken by value: a caller may pass b.type(v).shape, a reference into
+  // the tape that another argument's evaluation (appending an operation) can move.
+  Var reshape(Var a, Shape shape);         // no-op if the shape is already right
+  Var broadcast_to(Var a, Shape shape);    // no-op if the shape is already right
+  Var sum_to(Var a, Shape shape);          // no-op if the shape is already right
   // `v`, or zeros of type `t` where v is kNoVar (a derivative that is zero).
-  Var or_zeros(Var v, const VarType& t) {
+  Var or_zeros(Var v, VarType t) {
     return v != kNoVar ? v : broadcast_to(scalar(0.0, t.dtype), t.shape);
   }
 
