@@ -43,12 +43,24 @@ class RandomTape {
       const Var x = any(), y = any();
       const Shape sx = shape(x), sy = shape(y);
       Var v = kNoVar;
-      switch (pick(0, 11)) {
-        case 0: case 1: {  // bounded unary ops, so values stay finite
-          static const char* unary[] = {"neg", "sin", "cos", "tanh", "sigmoid", "square"};
-          v = b_.call(unary[pick(0, 5)], {x});
+      switch (pick(0, 13)) {
+        case 0: case 1: {  // unary ops that keep values finite and moderate
+          static const char* unary[] = {"neg", "sin", "cos", "tanh", "sigmoid", "square", "erf", "softplus", "relu", "abs"};
+          v = b_.call(unary[pick(0, 9)], {x});
           break;
         }
+        case 12: {  // maximum, minimum, or a where on a comparison (kinks where values tie, as by convention)
+          if (!broadcastable(sx, sy)) continue;
+          static const char* pick2[] = {"maximum", "minimum", "where"};
+          const char* op = pick2[pick(0, 2)];
+          if (std::string(op) == "where") {
+            v = b_.call("where", {b_.call(pick(0, 1) ? "gt" : "le", {x, b_.scalar(0.1, b_.type(x).dtype)}), x, y});
+          } else {
+            v = b_.call(op, {x, y});
+          }
+          break;
+        }
+        case 13: v = b_.call("clamp", {x}, {{"lo", -0.5}, {"hi", 0.75}}); break;
         case 2: case 3: case 4: {
           if (!broadcastable(sx, sy)) continue;
           static const char* binary[] = {"add", "sub", "mul"};

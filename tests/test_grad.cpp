@@ -256,63 +256,71 @@ TEST_CASE("nodiff: no gradient flows through it, and it shows on the tape") {
 // the two must agree exactly on which elements are NaN. A new built-in elementwise
 // primitive is covered here by being registered.
 TEST_CASE("every registered elementwise primitive: gradients, tangents, eager vs compiled") {
-  int checked = 0;
+  int checked = 0, with_rules = 0;
   for (const Primitive* p : all_primitives()) {
-    if (p->structure != Structure::elementwise || p->arity < 1 || p->arity > 2 || !p->adjoint || !p->tangent)
-      continue;
+    if (p->structure != Structure::elementwise || p->arity < 1 || p->arity > 3) continue;
     if (std::any_of(p->attrs.begin(), p->attrs.end(), [](const AttrSpec& s) { return !s.optional; })) continue;
-    // nodiff is the identity whose derivative is zero by definition: finite
-    // differences see through it (its own test is below).
-    if (p->name == "nodiff") continue;
     CAPTURE(p->name);
     ++checked;
     const Shape shape{3, 4};
-    std::vector<Tensor> args;
-    for (int i = 0; i < p->arity; ++i) args.push_back(positive(shape, 20 + static_cast<uint64_t>(i)));
-    const Fn fn = [p](const std::vector<Tensor>& a) {
-      return weighted_sum(reel::apply(*p, std::span<const Tensor>(a), {}), 11);
-    };
-    check_gradient(fn, args, p->name);
-    std::vector<Tensor> tangents;
-    for (int i = 0; i < p->arity; ++i) tangents.push_back(randn(shape, 30 + static_cast<uint64_t>(i)));
-    auto call1 = [p](const Tensor& a) { const Tensor in[] = {a}; return reel::apply(*p, in, {}); };
-    auto call2 = [p](const Tensor& a, const Tensor& c) { const Tensor in[] = {a, c}; return reel::apply(*p, in, {}); };
-    const JvpResult j = p->arity == 1 ? jvp(call1, {args[0]}, {tangents[0]})
-                                      : jvp(call2, {args[0], args[1]}, {tangents[0], tangents[1]});
-    const double h = 1e-6;
-    std::vector<Tensor> plus = args, minus = args;
-    for (int i = 0; i < p->arity; ++i) plus[i] = args[i] + tangents[i] * h, minus[i] = args[i] - tangents[i] * h;
-    const Tensor fd = (reel::apply(*p, std::span<const Tensor>(plus), {}) -
-                       reel::apply(*p, std::span<const Tensor>(minus), {})) / (2 * h);
-    test::check_close(j.tangent, fd, 1e-6, 1e-6, p->name + ": jvp vs finite differences");
+    const auto call = [p](const std::vector<Tensor>& a) { return reel::apply(*p, std::span<const Tensor>(a), {}); };
+    // nodiff is the identity whose derivative is zero by definition: finite
+    // differences see through it (its own test is below).
+    if (p->adjoint && p->tangent && p->name != "nodiff") {
+      ++with_rules;
+      std::vector<Tensor> args;
+      for (int i = 0; i < p->arity; ++i) args.push_back(positive(shape, 20 + static_cast<uint64_t>(i)));
+      check_gradient([&](const std::vector<Tensor>& a) { return weighted_sum(call(a), 11); }, args, p->name);
+      std::vector<Tensor> tangents;
+      for (int i = 0; i < p->arity; ++i) tangents.push_back(randn(shape, 30 + static_cast<uint64_t>(i)));
+      const Tape jt = jvp_tape(test::trace_list(call, args));
+      std::vector<Tensor> jargs = args;
+      jargs.insert(jargs.end(), tangents.begin(), tangents.end());
+      const std::vector<Tensor> j = test::run_checked(jt, jargs);
+      const double h = 1e-6;
+      std::vector<Tensor> plus = args, minus = args;
+      for (int i = 0; i < p->arity; ++i) plus[i] = args[i] + tangents[i] * h, minus[i] = args[i] - tangents[i] * h;
+      test::check_close(j[1], (call(plus) - call(minus)) / (2 * h), 1e-6, 1e-6, p->name + ": jvp vs finite differences");
+    }
 
     const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
     const std::vector<double> special{0.0, -0.0, 1.0, -1.0, 0.5, -2.5, inf, -inf, nan, 1e-300, 3.0, 3.0};
     for (DType dtype : {DType::f64, DType::f32}) {
-      std::vector<Tensor> sargs{tensor(special, {12}, dtype)};
-      if (p->arity == 2) {
-        std::vector<double> other = special;
-        std::rotate(other.begin(), other.begin() + 3, other.end());
-        other.back() = 3.0;  // a tie with the last element of the first argument
-        sargs.push_back(tensor(other, {12}, dtype));
+      std::vector<Tensor> sargs;
+      for (int i = 0; i < p->arity; ++i) {
+        std::vector<double> v = special;
+        std::rotate(v.begin(), v.begin() + 3 * i, v.end());
+        v.back() = 3.0;  // a tie across the arguments in the last element
+        sargs.push_back(tensor(v, {12}, dtype));
       }
-      TapeBuilder b;
-      std::vector<Var> in;
-      for (const Tensor& a : sargs) in.push_back(b.input({dtype, {12}}));
-      b.set_outputs({b.call(*p, in)});
-      const Tape t = b.finish();
-      const auto eager = play(t, sargs)[0].values(), compiled = compile(t)(sargs)[0].values();
-      for (std::size_t i = 0; i < eager.size(); ++i) {
-        CAPTURE(i);
-        CAPTURE(dtype_name(dtype));
-        CHECK(std::isnan(eager[i]) == std::isnan(compiled[i]));
-        if (!std::isnan(eager[i]) && !std::isinf(eager[i]))
-          CHECK(std::abs(eager[i] - compiled[i]) <= 1e-6 * std::abs(eager[i]) + 1e-300);
-        if (std::isinf(eager[i])) CHECK(eager[i] == compiled[i]);
+      // The primitive on the arguments, and on abs, neg and square of them: the
+      // optimiser folds operations across a fused loop (an LLVM fold of max over fabs
+      // was wrong once), so compositions are checked too.
+      for (const char* pre : {"", "abs", "neg", "square"}) {
+        CAPTURE(pre);
+        TapeBuilder b;
+        std::vector<Var> in;
+        for (int i = 0; i < p->arity; ++i) {
+          in.push_back(b.input({dtype, {12}}));
+          if (*pre) in.back() = b.call(pre, {in.back()});
+        }
+        b.set_outputs({b.call(*p, in)});
+        const Tape t = b.finish();
+        const auto eager = play(t, sargs)[0].values(), compiled = compile(t)(sargs)[0].values();
+        for (std::size_t i = 0; i < eager.size(); ++i) {
+          CAPTURE(i);
+          CAPTURE(dtype_name(dtype));
+          CHECK(std::isnan(eager[i]) == std::isnan(compiled[i]));
+          if (!std::isnan(eager[i]) && !std::isinf(eager[i]))
+            CHECK(std::abs(eager[i] - compiled[i]) <= 1e-6 * std::abs(eager[i]) + 1e-300);
+          if (std::isinf(eager[i])) CHECK(eager[i] == compiled[i]);
+          if (eager[i] == 0 && compiled[i] == 0) CHECK(std::signbit(eager[i]) == std::signbit(compiled[i]));
+        }
       }
     }
   }
-  CHECK(checked >= 14);
+  CHECK(checked >= 30);
+  CHECK(with_rules >= 28);
 }
 
 TEST_CASE("abs and sign: values, gradients at the kink by convention") {
@@ -323,4 +331,64 @@ TEST_CASE("abs and sign: values, gradients at the kink by convention") {
   CHECK(g.grads[0].values() == std::vector<double>{-1, 0, 1});  // abs'(0) = 0
   const auto gs = grad([](const Tensor& v) { return sum(sign(v) * v); }, x);
   CHECK(gs.grads[0].values() == std::vector<double>{-1, 0, 1});  // no gradient through sign
+}
+
+TEST_CASE("new elementwise primitives: closed forms and the conventions at kinks") {
+  const double euler_gamma = 0.57721566490153286, pi = 3.14159265358979323846;
+  CHECK(lgamma(tensor({5.0, 0.5})).values()[0] == doctest::Approx(std::log(24.0)).epsilon(1e-14));
+  CHECK(lgamma(tensor({5.0, 0.5})).values()[1] == doctest::Approx(0.5 * std::log(pi)).epsilon(1e-14));
+  const auto dg = digamma(tensor({1.0, 0.5, 10.0, -0.5, 1e-3})).values();
+  CHECK(dg[0] == doctest::Approx(-euler_gamma).epsilon(1e-13));
+  CHECK(dg[1] == doctest::Approx(-euler_gamma - 2 * std::log(2.0)).epsilon(1e-13));
+  CHECK(dg[2] == doctest::Approx(2.251752589066721).epsilon(1e-13));  // H_9 - gamma
+  CHECK(dg[3] == doctest::Approx(0.03648997397857652).epsilon(1e-12));  // reflection
+  CHECK(dg[4] == doctest::Approx(-1000.5755719318103).epsilon(1e-12));
+  CHECK(trigamma(tensor({1.0})).item() == doctest::Approx(pi * pi / 6).epsilon(1e-13));
+  CHECK(trigamma(tensor({-0.5})).item() == doctest::Approx(pi * pi / 2 + 4).epsilon(1e-12));
+  // lgamma's gradient is digamma, also for negative non-integers (finite differences).
+  check_gradient([](const std::vector<Tensor>& a) { return sum(lgamma(a[0])); }, {tensor({-0.3, -2.7, 0.2, 7.5})},
+                 "lgamma at negative points");
+  CHECK(erf(tensor({0.5})).item() == doctest::Approx(0.5204998778130465).epsilon(1e-14));
+  CHECK(softplus(tensor({1000.0, -1000.0, 0.0})).values() == std::vector<double>{1000.0, 0.0, std::log(2.0)});
+  CHECK(log1p(tensor({1e-20})).item() == 1e-20);
+  CHECK(expm1(tensor({1e-20})).item() == 1e-20);
+
+  const Tensor x = tensor({-1.0, 0.0, 2.0});
+  CHECK(grad([](const Tensor& v) { return sum(relu(v)); }, x).grads[0].values() == std::vector<double>{0, 0, 1});
+  // maximum: a tie splits the gradient evenly.
+  const auto gm = grad([](const Tensor& a, const Tensor& b) { return sum(maximum(a, b)); }, tensor({1.0, 2.0, 3.0}),
+                       tensor({3.0, 2.0, 1.0}));
+  CHECK(gm.grads[0].values() == std::vector<double>{0, 0.5, 1});
+  CHECK(gm.grads[1].values() == std::vector<double>{1, 0.5, 0});
+  const auto gn = grad([](const Tensor& a) { return sum(minimum(a, 2.0)); }, tensor({1.0, 2.0, 3.0}));
+  CHECK(gn.grads[0].values() == std::vector<double>{1, 0.5, 0});
+  // clamp: gradient 1 inside, bounds included.
+  CHECK(grad([](const Tensor& v) { return sum(clamp(v, 0.0, 2.0)); }, tensor({-1.0, 0.0, 1.0, 2.0, 3.0}))
+            .grads[0].values() == std::vector<double>{0, 1, 1, 1, 0});
+  CHECK_THROWS_WITH_AS(clamp(x, 2.0, 1.0), doctest::Contains("lo <= hi"), Error);
+  // where: a's gradient where the condition holds, b's elsewhere; none into the condition.
+  const auto gw = grad([](const Tensor& a, const Tensor& b) { return sum(where(a > 0.5, a * a, b * 3.0)); },
+                       tensor({1.0, 0.0, 2.0}), tensor({5.0, 5.0, 5.0}));
+  CHECK(gw.value.item() == 1 + 15 + 4);
+  CHECK(gw.grads[0].values() == std::vector<double>{2, 0, 4});
+  CHECK(gw.grads[1].values() == std::vector<double>{0, 3, 0});
+  // Comparisons: 0/1 in the operands' dtype; NaN compares false except with !=.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Tensor p = tensor({1.0, 2.0, nan}, {3}, DType::f32);
+  CHECK((p < 2.0).values() == std::vector<double>{1, 0, 0});
+  CHECK((p <= 2.0).values() == std::vector<double>{1, 1, 0});
+  CHECK((2.0 > p).values() == std::vector<double>{1, 0, 0});
+  CHECK((p >= p).values() == std::vector<double>{1, 1, 0});
+  CHECK((p == 2.0).values() == std::vector<double>{0, 1, 0});
+  CHECK((p != p).values() == std::vector<double>{0, 0, 1});
+  CHECK((p < 2.0).dtype() == DType::f32);
+  CHECK(grad([](const Tensor& v) { return sum((v > 0.0) * v); }, x).grads[0].values() == std::vector<double>{0, 0, 1});
+  // pow(x, 0) has gradient 0 at 0 (was NaN), and pow(x, 1) gradient 1.
+  CHECK(grad([](const Tensor& v) { return sum(pow(v, 0.0)); }, tensor({0.0, 2.0})).grads[0].values() ==
+        std::vector<double>{0, 0});
+  CHECK(grad([](const Tensor& v) { return sum(pow(v, 1.0)); }, tensor({0.0, 2.0})).grads[0].values() ==
+        std::vector<double>{1, 1});
+  CHECK(jvp([](const Tensor& v) { return pow(v, 0.0); }, {tensor({0.0})}, {tensor({1.0})}).tangent.item() == 0);
+  CHECK_THROWS_WITH_AS(grad([](const Tensor& v) { return sum(trigamma(v)); }, x),
+                       doctest::Contains("'trigamma' has no reverse-mode"), Error);
 }

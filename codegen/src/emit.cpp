@@ -37,13 +37,12 @@ class ElementEmitter {
         case ElemOp::sub: v.push_back(b_.CreateFSub(a, b)); break;
         case ElemOp::mul: v.push_back(b_.CreateFMul(a, b)); break;
         case ElemOp::div: v.push_back(b_.CreateFDiv(a, b)); break;
-        // isnan(a) ? a : (a > b ? a : b), and with < for min.
-        case ElemOp::max:
-          v.push_back(b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, b_.CreateSelect(b_.CreateFCmpOGT(a, b), a, b)));
-          break;
-        case ElemOp::min:
-          v.push_back(b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, b_.CreateSelect(b_.CreateFCmpOLT(a, b), a, b)));
-          break;
+        // The intrinsics, not fcmp + select: LLVM 19's InstCombine folded
+        // select(isnan(a), a, select(a > 0, a, 0)) with a = fabs(x) into
+        // select(x > 0 unordered, fabs(x), 0), which is 0 for every negative x
+        // (relu(abs(x)) was all zeros; found by the fuzzer).
+        case ElemOp::max: v.push_back(b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, b)); break;
+        case ElemOp::min: v.push_back(b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, b)); break;
         case ElemOp::lt: v.push_back(flag(b_.CreateFCmpOLT(a, b))); break;
         case ElemOp::le: v.push_back(flag(b_.CreateFCmpOLE(a, b))); break;
         case ElemOp::gt: v.push_back(flag(b_.CreateFCmpOGT(a, b))); break;
@@ -61,6 +60,8 @@ class ElementEmitter {
         case ElemOp::tanh: v.push_back(libm("tanh", a)); break;
         case ElemOp::log1p: v.push_back(libm("log1p", a)); break;
         case ElemOp::expm1: v.push_back(libm("expm1", a)); break;
+        case ElemOp::erf: v.push_back(libm("erf", a)); break;
+        case ElemOp::lgamma: v.push_back(libm("lgamma", a)); break;
         case ElemOp::pow: v.push_back(pow(a, in.value)); break;
       }
     }
@@ -71,7 +72,7 @@ class ElementEmitter {
   Value* constant(double c) { return llvm::ConstantFP::get(t_, c); }
   Value* flag(Value* cmp) { return b_.CreateSelect(cmp, constant(1), constant(0)); }
 
-  // A libm function without an LLVM intrinsic (tanh, log1p, expm1 in LLVM 19), called
+  // A libm function without an LLVM intrinsic (tanh, log1p, expm1, erf, lgamma in LLVM 19), called
   // by name (f suffix for float), declared free of side effects so the vectorizer may
   // replace it with libmvec's vector form.
   Value* libm(const char* name, Value* a) {

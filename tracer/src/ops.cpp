@@ -54,6 +54,56 @@ Tensor sqrt(const Tensor& x) { REEL_PRIM(sqrt); return call(prim_sqrt, {x}); }
 Tensor square(const Tensor& x) { REEL_PRIM(square); return call(prim_square, {x}); }
 Tensor sign(const Tensor& x) { REEL_PRIM(sign); return call(prim_sign, {x}); }
 Tensor abs(const Tensor& x) { REEL_PRIM(abs); return call(prim_abs, {x}); }
+Tensor relu(const Tensor& x) { REEL_PRIM(relu); return call(prim_relu, {x}); }
+Tensor log1p(const Tensor& x) { REEL_PRIM(log1p); return call(prim_log1p, {x}); }
+Tensor expm1(const Tensor& x) { REEL_PRIM(expm1); return call(prim_expm1, {x}); }
+Tensor softplus(const Tensor& x) { REEL_PRIM(softplus); return call(prim_softplus, {x}); }
+Tensor erf(const Tensor& x) { REEL_PRIM(erf); return call(prim_erf, {x}); }
+Tensor lgamma(const Tensor& x) { REEL_PRIM(lgamma); return call(prim_lgamma, {x}); }
+Tensor digamma(const Tensor& x) { REEL_PRIM(digamma); return call(prim_digamma, {x}); }
+Tensor trigamma(const Tensor& x) { REEL_PRIM(trigamma); return call(prim_trigamma, {x}); }
+Tensor maximum(const Tensor& a, const Tensor& b) { REEL_PRIM(maximum); return call(prim_maximum, {a, b}); }
+Tensor minimum(const Tensor& a, const Tensor& b) { REEL_PRIM(minimum); return call(prim_minimum, {a, b}); }
+Tensor maximum(const Tensor& a, double b) { return with_scalar("maximum", a, b, false); }
+Tensor minimum(const Tensor& a, double b) { return with_scalar("minimum", a, b, false); }
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  REEL_PRIM(clamp);
+  return call(prim_clamp, {x}, {{"lo", lo}, {"hi", hi}});
+}
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  REEL_PRIM(where);
+  return call(prim_where, {cond, a, b});
+}
+Tensor where(const Tensor& cond, const Tensor& a, double b) {
+  return where(cond, a, scalar(b, a.defined() ? a.dtype() : DType::f64));
+}
+Tensor where(const Tensor& cond, double a, const Tensor& b) {
+  return where(cond, scalar(a, b.defined() ? b.dtype() : DType::f64), b);
+}
+Tensor lt(const Tensor& a, const Tensor& b) { REEL_PRIM(lt); return call(prim_lt, {a, b}); }
+Tensor le(const Tensor& a, const Tensor& b) { REEL_PRIM(le); return call(prim_le, {a, b}); }
+Tensor gt(const Tensor& a, const Tensor& b) { REEL_PRIM(gt); return call(prim_gt, {a, b}); }
+Tensor ge(const Tensor& a, const Tensor& b) { REEL_PRIM(ge); return call(prim_ge, {a, b}); }
+Tensor eq(const Tensor& a, const Tensor& b) { REEL_PRIM(eq); return call(prim_eq, {a, b}); }
+Tensor ne(const Tensor& a, const Tensor& b) { REEL_PRIM(ne); return call(prim_ne, {a, b}); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, double b) { return with_scalar("lt", a, b, false); }
+Tensor operator<=(const Tensor& a, double b) { return with_scalar("le", a, b, false); }
+Tensor operator>(const Tensor& a, double b) { return with_scalar("gt", a, b, false); }
+Tensor operator>=(const Tensor& a, double b) { return with_scalar("ge", a, b, false); }
+Tensor operator==(const Tensor& a, double b) { return with_scalar("eq", a, b, false); }
+Tensor operator!=(const Tensor& a, double b) { return with_scalar("ne", a, b, false); }
+Tensor operator<(double a, const Tensor& b) { return with_scalar("lt", b, a, true); }
+Tensor operator<=(double a, const Tensor& b) { return with_scalar("le", b, a, true); }
+Tensor operator>(double a, const Tensor& b) { return with_scalar("gt", b, a, true); }
+Tensor operator>=(double a, const Tensor& b) { return with_scalar("ge", b, a, true); }
+Tensor operator==(double a, const Tensor& b) { return with_scalar("eq", b, a, true); }
+Tensor operator!=(double a, const Tensor& b) { return with_scalar("ne", b, a, true); }
 Tensor pow(const Tensor& x, double p) { REEL_PRIM(pow); return call(prim_pow, {x}, {{"p", p}}); }
 
 Tensor sum(const Tensor& x) { REEL_PRIM(sum); return call(prim_sum, {x}); }

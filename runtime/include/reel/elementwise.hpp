@@ -2,7 +2,7 @@
 // Elementwise math written once. A primitive's element function is a generic callable
 // f(e, x...) over an "element machine" e (the operations of reel::ElementRecorder,
 // ir/element.hpp). The eager kernels pass NumMath<T>, plain arithmetic on float or
-// double, through map_unary and map_binary; the code generator records the same
+// double, through map_unary, map_binary and map_ternary; the code generator records the same
 // function once as an ElementProgram and translates that into LLVM instructions. So a
 // primitive's math has one definition for both, and both must agree op by op: the
 // NaN and tie conventions below are the code generator's too.
@@ -30,9 +30,18 @@ struct NumMath {
   T tanh(T a) const { return std::tanh(a); }
   T sqrt(T a) const { return std::sqrt(a); }
   T pow(T a, double p) const { return std::pow(a, static_cast<T>(p)); }
-  // NaN if either is NaN; on a tie (also -0 against +0), b.
-  T max(T a, T b) const { return a != a ? a : (a > b ? a : b); }
-  T min(T a, T b) const { return a != a ? a : (a < b ? a : b); }
+  // IEEE 754-2019 maximum and minimum (LLVM's llvm.maximum / llvm.minimum): NaN if
+  // either is NaN, and +0 counts as greater than -0.
+  T max(T a, T b) const {
+    if (a != a || b != b) return a != a ? a : b;
+    if (a == b) return std::signbit(a) ? b : a;
+    return a > b ? a : b;
+  }
+  T min(T a, T b) const {
+    if (a != a || b != b) return a != a ? a : b;
+    if (a == b) return std::signbit(a) ? a : b;
+    return a < b ? a : b;
+  }
   T lt(T a, T b) const { return a < b ? T(1) : T(0); }
   T le(T a, T b) const { return a <= b ? T(1) : T(0); }
   T gt(T a, T b) const { return a > b ? T(1) : T(0); }
@@ -43,6 +52,8 @@ struct NumMath {
   T abs(T a) const { return std::fabs(a); }
   T log1p(T a) const { return std::log1p(a); }
   T expm1(T a) const { return std::expm1(a); }
+  T erf(T a) const { return std::erf(a); }
+  T lgamma(T a) const { return std::lgamma(a); }  // log |Gamma(a)|
 };
 
 namespace kernels {
@@ -90,6 +101,29 @@ Tensor map_binary(const Tensor& a, const Tensor& b, F f) {
       const std::vector<int64_t> ia = broadcast_index(shape, a.shape()), ib = broadcast_index(shape, b.shape());
       for (int64_t i = 0; i < n; ++i) o[i] = f(e, pa[ia[i]], pb[ib[i]]);
     }
+  };
+  if (a.dtype() == DType::f64) run(double{});
+  else run(float{});
+  return out;
+}
+
+// out = f(e, a, b, c) elementwise, all three broadcast to their common shape; the
+// caller has checked shapes and dtypes.
+template <class F>
+Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, F f) {
+  const Shape shape =
+      broadcast_shapes(broadcast_shapes(a.shape(), b.shape(), "ternary"), c.shape(), "ternary");
+  Tensor out(a.dtype(), shape);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    const NumMath<T> e;
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    const T* pc = c.data<T>();
+    T* o = out.mutable_data<T>();
+    const std::vector<int64_t> ia = broadcast_index(shape, a.shape()), ib = broadcast_index(shape, b.shape()),
+                               ic = broadcast_index(shape, c.shape());
+    for (int64_t i = 0; i < out.numel(); ++i) o[i] = f(e, pa[ia[i]], pb[ib[i]], pc[ic[i]]);
   };
   if (a.dtype() == DType::f64) run(double{});
   else run(float{});

@@ -38,6 +38,54 @@ Tensor pow(const Tensor& x, double p);
 Tensor sign(const Tensor& x);
 // |x|; its gradient is sign(x), so 0 at 0.
 Tensor abs(const Tensor& x);
+// max(x, 0); its gradient at 0 is 0.
+Tensor relu(const Tensor& x);
+Tensor log1p(const Tensor& x);  // log(1 + x), accurate near 0
+Tensor expm1(const Tensor& x);  // e^x - 1, accurate near 0
+Tensor softplus(const Tensor& x);  // log(1 + e^x), without overflow
+Tensor erf(const Tensor& x);
+Tensor lgamma(const Tensor& x);   // log |Gamma(x)|; its derivative is digamma
+Tensor digamma(const Tensor& x);  // its derivative is trigamma (which has none)
+Tensor trigamma(const Tensor& x);
+// Elementwise maximum / minimum with broadcasting; NaN if either is NaN. On a tie
+// the gradient is split evenly between the two.
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, double b);
+Tensor minimum(const Tensor& a, double b);
+// min(max(x, lo), hi); gradient 1 where lo <= x <= hi (bounds included), else 0.
+Tensor clamp(const Tensor& x, double lo, double hi);
+// a where cond != 0, else b (the three broadcast together; cond in the same dtype).
+// No gradient flows into cond.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
+// Comparisons: 1 where the relation holds, else 0, in the operands' dtype, with
+// broadcasting; NaN compares false except with !=. No gradient flows through them.
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+Tensor operator<(double a, const Tensor& b);
+Tensor operator<=(double a, const Tensor& b);
+Tensor operator>(double a, const Tensor& b);
+Tensor operator>=(double a, const Tensor& b);
+Tensor operator==(double a, const Tensor& b);
+Tensor operator!=(double a, const Tensor& b);
 // The value of x, through which no gradient flows (Yota's @nodiff, JAX's
 // stop_gradient). It shows on the tape as a call of `nodiff`.
 Tensor nodiff(const Tensor& x);

@@ -21,10 +21,10 @@ namespace reel {
 enum class ElemOp : uint8_t {
   input,     // a: which argument
   constant,  // value
-  add, sub, mul, div, max, min,  // a, b. max/min: NaN if either is NaN; on a tie, b
+  add, sub, mul, div, max, min,  // a, b. max/min: IEEE maximum/minimum (NaN if either is; -0 < +0)
   lt, le, gt, ge, eq, ne,        // a, b: 1 if the comparison holds, else 0
   select,                        // a != 0 ? b : c
-  neg, abs, exp, log, log1p, expm1, sin, cos, tanh, sqrt,  // a
+  neg, abs, exp, log, log1p, expm1, sin, cos, tanh, sqrt, erf, lgamma,  // a
   pow,                           // a ^ value (a constant exponent)
 };
 
@@ -43,6 +43,11 @@ struct ElementProgram {
   // One line of text, e.g. "x0 = input 0; x1 = exp x0; -> x1" (kernel keys, debugging).
   std::string str() const;
 };
+
+// Throws reel::Error naming `prim` if the program is malformed: an input index not
+// below `arity`, an operand missing or not an earlier value, a result out of range.
+// The code generator checks every program before translating it.
+void check_element_program(const ElementProgram& program, int arity, const std::string& prim);
 
 // Records what a generic element function does. Values are instruction indices.
 class ElementRecorder {
@@ -73,6 +78,8 @@ class ElementRecorder {
   Value cos(Value a) { return push({ElemOp::cos, a}); }
   Value tanh(Value a) { return push({ElemOp::tanh, a}); }
   Value sqrt(Value a) { return push({ElemOp::sqrt, a}); }
+  Value erf(Value a) { return push({ElemOp::erf, a}); }
+  Value lgamma(Value a) { return push({ElemOp::lgamma, a}); }
   Value pow(Value a, double p) { return push({.op = ElemOp::pow, .a = a, .value = p}); }
 
   ElementProgram finish(Value result) {
