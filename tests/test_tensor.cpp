@@ -79,3 +79,42 @@ TEST_CASE("formatting a tensor") {
   CHECK(fmt::format("{}", tensor({1, 2})) == "f64[2] [1, 2]");
   CHECK(fmt::format("{}", scalar(3, DType::f32)) == "f32[] 3");
 }
+
+TEST_CASE("i64: arange, cast, text, errors, no gradient, compiled") {
+  const Tensor r = arange(5);
+  CHECK(r.dtype() == DType::i64);
+  CHECK(r.values() == std::vector<double>{0, 1, 2, 3, 4});
+  CHECK(fmt::format("{}", r) == "i64[5] [0, 1, 2, 3, 4]");
+  CHECK_THROWS_WITH_AS(tensor({1.5}, {1}, DType::i64), doctest::Contains("i64 tensor holds integers, got 1.5"), Error);
+  CHECK_THROWS_WITH_AS(randn({2}, 1, DType::i64), doctest::Contains("randn: expected dtype f32 or f64, got i64"), Error);
+  CHECK_THROWS_WITH_AS(exp(r), doctest::Contains("exp: expected an f32 or f64 argument 1, got i64[5]"), Error);
+  CHECK_THROWS_WITH_AS(r + r, doctest::Contains("add: expected an f32 or f64 argument 1"), Error);
+  // cast: truncation toward zero; gradients between float dtypes only.
+  CHECK(cast(tensor({-1.7, 2.9, 0.0}), DType::i64).values() == std::vector<double>{-1, 2, 0});
+  CHECK(cast(r, DType::f32).dtype() == DType::f32);
+  CHECK_THROWS_WITH_AS(cast(tensor({std::nan("")}), DType::i64), doctest::Contains("has no i64 value"), Error);
+  const auto g = grad([](const Tensor& x) { return sum(cast(cast(x, DType::f32), DType::f64) * x); }, tensor({1.5, 2.0}));
+  CHECK(g.grads[0].values() == std::vector<double>{3.0, 4.0});
+  // An i64 argument: an input of the tape, with a zero i64 "gradient".
+  auto f = [](const Tensor& x, const Tensor& idx) { return sum(x * cast(idx, DType::f64)); };
+  const auto gi = grad(f, tensor({1.0, 2.0, 3.0}), arange(3));
+  CHECK(gi.value.item() == 8);
+  CHECK(gi.grads[0].values() == std::vector<double>{0, 1, 2});
+  CHECK(gi.grads[1].dtype() == DType::i64);
+  CHECK(gi.grads[1].values() == std::vector<double>{0, 0, 0});
+  const Tape t = trace(f, tensor({1.0, 2.0, 3.0}), arange(3));
+  const Tape gt = grad_tape(t);
+  test::check_round_trip(gt);
+  const auto out = compile(gt)({tensor({4.0, 5.0, 6.0}), arange(3)});
+  CHECK(out[0].item() == 17);
+  CHECK(out[1].values() == std::vector<double>{0, 1, 2});
+  CHECK(out[2].dtype() == DType::i64);
+  // jvp: an i64 input has no tangent.
+  const auto j = jvp(f, {tensor({1.0, 2.0, 3.0}), arange(3)}, {ones({3}), zeros({3}, DType::i64)});
+  CHECK(j.tangent.item() == 3);
+  // Exact i64 constants in text, beyond 2^53.
+  const Tape c = parse_tape("%1 = const [9007199254740993, -3]::i64[2]\nout %1");
+  CHECK(to_string(c) == "%1 = const [9007199254740993, -3]::i64[2]\nout %1");
+  CHECK(play(c, {})[0].data<int64_t>()[0] == 9007199254740993LL);
+  CHECK_THROWS_WITH_AS(parse_tape("%1 = const [1.5]::i64[1]\nout %1"), doctest::Contains("expected an integer"), Error);
+}

@@ -62,10 +62,21 @@ class Planner {
     return current_ < 0 || is_member(arg) || loop_of_[storage_of(arg)] != current_;
   }
 
+  // Generated loops compute in f32 or f64; an operation on i64 values (other than a
+  // view) calls its eager function.
+  bool touches_i64(const Op& op) const {
+    if (!is_float(op.type.dtype)) return true;
+    for (Var a : op.args)
+      if (!is_float(t_.type(a).dtype)) return true;
+    return false;
+  }
+
   void place(Var v) {
     const Op& op = t_.op(v);
     if (op.kind != OpKind::call) return;
-    switch (op.prim->structure) {
+    const Structure structure =
+        touches_i64(op) && op.prim->structure != Structure::view ? Structure::opaque : op.prim->structure;
+    switch (structure) {
       case Structure::view: view_src_[v] = op.args[0]; return;
       case Structure::elementwise:
       case Structure::broadcast: {

@@ -244,7 +244,8 @@ class Cursor {
     VarType t;
     if (dt == "f64") t.dtype = DType::f64;
     else if (dt == "f32") t.dtype = DType::f32;
-    else throw LineError(fmt::format("expected dtype f32 or f64, got '{}'", dt));
+    else if (dt == "i64") t.dtype = DType::i64;
+    else throw LineError(fmt::format("expected dtype f32, f64 or i64, got '{}'", dt));
     t.shape = shape();
     (void)numel(t.shape);  // throws if the element count overflows
     return t;
@@ -258,6 +259,7 @@ class Cursor {
     if (tok == "true" || tok == "false") return tok == "true";
     if (tok == "f32") return DType::f32;
     if (tok == "f64") return DType::f64;
+    if (tok == "i64") return DType::i64;
     if (const std::optional<int64_t> i = as_integer(tok)) return *i;
     return parse_real(tok, "an attribute value", DType::f64);  // also an integer too large for int64
   }
@@ -396,6 +398,15 @@ class Parser {
     if (static_cast<int64_t>(tokens.size()) != numel(t.shape))
       throw LineError(fmt::format("a constant of type {} needs {} values, got {}", type_str(t),
                                   numel(t.shape), tokens.size()));
+    if (t.dtype == DType::i64) {  // integers, read exactly (not through double)
+      Tensor c(DType::i64, t.shape);
+      for (std::size_t i = 0; i < tokens.size(); ++i) {
+        Cursor num(tokens[i]);
+        c.mutable_data<int64_t>()[i] = num.integer_token("an integer");
+      }
+      b_.constant(c);
+      return;
+    }
     std::vector<double> values;
     for (const std::string& tok : tokens) {
       Cursor num(tok);

@@ -359,6 +359,43 @@ void add_elementwise(std::vector<Primitive>& t) {
   where.element = [select](const Attrs&) { return record_element<3>(select); };
   t.push_back(std::move(where));
 
+  // cast(x, dtype): f32 <-> f64 rounds as C++ does and passes gradients back (cast to
+  // the argument's dtype); to i64 truncates toward zero (NaN, infinities and values
+  // out of range are errors) and, like from i64, passes no gradient.
+  Primitive cast;
+  cast.name = "cast";
+  cast.arity = 1;
+  cast.attrs = {{"dtype", AttrKind::dtype}};
+  cast.any_dtype = true;
+  cast.structure = Structure::opaque;
+  cast.infer = [](std::span<const VarType> in, const Attrs& a) { return VarType{a.dtype("dtype"), in[0].shape}; };
+  cast.eager = [](std::span<const Tensor> in, const Attrs& a) {
+    const DType to = a.dtype("dtype");
+    const Tensor& x = in[0];
+    if (to == x.dtype()) return x;
+    if (to != DType::i64) return tensor(x.values(), x.shape(), to);  // i64 -> float exact up to 2^53
+    Tensor out(DType::i64, x.shape());
+    const std::vector<double> v = x.values();
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!(v[i] > -9223372036854775809.0 && v[i] < 9223372036854775808.0))
+        throw Error(fmt::format("cast: element {} of {} is {}, which has no i64 value", i, type_str(x.dtype(), x.shape()), v[i]));
+      out.mutable_data<int64_t>()[i] = static_cast<int64_t>(v[i]);
+    }
+    return out;
+  };
+  auto float_pair = [](TapeBuilder& b, Var x, const Attrs& a) {
+    return is_float(b.type(x).dtype) && is_float(a.dtype("dtype"));
+  };
+  cast.adjoint = [float_pair](TapeBuilder& b, const AdjointArgs& a) {
+    if (!float_pair(b, a.args[0], a.attrs)) return std::vector<Var>{kNoVar};
+    return std::vector<Var>{b.call("cast", {a.dout}, {{"dtype", b.type(a.args[0]).dtype}})};
+  };
+  cast.tangent = [float_pair](TapeBuilder& b, const TangentArgs& a) {
+    if (!float_pair(b, a.args[0], a.attrs)) return kNoVar;
+    return b.call("cast", {a.tangents[0]}, a.attrs);
+  };
+  t.push_back(std::move(cast));
+
   // nodiff (stop_gradient): the value of x, through which no gradient flows.
   Primitive nodiff;
   nodiff.name = "nodiff";
@@ -368,6 +405,7 @@ void add_elementwise(std::vector<Primitive>& t) {
   nodiff.adjoint = [](TapeBuilder&, const AdjointArgs&) { return std::vector<Var>{kNoVar}; };
   nodiff.tangent = [](TapeBuilder&, const TangentArgs&) { return kNoVar; };
   nodiff.structure = Structure::elementwise;
+  nodiff.any_dtype = true;
   nodiff.element = [](const Attrs&) { return record_element<1>([](auto&, auto x) { return x; }); };
   t.push_back(std::move(nodiff));
 

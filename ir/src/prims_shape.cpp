@@ -27,6 +27,7 @@ void add_shape_ops(std::vector<Primitive>& t) {
     return std::vector<Var>{b.reshape(a.dout, b.type(a.args[0]).shape)};
   };
   reshape.structure = Structure::view;
+  reshape.any_dtype = true;
   reshape.linear = true;
   t.push_back(std::move(reshape));
 
@@ -48,6 +49,7 @@ void add_shape_ops(std::vector<Primitive>& t) {
     return std::vector<Var>{b.sum_to(a.dout, b.type(a.args[0]).shape)};
   };
   bcast.structure = Structure::broadcast;
+  bcast.any_dtype = true;
   bcast.linear = true;
   t.push_back(std::move(bcast));
 
@@ -63,6 +65,7 @@ void add_shape_ops(std::vector<Primitive>& t) {
     return std::vector<Var>{b.transpose(a.dout)};
   };
   tr.structure = Structure::permutation;
+  tr.any_dtype = true;
   tr.linear = true;
   t.push_back(std::move(tr));
 

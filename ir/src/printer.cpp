@@ -13,6 +13,11 @@ std::string number(double v, DType dtype) {
 }
 
 std::string constant_value(const Tensor& t) {
+  if (t.dtype() == DType::i64) {  // exactly, not through double
+    const int64_t* p = t.data<int64_t>();
+    if (t.rank() == 0) return fmt::format("{}", p[0]);
+    return fmt::format("[{}]", fmt::join(p, p + t.numel(), ", "));
+  }
   const auto values = t.values();
   if (t.rank() == 0) return number(values[0], t.dtype());
   std::string s = "[";

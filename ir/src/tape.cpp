@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "reel/error.hpp"
 
 namespace reel {
@@ -44,6 +46,16 @@ const char* kind_name(AttrKind k) {
 
 namespace {
 void check_call_attrs(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool index = std::find(prim.index_args.begin(), prim.index_args.end(), static_cast<int>(i)) !=
+                       prim.index_args.end();
+    if (index && args[i].dtype != DType::i64)
+      throw Error(fmt::format("{}: expected i64 indices for argument {}, got {}", prim.name, i + 1,
+                              type_str(args[i])));
+    if (!index && !prim.any_dtype && !is_float(args[i].dtype))
+      throw Error(fmt::format("{}: expected an f32 or f64 argument {}, got {}", prim.name, i + 1,
+                              type_str(args[i])));
+  }
   if (static_cast<int>(args.size()) != prim.arity)
     throw Error(fmt::format("{}: expected {} argument{}, got {}", prim.name, prim.arity,
                             prim.arity == 1 ? "" : "s", args.size()));

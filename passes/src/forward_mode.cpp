@@ -21,7 +21,10 @@ Tape forward_mode(const Tape& f) {
   }
   // One tangent input per input, after the inputs themselves; then the tangents.
   std::vector<Var> tan(static_cast<std::size_t>(n) + 1, kNoVar);
-  for (Var in : f.inputs()) tan[in] = b.input(f.type(in));
+  for (Var in : f.inputs()) {
+    tan[in] = b.input(f.type(in));
+    if (!is_float(f.type(in).dtype)) tan[in] = kNoVar;  // an i64 input carries no tangent
+  }
   for (Var v = 1; v <= n; ++v) {
     const Op& op = f.op(v);
     if (op.kind != OpKind::call) continue;
@@ -33,6 +36,7 @@ Tape forward_mode(const Tape& f) {
       any = any || tan[a] != kNoVar;
     }
     if (!any) continue;
+    if (op.prim->results == 1 && !is_float(op.type.dtype)) continue;  // an i64 result has no tangent
     if (op.prim->results > 1) {  // one tangent per result, for the variables v, v + 1, ...
       std::vector<Var> outs;
       for (int i = 0; i < op.prim->results; ++i) outs.push_back(map[v + i]);

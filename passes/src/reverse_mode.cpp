@@ -31,6 +31,7 @@ Tape reverse(const Tape& f, bool seeded) {
     const Op& o = f.op(v);
     active[v] = o.kind == OpKind::input;
     for (Var a : o.args) active[v] = active[v] || active[a];
+    active[v] = active[v] && is_float(o.type.dtype);  // no gradient flows through i64 values
   }
   useful[y] = true;
   for (Var v = n; v >= 1; --v)

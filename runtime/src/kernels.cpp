@@ -11,10 +11,11 @@ namespace reel::kernels {
 namespace {
 
 // Calls body(tag) with a T of the tensor's element type, so every kernel is written
-// once for f32 and f64.
+// once for f32 and f64 (and i64, for the layout kernels that copy any element).
 template <class Body>
 decltype(auto) by_dtype(DType dtype, Body&& body) {
   if (dtype == DType::f64) return body(double{});
+  if (dtype == DType::i64) return body(int64_t{});
   return body(float{});
 }
 

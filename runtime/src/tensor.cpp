@@ -53,6 +53,15 @@ Tensor make(const Shape& shape, DType dtype, Fill fill) {
   if (dtype == DType::f64) {
     double* p = t.mutable_data<double>();
     for (int64_t i = 0; i < n; ++i) p[i] = fill(i);
+  } else if (dtype == DType::i64) {
+    int64_t* p = t.mutable_data<int64_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = fill(i);
+      // Exactly representable integers only: 2^63 itself is out of range.
+      if (!(v == std::trunc(v) && v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+        throw Error(fmt::format("tensor: an i64 tensor holds integers, got {} at element {}", v, i));
+      p[i] = static_cast<int64_t>(v);
+    }
   } else {
     float* p = t.mutable_data<float>();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(fill(i));
@@ -84,6 +93,9 @@ std::vector<double> Tensor::values() const {
   if (dtype_ == DType::f64) {
     const double* p = data<double>();
     out.assign(p, p + numel_);
+  } else if (dtype_ == DType::i64) {
+    const int64_t* p = data<int64_t>();
+    for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<double>(p[i]);
   } else {
     const float* p = data<float>();
     for (int64_t i = 0; i < numel_; ++i) out[i] = p[i];
@@ -96,6 +108,7 @@ double Tensor::item() const {
   if (numel_ != 1)
     throw Error(fmt::format("item: expected a tensor with one element, got {}",
                             type_str(dtype_, shape_)));
+  if (dtype_ == DType::i64) return static_cast<double>(data<int64_t>()[0]);
   return dtype_ == DType::f64 ? data<double>()[0] : data<float>()[0];
 }
 
@@ -130,13 +143,26 @@ Tensor full(const Shape& shape, double value, DType dtype) {
   return make(shape, dtype, [&](int64_t) { return value; });
 }
 
+namespace {
+void expect_float(const char* op, DType dtype) {
+  if (!is_float(dtype)) throw Error(fmt::format("{}: expected dtype f32 or f64, got {}", op, dtype_name(dtype)));
+}
+}  // namespace
+
+Tensor arange(int64_t n, DType dtype) {
+  if (n < 0) throw Error(fmt::format("arange: expected a length >= 0, got {}", n));
+  return make({n}, dtype, [](int64_t i) { return static_cast<double>(i); });
+}
+
 Tensor randn(const Shape& shape, uint64_t seed, DType dtype) {
+  expect_float("randn", dtype);
   std::mt19937_64 gen(seed);
   std::normal_distribution<double> dist(0.0, 1.0);
   return make(shape, dtype, [&](int64_t) { return dist(gen); });
 }
 
 Tensor rand(const Shape& shape, uint64_t seed, DType dtype) {
+  expect_float("rand", dtype);
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> dist(0.0, 1.0);
   return make(shape, dtype, [&](int64_t) { return dist(gen); });

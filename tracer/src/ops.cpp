@@ -54,6 +54,7 @@ Tensor sqrt(const Tensor& x) { REEL_PRIM(sqrt); return call(prim_sqrt, {x}); }
 Tensor square(const Tensor& x) { REEL_PRIM(square); return call(prim_square, {x}); }
 Tensor sign(const Tensor& x) { REEL_PRIM(sign); return call(prim_sign, {x}); }
 Tensor abs(const Tensor& x) { REEL_PRIM(abs); return call(prim_abs, {x}); }
+Tensor cast(const Tensor& x, DType dtype) { REEL_PRIM(cast); return call(prim_cast, {x}, {{"dtype", dtype}}); }
 Tensor relu(const Tensor& x) { REEL_PRIM(relu); return call(prim_relu, {x}); }
 Tensor log1p(const Tensor& x) { REEL_PRIM(log1p); return call(prim_log1p, {x}); }
 Tensor expm1(const Tensor& x) { REEL_PRIM(expm1); return call(prim_expm1, {x}); }

@@ -10,6 +10,9 @@
 #include <cstdint>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "reel/error.hpp"
 #include "reel/tensor.hpp"
 
 namespace reel {
@@ -74,7 +77,8 @@ Tensor map_unary(const Tensor& x, F f) {
     for (int64_t i = 0; i < x.numel(); ++i) o[i] = f(e, in[i]);
   };
   if (x.dtype() == DType::f64) run(double{});
-  else run(float{});
+  else if (x.dtype() == DType::f32) run(float{});
+  else throw Error(fmt::format("elementwise: expected f32 or f64, got {}", dtype_name(x.dtype())));
   return out;
 }
 
@@ -103,7 +107,8 @@ Tensor map_binary(const Tensor& a, const Tensor& b, F f) {
     }
   };
   if (a.dtype() == DType::f64) run(double{});
-  else run(float{});
+  else if (a.dtype() == DType::f32) run(float{});
+  else throw Error(fmt::format("elementwise: expected f32 or f64, got {}", dtype_name(a.dtype())));
   return out;
 }
 
@@ -126,7 +131,8 @@ Tensor map_ternary(const Tensor& a, const Tensor& b, const Tensor& c, F f) {
     for (int64_t i = 0; i < out.numel(); ++i) o[i] = f(e, pa[ia[i]], pb[ib[i]], pc[ic[i]]);
   };
   if (a.dtype() == DType::f64) run(double{});
-  else run(float{});
+  else if (a.dtype() == DType::f32) run(float{});
+  else throw Error(fmt::format("elementwise: expected f32 or f64, got {}", dtype_name(a.dtype())));
   return out;
 }
 

@@ -67,6 +67,8 @@ Tensor zeros(const Shape& shape, DType dtype = DType::f64);
 Tensor ones(const Shape& shape, DType dtype = DType::f64);
 Tensor full(const Shape& shape, double value, DType dtype = DType::f64);
 Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f64);  // N(0, 1)
+// [0, 1, ..., n-1], i64 by default (indices).
+Tensor arange(int64_t n, DType dtype = DType::i64);
 Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::f64);   // U[0, 1)
 
 // Tensor storage of 256 KiB and more is recycled through a cache that keeps up to

@@ -34,6 +34,9 @@ Tensor sigmoid(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor pow(const Tensor& x, double p);
+// x converted to `dtype`: between f32 and f64 gradients pass; to i64 truncates toward
+// zero (NaN, infinities and out-of-range values are errors) and no gradient passes.
+Tensor cast(const Tensor& x, DType dtype);
 // -1, 0 or 1 by the sign of each element; no gradient flows through it.
 Tensor sign(const Tensor& x);
 // |x|; its gradient is sign(x), so 0 at 0.

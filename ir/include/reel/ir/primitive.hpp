@@ -88,6 +88,12 @@ struct Primitive {
   std::function<VarType(std::span<const VarType>, const Attrs&)> infer;
   std::function<Tensor(std::span<const Tensor>, const Attrs&)> eager;
   std::function<std::vector<Var>(TapeBuilder&, const AdjointArgs&)> adjoint;
+  // Argument dtypes: floating point (f32, f64) only, unless `any_dtype` (operations
+  // that move elements of any dtype: reshape, broadcast_to, transpose, ...); the
+  // arguments listed in `index_args` must be i64 (gather's indices). infer_call
+  // checks this before the type rule runs. No gradient flows through i64 values.
+  bool any_dtype = false;
+  std::vector<int> index_args;
   // Several results (like JAX's multiple_results): a primitive with results > 1 gives
   // infer_results and eager_results instead of infer and eager, and
   // tangent_results (one tangent per result, kNoVar for zero) instead of tangent;
