@@ -43,7 +43,7 @@ class RandomTape {
       const Var x = any(), y = any();
       const Shape sx = shape(x), sy = shape(y);
       Var v = kNoVar;
-      switch (pick(0, 13)) {
+      switch (pick(0, 14)) {
         case 0: case 1: {  // unary ops that keep values finite and moderate
           static const char* unary[] = {"neg", "sin", "cos", "tanh", "sigmoid", "square", "erf", "softplus", "relu", "abs"};
           v = b_.call(unary[pick(0, 9)], {x});
@@ -61,6 +61,15 @@ class RandomTape {
           break;
         }
         case 13: v = b_.call("clamp", {x}, {{"lo", -0.5}, {"hi", 0.75}}); break;
+        case 14: {  // max, min or prod over all axes or one, with or without keepdims
+          static const char* reduce[] = {"max", "min", "prod"};
+          Attrs attrs;
+          if (!sx.empty() && pick(0, 1)) attrs.set("axes", Shape{pick(0, static_cast<int>(sx.size()) - 1)});
+          if (pick(0, 1)) attrs.set("keepdims", true);
+          if (numel(sx) == 0) continue;
+          v = b_.call(reduce[pick(0, 2)], {x}, attrs);
+          break;
+        }
         case 2: case 3: case 4: {
           if (!broadcastable(sx, sy)) continue;
           static const char* binary[] = {"add", "sub", "mul"};

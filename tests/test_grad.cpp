@@ -392,3 +392,86 @@ TEST_CASE("new elementwise primitives: closed forms and the conventions at kinks
   CHECK_THROWS_WITH_AS(grad([](const Tensor& v) { return sum(trigamma(v)); }, x),
                        doctest::Contains("'trigamma' has no reverse-mode"), Error);
 }
+
+TEST_CASE("reductions over axes, with keepdims: values and gradients both ways, interpreted and compiled") {
+  const Tensor x = positive({2, 3, 4}, 41);
+  struct Case {
+    std::string name;
+    std::function<Tensor(const Tensor&)> f;
+  };
+  const std::vector<std::vector<int64_t>> axis_sets = {{}, {0}, {-1}, {0, 2}, {-2, 0}, {1}};
+  std::vector<Case> cases;
+  for (const auto& axes : axis_sets)
+    for (bool keep : {false, true}) {
+      const std::string tag = fmt::format("[{}]{}", fmt::join(axes, ","), keep ? " keepdims" : "");
+      auto all = [&axes](auto f, const Tensor& v, bool k) { return axes.empty() ? f(v, std::vector<int64_t>{0, 1, 2}, k) : f(v, axes, k); };
+      cases.push_back({"sum " + tag, [=](const Tensor& v) { return all([](auto&&... a) { return sum(a...); }, v, keep); }});
+      cases.push_back({"mean " + tag, [=](const Tensor& v) { return all([](auto&&... a) { return mean(a...); }, v, keep); }});
+      cases.push_back({"prod " + tag, [=](const Tensor& v) { return all([](auto&&... a) { return prod(a...); }, v, keep); }});
+      cases.push_back({"max " + tag, [=](const Tensor& v) { return all([](auto&&... a) { return max(a...); }, v, keep); }});
+      cases.push_back({"min " + tag, [=](const Tensor& v) { return all([](auto&&... a) { return min(a...); }, v, keep); }});
+      cases.push_back({"logsumexp " + tag, [=](const Tensor& v) { return all([](auto&&... a) { return logsumexp(a...); }, v, keep); }});
+    }
+  for (int64_t axis : {0, 1, -1}) {
+    cases.push_back({fmt::format("softmax {}", axis), [=](const Tensor& v) { return softmax(v, axis); }});
+    cases.push_back({fmt::format("log_softmax {}", axis), [=](const Tensor& v) { return log_softmax(v, axis); }});
+  }
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    check_gradient([&](const std::vector<Tensor>& a) { return weighted_sum(c.f(a[0]), 5); }, {x}, c.name);
+    const Tensor u = randn({2, 3, 4}, 43);
+    const auto j = jvp([&](const Tensor& v) { return c.f(v); }, {x}, {u});
+    const double h = 1e-6;
+    test::check_close(j.tangent, (c.f(x + u * h) - c.f(x - u * h)) / (2 * h), 1e-6, 1e-7, c.name + " jvp");
+  }
+  // Shapes and values.
+  const Tensor m = tensor({1, 5, 2, 4, 3, 6}, {2, 3});
+  CHECK(sum(m, 0).values() == std::vector<double>{5, 8, 8});
+  CHECK(sum(m, -1, true).shape() == Shape{2, 1});
+  CHECK(mean(m, 1).values() == std::vector<double>{8.0 / 3, 13.0 / 3});
+  CHECK(prod(m, std::vector<int64_t>{0, 1}).item() == 720);
+  CHECK(max(m, 1).values() == std::vector<double>{5, 6});
+  CHECK(min(m, 0, true).values() == std::vector<double>{1, 3, 2});
+  CHECK(argmax(m, 1).values() == std::vector<double>{1, 2});
+  CHECK(argmin(m).item() == 0);
+  CHECK(argmax(m).dtype() == DType::i64);
+  CHECK(argmax(tensor({1.0, 3.0, 3.0})).item() == 1);  // the first of ties
+  CHECK(argmax(tensor({1.0, std::nan(""), 3.0})).item() == 1);
+  CHECK_THROWS_WITH_AS(sum(m, 2), doctest::Contains("sum: axis 2 is out of range for f64[2,3]"), Error);
+  CHECK_THROWS_WITH_AS(sum(m, std::vector<int64_t>{1, -1}), doctest::Contains("sum: axis 1 is given twice"), Error);
+  CHECK_THROWS_WITH_AS(max(zeros({0})), doctest::Contains("max: a reduction over no elements"), Error);
+  CHECK(prod(zeros({0})).item() == 1);
+}
+
+TEST_CASE("prod at zeros, max and min at ties, logsumexp at extremes: the conventions") {
+  // prod: with one zero the gradient there is the product of the rest; with two, 0.
+  CHECK(grad([](const Tensor& v) { return prod(v); }, tensor({2.0, 0.0, 3.0})).grads[0].values() ==
+        std::vector<double>{0, 6, 0});
+  CHECK(grad([](const Tensor& v) { return prod(v); }, tensor({0.0, 5.0, 0.0})).grads[0].values() ==
+        std::vector<double>{0, 0, 0});
+  CHECK(grad([](const Tensor& v) { return prod(v); }, tensor({2.0, 4.0, 3.0})).grads[0].values() ==
+        std::vector<double>{12, 6, 8});
+  CHECK(jvp([](const Tensor& v) { return prod(v); }, {tensor({2.0, 0.0, 3.0})}, {tensor({1.0, 1.0, 1.0})}).tangent.item() == 6);
+  // max: ties share the gradient evenly.
+  CHECK(grad([](const Tensor& v) { return max(v); }, tensor({3.0, 1.0, 3.0})).grads[0].values() ==
+        std::vector<double>{0.5, 0, 0.5});
+  CHECK(grad([](const Tensor& v) { return sum(min(v, 1)); }, tensor({1.0, 1.0, 2.0, 0.0}, {2, 2})).grads[0].values() ==
+        std::vector<double>{0.5, 0.5, 0, 1});
+  // logsumexp is stable: large values, all -inf, +inf.
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto g = grad([](const Tensor& v) { return logsumexp(v); }, tensor({1000.0, 1000.0}));
+  CHECK(g.value.item() == doctest::Approx(1000 + std::log(2.0)).epsilon(1e-15));
+  CHECK(g.grads[0].values() == std::vector<double>{0.5, 0.5});
+  CHECK(logsumexp(tensor({-inf, -inf})).item() == -inf);
+  CHECK(logsumexp(tensor({inf, 0.0})).item() == inf);
+  const Tensor big = tensor({1000.0, 0.0, -1000.0}, {1, 3}, DType::f32);
+  const auto sm = softmax(big).values();
+  CHECK(sm[0] == 1.0);
+  CHECK(sm[1] == 0.0);
+  CHECK(log_softmax(big).values()[2] == -2000.0);
+  // Tracker's f(x) = sum(abs2, x) + prod(x[2:end]) at [1, 2, 3], with the slice written out.
+  const auto t = grad([](const Tensor& v) { return sum(square(v)) + prod(v * tensor({0.0, 1.0, 1.0}) + tensor({1.0, 0.0, 0.0})); },
+                      tensor({1.0, 2.0, 3.0}));
+  CHECK(t.value.item() == 20);
+  CHECK(t.grads[0].values() == std::vector<double>{2, 7, 8});
+}

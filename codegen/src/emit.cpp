@@ -7,6 +7,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include <algorithm>
+#include <limits>
 #include <functional>
 #include <unordered_map>
 
@@ -247,17 +248,30 @@ class Emitter {
 
   // Sums to one number accumulate in double, as the interpreter's do, for f32 too: an
   // f32 sum of many terms followed by a cancellation can keep only a few good digits.
-  llvm::AllocaInst* new_accumulator() {
+  // Reductions accumulate in double, from the operation's identity; products, maxima
+  // and minima too (as the interpreter's kernels::reduce_to does).
+  llvm::AllocaInst* new_accumulator(kernels::ReduceOp op = kernels::ReduceOp::sum) {
     llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
     llvm::AllocaInst* acc = entry.CreateAlloca(b_.getDoubleTy());
-    b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), 0.0), acc);
+    const double inf = std::numeric_limits<double>::infinity();
+    const double init = op == kernels::ReduceOp::sum ? 0.0 : op == kernels::ReduceOp::prod ? 1.0
+                        : op == kernels::ReduceOp::max ? -inf : inf;
+    b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), init), acc);
     return acc;
   }
-  void accumulate(llvm::AllocaInst* acc, Value* x) {
+  void accumulate(llvm::AllocaInst* acc, Value* x, kernels::ReduceOp op = kernels::ReduceOp::sum) {
     if (!x->getType()->isDoubleTy()) x = b_.CreateFPExt(x, b_.getDoubleTy());
-    Value* sum = b_.CreateFAdd(b_.CreateLoad(b_.getDoubleTy(), acc), x);
-    llvm::cast<llvm::Instruction>(sum)->setFastMathFlags(reduction_flags());
-    b_.CreateStore(sum, acc);
+    Value* a = b_.CreateLoad(b_.getDoubleTy(), acc);
+    Value* r = nullptr;
+    switch (op) {
+      case kernels::ReduceOp::sum: r = b_.CreateFAdd(a, x); break;
+      case kernels::ReduceOp::prod: r = b_.CreateFMul(a, x); break;
+      case kernels::ReduceOp::max: r = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, x); break;
+      case kernels::ReduceOp::min: r = b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, x); break;
+    }
+    if (op == kernels::ReduceOp::sum || op == kernels::ReduceOp::prod)
+      llvm::cast<llvm::Instruction>(r)->setFastMathFlags(reduction_flags());
+    b_.CreateStore(r, acc);
   }
   // Scales the sum (mean: 1/n; of no elements that is 0 * inf = NaN, as interpreted)
   // and stores it at element `at` of parameter `param`.
@@ -272,10 +286,11 @@ class Emitter {
   // looping over the kept dimensions outside and the reduced ones inside.
   void emit_reduce() {
     const DType in = k_.params[0], out = k_.params[1];
-    if (k_.empty) {  // a sum of nothing: every element is 0 (scaled: a mean is NaN)
+    const kernels::ReduceOp op = k_.reduce_op;
+    if (k_.empty) {  // a reduction of nothing: the identity (scaled: a mean is NaN)
       if (k_.out_numel == 0) return;
       loop_nest({k_.out_numel}, [&](const std::vector<Value*>& i) {
-        llvm::AllocaInst* acc = new_accumulator();
+        llvm::AllocaInst* acc = new_accumulator(op);
         finish_sum(acc, k_.scale, 1, out, i[0]);
       });
       return;
@@ -284,10 +299,10 @@ class Emitter {
     loop_nest(k_.kept, [&](const std::vector<Value*>& k) {
       Value* in_base = offset(k, k_.kept_in);
       Value* out_offset = offset(k, k_.kept_out);
-      llvm::AllocaInst* acc = new_accumulator();
+      llvm::AllocaInst* acc = new_accumulator(op);
       loop_nest(k_.reduced, [&](const std::vector<Value*>& j) {
         Value* at = b_.CreateAdd(in_base, offset(j, k_.reduced_in), "", true, true);
-        accumulate(acc, b_.CreateLoad(elem(in), element_ptr(0, in, at)));
+        accumulate(acc, b_.CreateLoad(elem(in), element_ptr(0, in, at)), op);
       });
       finish_sum(acc, k_.scale, 1, out, out_offset);
     });

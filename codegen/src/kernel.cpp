@@ -54,8 +54,9 @@ std::string make_key(const KernelSpec& s) {
   for (const auto& su : s.sums)
     k += fmt::format("; sum {} {} {} {}", su.value, su.param, su.scale, dtype_name(su.dtype));
   if (s.kind == KernelSpec::Kind::reduce)
-    k += fmt::format("; kept {} {} {} reduced {} {} n {} scale {}", ints(s.kept), ints(s.kept_in),
-                     ints(s.kept_out), ints(s.reduced), ints(s.reduced_in), s.out_numel, s.scale);
+    k += fmt::format("; kept {} {} {} reduced {} {} n {} scale {} op {}", ints(s.kept), ints(s.kept_in),
+                     ints(s.kept_out), ints(s.reduced), ints(s.reduced_in), s.out_numel, s.scale,
+                     static_cast<int>(s.reduce_op));
   if (s.kind == KernelSpec::Kind::transpose) k += fmt::format("; {}x{}", s.rows, s.cols);
   return k;
 }
@@ -145,7 +146,7 @@ class Scheduler {
       if (p_.stored[m]) k.stores.push_back({value.at(m), param(m), contiguous(loop.shape)});
     for (Var r : loop.reductions) {
       const Op& op = t_.op(r);
-      k.sums.push_back({value.at(op.args[0]), param(r), op.prim->reduce_scale(t_.type(op.args[0])),
+      k.sums.push_back({value.at(op.args[0]), param(r), op.prim->reduce_scale(t_.type(op.args[0]), op.attrs),
                         op.type.dtype});
     }
     k.dims = loop.shape;
@@ -166,7 +167,8 @@ class Scheduler {
     k.kind = KernelSpec::Kind::reduce;
     k.params = {in.dtype, op.type.dtype};
     k.out_numel = numel(op.type.shape);
-    k.scale = op.prim->reduce_scale(in);
+    k.scale = op.prim->reduce_scale(in, op.attrs);
+    k.reduce_op = op.prim->reduce_op;
     k.empty = numel(in.shape) == 0;
     if (!k.empty) {
       const Shape target = op.prim->reduce_target(in, op.attrs);

@@ -63,10 +63,12 @@ struct KernelSpec {
   std::vector<Store> stores;
   std::vector<Sum> sums;
 
-  // reduce: params {in, out}; for each kept index, a sum over the reduced ones.
+  // reduce: params {in, out}; for each kept index, the reduced ones combined by
+  // reduce_op (accumulated in double), then scaled.
   std::vector<int64_t> kept, kept_in, kept_out, reduced, reduced_in;
   int64_t out_numel = 0;
   double scale = 1;
+  kernels::ReduceOp reduce_op = kernels::ReduceOp::sum;
   // transpose: params {in, out}, in is [rows, cols].
   int64_t rows = 0, cols = 0;
 

@@ -8,8 +8,10 @@ namespace reel::codegen {
 
 namespace {
 
+// A sum (or mean) to one number, which a loop can accumulate as it goes.
 bool is_full_reduction(const Tape& t, Var v) {
   const Op& op = t.op(v);
+  if (op.prim->reduce_op != kernels::ReduceOp::sum) return false;
   const Shape target = op.prim->reduce_target(t.type(op.args[0]), op.attrs);
   return numel(target) == 1;
 }

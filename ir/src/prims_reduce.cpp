@@ -1,7 +1,10 @@
-// Reductions: sum(x), sum(x, axis=k), mean(x), and sum_to(x, shape=s), the adjoint of
-// broadcasting. All lower to one code-generation pattern: sum into a keep-dims
-// target shape, then scale.
+// Reductions: sum, mean, prod, max and min over all elements, one axis or a list of
+// axes (negative axes count from the end), with or without keepdims; sum_to(x,
+// shape), the adjoint of broadcasting; argmax and argmin (i64). The first five lower
+// to one code-generation pattern: combine into a keep-dims target shape, then scale.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "prims.hpp"
 #include "reel/kernels.hpp"
@@ -10,68 +13,208 @@ namespace reel::prims {
 
 namespace {
 
-Shape ones_like_rank(const Shape& s) { return Shape(s.size(), 1); }
+using kernels::ReduceOp;
 
-int64_t checked_axis(const VarType& x, const Attrs& a) {
-  const int64_t axis = a.integer("axis");
+// The reduced axes of a call: `axes` (a list), `axis` (one; sum's older spelling) or,
+// without either, every axis. Negative axes count from the end; each at most once.
+std::vector<bool> reduced_axes(const char* op, const VarType& x, const Attrs& a) {
   const auto rank = static_cast<int64_t>(x.shape.size());
-  if (axis < 0 || axis >= rank)
-    throw Error(fmt::format("sum: axis {} is out of range for {}", axis, type_str(x)));
-  return axis;
+  std::vector<bool> reduced(x.shape.size(), false);
+  if (a.has("axis") && a.has("axes")) throw Error(fmt::format("{}: give axis or axes, not both", op));
+  if (!a.has("axis") && !a.has("axes")) {
+    reduced.assign(x.shape.size(), true);
+    return reduced;
+  }
+  const std::vector<int64_t> axes = a.has("axis") ? std::vector<int64_t>{a.integer("axis")} : a.ints("axes");
+  for (int64_t axis : axes) {
+    const int64_t k = axis < 0 ? axis + rank : axis;
+    if (k < 0 || k >= rank)
+      throw Error(fmt::format("{}: axis {} is out of range for {}", op, axis, type_str(x)));
+    if (reduced[static_cast<std::size_t>(k)])
+      throw Error(fmt::format("{}: axis {} is given twice", op, axis));
+    reduced[static_cast<std::size_t>(k)] = true;
+  }
+  return reduced;
+}
+
+// The keep-dims shape: reduced axes become 1.
+Shape keep_shape(const char* op, const VarType& x, const Attrs& a) {
+  const std::vector<bool> reduced = reduced_axes(op, x, a);
+  Shape keep = x.shape;
+  for (std::size_t d = 0; d < keep.size(); ++d)
+    if (reduced[d]) keep[d] = 1;
+  return keep;
+}
+
+bool keepdims(const Attrs& a) { return a.has("keepdims") && a.boolean("keepdims"); }
+
+// The result's shape: the keep-dims shape, or without the reduced axes.
+Shape result_shape(const char* op, const VarType& x, const Attrs& a) {
+  const std::vector<bool> reduced = reduced_axes(op, x, a);
+  if (keepdims(a)) return keep_shape(op, x, a);
+  Shape out;
+  for (std::size_t d = 0; d < x.shape.size(); ++d)
+    if (!reduced[d]) out.push_back(x.shape[d]);
+  return out;
+}
+
+int64_t reduced_count(const char* op, const VarType& x, const Attrs& a) {
+  const std::vector<bool> reduced = reduced_axes(op, x, a);
+  int64_t n = 1;
+  for (std::size_t d = 0; d < x.shape.size(); ++d)
+    if (reduced[d]) n *= x.shape[d];
+  return n;
+}
+
+const std::vector<AttrSpec> kReduceAttrs = {{"axes", AttrKind::ints, true}, {"keepdims", AttrKind::boolean, true}};
+
+// dout in the keep-dims shape, broadcast back over the input.
+Var spread(TapeBuilder& b, const char* op, Var dout, const VarType& x, const Attrs& a) {
+  if (b.type(dout).shape.empty()) return b.broadcast_to(dout, x.shape);  // a 0-d broadcasts as it is
+  return b.broadcast_to(b.reshape(dout, keep_shape(op, x, a)), x.shape);
+}
+
+// The same reduction of v over the same axes, in keep-dims form.
+Var reduce_keep(TapeBuilder& b, const char* prim, Var v, const VarType& x, const Attrs& a) {
+  const std::vector<bool> reduced = reduced_axes(prim, x, a);
+  Shape axes;
+  for (std::size_t d = 0; d < reduced.size(); ++d)
+    if (reduced[d]) axes.push_back(static_cast<int64_t>(d));
+  return b.call(prim, {v}, {{"axes", axes}, {"keepdims", true}});
+}
+
+Var constant_like(TapeBuilder& b, double v, Var like) { return b.scalar(v, b.type(like).dtype); }
+
+// A reduction primitive `name` combining with `op`; its adjoint (and tangent, through
+// `weights`) are given per kind below.
+Primitive reduction(const char* name, ReduceOp op, double (*scale)(int64_t count)) {
+  Primitive p;
+  p.name = name;
+  p.arity = 1;
+  p.attrs = kReduceAttrs;
+  p.infer = [name, op](std::span<const VarType> in, const Attrs& a) {
+    if ((op == ReduceOp::max || op == ReduceOp::min) && reduced_count(name, in[0], a) == 0 &&
+        numel(result_shape(name, in[0], a)) > 0)
+      throw Error(fmt::format("{}: a reduction over no elements has no value (input {})", name, type_str(in[0])));
+    return VarType{in[0].dtype, result_shape(name, in[0], a)};
+  };
+  p.eager = [name, op, scale](std::span<const Tensor> in, const Attrs& a) {
+    const VarType x{in[0].dtype(), in[0].shape()};
+    return kernels::reduce_to(in[0], keep_shape(name, x, a), op, scale(reduced_count(name, x, a)))
+        .reshaped(result_shape(name, x, a));
+  };
+  p.structure = Structure::reduction;
+  p.reduce_op = op;
+  p.reduce_target = [name](const VarType& x, const Attrs& a) { return keep_shape(name, x, a); };
+  p.reduce_scale = [name, scale](const VarType& x, const Attrs& a) { return scale(reduced_count(name, x, a)); };
+  return p;
+}
+
+double one(int64_t) { return 1.0; }
+double inverse(int64_t n) { return 1.0 / static_cast<double>(n); }  // 1/0 = inf: a mean of nothing is NaN
+
+// d reduction / d x as a tensor of x's shape, for prod, max and min.
+using Weights = Var (*)(TapeBuilder& b, const char* name, Var x, Var y, const Attrs& a);
+
+// prod: the product of the other elements, right when some are 0: with no zero it
+// is y / x; with one zero, the product of the rest at the zero and 0 elsewhere; with
+// more, 0 everywhere.
+Var prod_weights(TapeBuilder& b, const char* name, Var x, Var, const Attrs& a) {
+  const VarType xt = b.type(x);
+  const Var zero = constant_like(b, 0, x), one_ = constant_like(b, 1, x);
+  const Var is_zero = b.call("eq", {x, zero});
+  const Var zeros = reduce_keep(b, "sum", is_zero, xt, a);
+  const Var nonzero = b.call("where", {is_zero, one_, x});
+  const Var p = reduce_keep(b, name, nonzero, xt, a);  // product of the nonzero elements
+  const Var no_zero = b.call("eq", {zeros, zero});
+  const Var lone_zero = b.mul(b.call("eq", {zeros, one_}), is_zero);
+  return b.call("where", {no_zero, b.div(p, nonzero), b.call("where", {lone_zero, b.broadcast_to(p, xt.shape), zero})});
+}
+
+// max / min: the gradient goes to the elements equal to the result, split evenly
+// among ties.
+Var extremum_weights(TapeBuilder& b, const char* name, Var x, Var y, const Attrs& a) {
+  const VarType xt = b.type(x);
+  const Var mask = b.call("eq", {x, b.broadcast_to(b.reshape(y, keep_shape(name, xt, a)), xt.shape)});
+  return b.div(mask, reduce_keep(b, "sum", mask, xt, a));
+}
+
+void set_weighted_rules(Primitive& p, const char* name, Weights weights) {
+  p.adjoint = [name, weights](TapeBuilder& b, const AdjointArgs& a) {
+    const VarType x = b.type(a.args[0]);
+    const Var w = weights(b, name, a.args[0], a.out, a.attrs);
+    return std::vector<Var>{b.mul(spread(b, name, a.dout, x, a.attrs), w)};
+  };
+  p.tangent = [name, weights](TapeBuilder& b, const TangentArgs& a) {
+    const VarType x = b.type(a.args[0]);
+    const Var w = weights(b, name, a.args[0], a.out, a.attrs);
+    return b.reshape(reduce_keep(b, "sum", b.mul(a.tangents[0], w), x, a.attrs), b.type(a.out).shape);
+  };
 }
 
 }  // namespace
 
 void add_reductions(std::vector<Primitive>& t) {
-  Primitive sum;
-  sum.name = "sum";
-  sum.arity = 1;
-  sum.attrs = {{"axis", AttrKind::integer, /*optional=*/true}};
-  sum.infer = [](std::span<const VarType> in, const Attrs& a) {
-    if (!a.has("axis")) return VarType{in[0].dtype, {}};
-    Shape s = in[0].shape;
-    s.erase(s.begin() + checked_axis(in[0], a));
-    return VarType{in[0].dtype, s};
-  };
-  sum.eager = [](std::span<const Tensor> in, const Attrs& a) {
-    return a.has("axis") ? kernels::sum_axis(in[0], a.integer("axis")) : kernels::sum_all(in[0]);
-  };
+  // sum and mean are linear: their tangents are themselves.
+  Primitive sum = reduction("sum", ReduceOp::sum, one);
+  sum.attrs.insert(sum.attrs.begin(), {"axis", AttrKind::integer, true});  // older spelling of axes=[k]
   sum.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    const VarType x = b.type(a.args[0]);  // a copy: building may move the tape
-    Var d = a.dout;
-    if (a.attrs.has("axis")) {
-      Shape keep = x.shape;
-      keep[static_cast<std::size_t>(a.attrs.integer("axis"))] = 1;
-      d = b.reshape(d, keep);
-    }
-    return std::vector<Var>{b.broadcast_to(d, x.shape)};
+    return std::vector<Var>{spread(b, "sum", a.dout, b.type(a.args[0]), a.attrs)};
   };
-  sum.structure = Structure::reduction;
-  sum.reduce_target = [](const VarType& x, const Attrs& a) {
-    if (!a.has("axis")) return ones_like_rank(x.shape);
-    Shape keep = x.shape;
-    keep[static_cast<std::size_t>(a.integer("axis"))] = 1;
-    return keep;
-  };
-  sum.reduce_scale = [](const VarType&) { return 1.0; };
   sum.linear = true;
   t.push_back(std::move(sum));
 
-  Primitive mean;
-  mean.name = "mean";
-  mean.arity = 1;
-  mean.infer = [](std::span<const VarType> in, const Attrs&) { return VarType{in[0].dtype, {}}; };
-  mean.eager = [](std::span<const Tensor> in, const Attrs&) { return kernels::mean_all(in[0]); };
+  Primitive mean = reduction("mean", ReduceOp::sum, inverse);
   mean.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    const VarType x = b.type(a.args[0]);  // a copy: building may move the tape
-    const double scale = 1.0 / static_cast<double>(numel(x.shape));
-    return std::vector<Var>{b.broadcast_to(b.mul(a.dout, scale), x.shape)};
+    const VarType x = b.type(a.args[0]);
+    const double scale = inverse(reduced_count("mean", x, a.attrs));
+    return std::vector<Var>{b.mul(spread(b, "mean", a.dout, x, a.attrs), scale)};
   };
-  mean.structure = Structure::reduction;
-  mean.reduce_target = [](const VarType& x, const Attrs&) { return ones_like_rank(x.shape); };
-  mean.reduce_scale = [](const VarType& x) { return 1.0 / static_cast<double>(numel(x.shape)); };
   mean.linear = true;
   t.push_back(std::move(mean));
+
+  Primitive prod = reduction("prod", ReduceOp::prod, one);
+  set_weighted_rules(prod, "prod", prod_weights);
+  t.push_back(std::move(prod));
+  Primitive max = reduction("max", ReduceOp::max, one);
+  set_weighted_rules(max, "max", extremum_weights);
+  t.push_back(std::move(max));
+  Primitive min = reduction("min", ReduceOp::min, one);
+  set_weighted_rules(min, "min", extremum_weights);
+  t.push_back(std::move(min));
+
+  // argmax / argmin(x, axis): i64 indices of the first largest / smallest element
+  // along axis (dropped); without axis, of the flattened x. No gradient.
+  for (bool largest : {true, false}) {
+    Primitive arg;
+    arg.name = largest ? "argmax" : "argmin";
+    arg.arity = 1;
+    arg.attrs = {{"axis", AttrKind::integer, true}};
+    arg.structure = Structure::opaque;
+    const char* name = largest ? "argmax" : "argmin";
+    arg.infer = [name](std::span<const VarType> in, const Attrs& a) {
+      if (!a.has("axis")) {
+        if (numel(in[0].shape) == 0) throw Error(fmt::format("{}: an empty tensor has no {}", name, name));
+        return VarType{DType::i64, {}};
+      }
+      const std::vector<bool> reduced = reduced_axes(name, in[0], a);
+      Shape out;
+      for (std::size_t d = 0; d < reduced.size(); ++d) {
+        if (reduced[d] && in[0].shape[d] == 0)
+          throw Error(fmt::format("{}: axis {} of {} is empty", name, d, type_str(in[0])));
+        if (!reduced[d]) out.push_back(in[0].shape[d]);
+      }
+      return VarType{DType::i64, out};
+    };
+    arg.eager = [largest](std::span<const Tensor> in, const Attrs& a) {
+      if (!a.has("axis")) return kernels::arg_extremum(in[0].reshaped({in[0].numel()}), 0, largest);
+      const int64_t rank = in[0].rank(), axis = a.integer("axis");
+      return kernels::arg_extremum(in[0], axis < 0 ? axis + rank : axis, largest);
+    };
+    arg.adjoint = [](TapeBuilder&, const AdjointArgs&) { return std::vector<Var>{kNoVar}; };
+    arg.tangent = [](TapeBuilder&, const TangentArgs&) { return kNoVar; };
+    t.push_back(std::move(arg));
+  }
 
   Primitive sum_to;
   sum_to.name = "sum_to";
@@ -91,7 +234,7 @@ void add_reductions(std::vector<Primitive>& t) {
   };
   sum_to.structure = Structure::reduction;
   sum_to.reduce_target = [](const VarType&, const Attrs& a) { return a.shape("shape"); };
-  sum_to.reduce_scale = [](const VarType&) { return 1.0; };
+  sum_to.reduce_scale = [](const VarType&, const Attrs&) { return 1.0; };
   sum_to.linear = true;
   t.push_back(std::move(sum_to));
 }

@@ -3,6 +3,7 @@
 #include "reel/elementwise.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "reel/blas.hpp"
 
@@ -81,6 +82,62 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
     for_each_broadcast(x.shape(), shape, [&](int64_t i, int64_t j) { acc[j] += in[i]; });
     T* o = out.mutable_data<T>();
     for (std::size_t j = 0; j < acc.size(); ++j) o[j] = static_cast<T>(acc[j]);
+  });
+  return out;
+}
+
+Tensor reduce_to(const Tensor& x, const Shape& keep, ReduceOp op, double scale) {
+  Tensor out(x.dtype(), keep);
+  const double init = op == ReduceOp::sum ? 0.0
+                      : op == ReduceOp::prod ? 1.0
+                      : op == ReduceOp::max  ? -std::numeric_limits<double>::infinity()
+                                             : std::numeric_limits<double>::infinity();
+  std::vector<double> acc(static_cast<std::size_t>(out.numel()), init);
+  const NumMath<double> e;
+  by_dtype(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* in = x.data<T>();
+    for_each_broadcast(x.shape(), keep, [&](int64_t i, int64_t j) {
+      double& a = acc[static_cast<std::size_t>(j)];
+      const auto v = static_cast<double>(in[i]);
+      switch (op) {
+        case ReduceOp::sum: a += v; break;
+        case ReduceOp::prod: a *= v; break;
+        case ReduceOp::max: a = e.max(a, v); break;
+        case ReduceOp::min: a = e.min(a, v); break;
+      }
+    });
+    T* o = out.mutable_data<T>();
+    for (std::size_t j = 0; j < acc.size(); ++j) o[j] = static_cast<T>(scale == 1.0 ? acc[j] : acc[j] * scale);
+  });
+  return out;
+}
+
+Tensor arg_extremum(const Tensor& x, int64_t axis, bool largest) {
+  const Shape& s = x.shape();
+  const auto ax = static_cast<std::size_t>(axis);
+  int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < ax; ++d) outer *= s[d];
+  for (std::size_t d = ax + 1; d < s.size(); ++d) inner *= s[d];
+  const int64_t n = s[ax];
+  Shape out_shape = s;
+  out_shape.erase(out_shape.begin() + axis);
+  Tensor out(DType::i64, out_shape);
+  int64_t* o = out.mutable_data<int64_t>();
+  by_dtype(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* in = x.data<T>();
+    for (int64_t i = 0; i < outer; ++i)
+      for (int64_t k = 0; k < inner; ++k) {
+        int64_t best = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const T v = in[(i * n + j) * inner + k], b = in[(i * n + best) * inner + k];
+          if (b != b) break;  // the first NaN wins
+          if (v != v || (largest ? v > b : v < b)) best = j;
+          if (v != v) break;
+        }
+        o[i * inner + k] = best;
+      }
   });
   return out;
 }

@@ -107,13 +107,85 @@ Tensor operator==(double a, const Tensor& b) { return with_scalar("eq", b, a, tr
 Tensor operator!=(double a, const Tensor& b) { return with_scalar("ne", b, a, true); }
 Tensor pow(const Tensor& x, double p) { REEL_PRIM(pow); return call(prim_pow, {x}, {{"p", p}}); }
 
+namespace {
+// Negative axes as counted from the end, so that tapes print one spelling.
+Shape normalized_axes(const Tensor& x, const std::vector<int64_t>& axes) {
+  Shape out;
+  for (int64_t a : axes) out.push_back(a < 0 && x.defined() ? a + x.rank() : a);
+  return out;
+}
+Tensor reduce(const char* name, const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  Attrs attrs{{"axes", normalized_axes(x, axes)}};
+  if (keepdims) attrs.set("keepdims", true);
+  return call(primitive(name), {x}, std::move(attrs));
+}
+}  // namespace
+
 Tensor sum(const Tensor& x) { REEL_PRIM(sum); return call(prim_sum, {x}); }
-Tensor sum(const Tensor& x, int64_t axis) {
+Tensor sum(const Tensor& x, int64_t axis, bool keepdims) {
   REEL_PRIM(sum);
+  if (keepdims) return reduce("sum", x, {axis}, true);
   if (axis < 0 && x.defined()) axis += x.rank();  // -1 is the last axis
   return call(prim_sum, {x}, {{"axis", axis}});
 }
+Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("sum", x, axes, keepdims); }
 Tensor mean(const Tensor& x) { REEL_PRIM(mean); return call(prim_mean, {x}); }
+Tensor mean(const Tensor& x, int64_t axis, bool keepdims) { return reduce("mean", x, {axis}, keepdims); }
+Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("mean", x, axes, keepdims); }
+Tensor prod(const Tensor& x) { REEL_PRIM(prod); return call(prim_prod, {x}); }
+Tensor prod(const Tensor& x, int64_t axis, bool keepdims) { return reduce("prod", x, {axis}, keepdims); }
+Tensor prod(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("prod", x, axes, keepdims); }
+Tensor max(const Tensor& x) { REEL_PRIM(max); return call(prim_max, {x}); }
+Tensor max(const Tensor& x, int64_t axis, bool keepdims) { return reduce("max", x, {axis}, keepdims); }
+Tensor max(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("max", x, axes, keepdims); }
+Tensor min(const Tensor& x) { REEL_PRIM(min); return call(prim_min, {x}); }
+Tensor min(const Tensor& x, int64_t axis, bool keepdims) { return reduce("min", x, {axis}, keepdims); }
+Tensor min(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("min", x, axes, keepdims); }
+
+namespace {
+// logsumexp in keep-dims form over `axes` (all when empty).
+Tensor logsumexp_keep(const Tensor& x, const std::vector<int64_t>& axes) {
+  std::vector<int64_t> all = axes;
+  if (all.empty())
+    for (int64_t d = 0; d < (x.defined() ? x.rank() : 0); ++d) all.push_back(d);
+  const Tensor m = nodiff(max(x, all, true));
+  // An infinite maximum (all -inf, or some +inf) shifts by 0 instead: x - m would be NaN.
+  const Tensor shift = where(m - m == 0.0, m, 0.0);
+  return shift + log(sum(exp(x - shift), all, true));
+}
+Tensor drop_axes(const Tensor& keep, const Tensor& x, const std::vector<int64_t>& axes) {
+  if (axes.empty()) return reshape(keep, {});
+  Shape out;
+  const Shape norm = normalized_axes(x, axes);
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (std::find(norm.begin(), norm.end(), d) == norm.end()) out.push_back(x.shape()[static_cast<std::size_t>(d)]);
+  return reshape(keep, out);
+}
+}  // namespace
+
+Tensor logsumexp(const Tensor& x) { return drop_axes(logsumexp_keep(x, {}), x, {}); }
+Tensor logsumexp(const Tensor& x, int64_t axis, bool keepdims) {
+  return logsumexp(x, std::vector<int64_t>{axis}, keepdims);
+}
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+  const Tensor k = logsumexp_keep(x, axes);
+  return keepdims ? k : drop_axes(k, x, axes);
+}
+Tensor softmax(const Tensor& x, int64_t axis) {
+  const Tensor e = exp(x - nodiff(max(x, axis, true)));
+  return e / sum(e, axis, true);
+}
+Tensor log_softmax(const Tensor& x, int64_t axis) { return x - logsumexp(x, axis, true); }
+Tensor argmax(const Tensor& x) { REEL_PRIM(argmax); return call(prim_argmax, {x}); }
+Tensor argmax(const Tensor& x, int64_t axis) {
+  REEL_PRIM(argmax);
+  return call(prim_argmax, {x}, {{"axis", axis < 0 && x.defined() ? axis + x.rank() : axis}});
+}
+Tensor argmin(const Tensor& x) { REEL_PRIM(argmin); return call(prim_argmin, {x}); }
+Tensor argmin(const Tensor& x, int64_t axis) {
+  REEL_PRIM(argmin);
+  return call(prim_argmin, {x}, {{"axis", axis < 0 && x.defined() ? axis + x.rank() : axis}});
+}
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   REEL_PRIM(sum_to);
   return call(prim_sum_to, {x}, {{"shape", shape}});

@@ -94,9 +94,42 @@ Tensor operator!=(double a, const Tensor& b);
 Tensor nodiff(const Tensor& x);
 inline Tensor stop_gradient(const Tensor& x) { return nodiff(x); }
 
-Tensor sum(const Tensor& x);                // all elements, 0-d result
-Tensor sum(const Tensor& x, int64_t axis);  // drops `axis` (negative counts from the end)
-Tensor mean(const Tensor& x);               // all elements, 0-d result
+// Reductions over all elements (a 0-d result), one axis or a list of axes (negative
+// axes count from the end; each at most once), dropping the reduced axes or, with
+// keepdims, keeping them with size 1. Sums, products and means accumulate in double.
+// Gradients: prod's is the product of the other elements, right when some are 0;
+// max's and min's go to the elements equal to the result, split evenly among ties.
+// max and min of no elements are errors; a mean of none is NaN, a product 1.
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, int64_t axis, bool keepdims = false);
+Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, int64_t axis, bool keepdims = false);
+Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims = false);
+Tensor prod(const Tensor& x);
+Tensor prod(const Tensor& x, int64_t axis, bool keepdims = false);
+Tensor prod(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims = false);
+Tensor max(const Tensor& x);
+Tensor max(const Tensor& x, int64_t axis, bool keepdims = false);
+Tensor max(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims = false);
+Tensor min(const Tensor& x);
+Tensor min(const Tensor& x, int64_t axis, bool keepdims = false);
+Tensor min(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims = false);
+// log(sum(exp(x))) in the stable form m + log(sum(exp(x - m))) with m the maximum
+// (held constant for the gradient, which is then softmax(x), also stable); -inf for
+// all -inf, +inf if any is +inf.
+Tensor logsumexp(const Tensor& x);
+Tensor logsumexp(const Tensor& x, int64_t axis, bool keepdims = false);
+Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims = false);
+// exp(x) / sum(exp(x)) along `axis` (max-shifted), and its logarithm x - logsumexp(x).
+Tensor softmax(const Tensor& x, int64_t axis = -1);
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);
+// i64 index of the first largest (smallest) element, of the flattened x or along
+// `axis` (dropped); a NaN counts as the largest (smallest). No gradient.
+Tensor argmax(const Tensor& x);
+Tensor argmax(const Tensor& x, int64_t axis);
+Tensor argmin(const Tensor& x);
+Tensor argmin(const Tensor& x, int64_t axis);
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
 Tensor matmul(const Tensor& a, const Tensor& b);  // [m,k]x[k,n] -> [m,n]; [m,k]x[k] -> [m]

@@ -12,6 +12,7 @@
 
 #include "reel/ir/attrs.hpp"
 #include "reel/ir/element.hpp"
+#include "reel/kernels.hpp"
 #include "reel/tensor.hpp"
 
 namespace reel {
@@ -124,10 +125,12 @@ struct Primitive {
   // function as the eager kernel (see reel/ir/element.hpp). Without one, an
   // elementwise primitive is compiled as `opaque`.
   std::function<ElementProgram(const Attrs&)> element;
-  // reduction: the input is summed into a shape that broadcasts to the input's shape and
-  // has the result's elements in the same order (keep-dims form), then scaled.
+  // reduction: the input is combined with reduce_op (sum, product, maximum, minimum)
+  // into a shape that broadcasts to the input's shape and has the result's elements in
+  // the same order (keep-dims form), then scaled.
+  kernels::ReduceOp reduce_op = kernels::ReduceOp::sum;
   std::function<Shape(const VarType& input, const Attrs&)> reduce_target;
-  std::function<double(const VarType& input)> reduce_scale;
+  std::function<double(const VarType& input, const Attrs&)> reduce_scale;
 };
 
 // Looks a primitive up by name; throws reel::Error for an unknown name.
