@@ -29,7 +29,7 @@ TEST_CASE("shape mismatches throw at trace time, naming the operation and both s
   CHECK_ERROR(zeros({3}) + zeros({3}, DType::f32), "add", "f64[3]", "f32[3]");
   CHECK_ERROR(reshape(zeros({3, 4}), {5}), "reshape", "f64[3,4]", "[5]");
   CHECK_ERROR(sum(zeros({3, 4}), 2), "sum", "axis 2", "f64[3,4]");
-  CHECK_ERROR(transpose(zeros({3})), "transpose", "2-d", "f64[3]");
+  CHECK_ERROR(transpose(zeros({3})), "transpose", "rank 2 or more", "f64[3]");
   CHECK_ERROR(broadcast_to(zeros({3}), {4}), "broadcast_to", "f64[3]", "[4]");
   CHECK_ERROR(sum_to(zeros({3}), {4}), "sum_to", "f64[3]", "[4]");
   CHECK_ERROR(matmul(zeros({2}), zeros({2})), "matmul", "[2] and [2]");

@@ -43,7 +43,7 @@ class RandomTape {
       const Var x = any(), y = any();
       const Shape sx = shape(x), sy = shape(y);
       Var v = kNoVar;
-      switch (pick(0, 14)) {
+      switch (pick(0, 15)) {
         case 0: case 1: {  // unary ops that keep values finite and moderate
           static const char* unary[] = {"neg", "sin", "cos", "tanh", "sigmoid", "square", "erf", "softplus", "relu", "abs"};
           v = b_.call(unary[pick(0, 9)], {x});
@@ -61,6 +61,25 @@ class RandomTape {
           break;
         }
         case 13: v = b_.call("clamp", {x}, {{"lo", -0.5}, {"hi", 0.75}}); break;
+        case 15: {  // layout: a slice, a permutation, a concat with itself, a gather (duplicates)
+          if (sx.empty() || sx[0] < 2) continue;
+          switch (pick(0, 3)) {
+            case 0: v = b_.call("slice", {x}, {{"axis", int64_t{0}}, {"start", int64_t{1}}, {"stop", sx[0]}, {"step", int64_t{1}}}); break;
+            case 1: {
+              Shape perm;
+              for (int64_t d = static_cast<int64_t>(sx.size()); d-- > 0;) perm.push_back(d);
+              v = b_.call("permute", {x}, {{"perm", perm}});
+              break;
+            }
+            case 2: v = b_.call("concat", {x, x}, {{"axis", int64_t{0}}}); break;
+            default: {
+              Tensor idx(DType::i64, {3});
+              idx.mutable_data<int64_t>()[0] = 1, idx.mutable_data<int64_t>()[1] = 0, idx.mutable_data<int64_t>()[2] = 1;
+              v = b_.call("gather", {x, b_.constant(idx)}, {{"axis", int64_t{0}}});
+            }
+          }
+          break;
+        }
         case 14: {  // max, min or prod over all axes or one, with or without keepdims
           static const char* reduce[] = {"max", "min", "prod"};
           Attrs attrs;

@@ -475,3 +475,88 @@ TEST_CASE("prod at zeros, max and min at ties, logsumexp at extremes: the conven
   CHECK(t.value.item() == 20);
   CHECK(t.grads[0].values() == std::vector<double>{2, 7, 8});
 }
+
+TEST_CASE("indexing and layout: values, gradients both ways, interpreted and compiled") {
+  // Tracker's example, now as written: sum(abs2, x) + prod(x[2:end]).
+  const auto tr = grad([](const Tensor& v) { return sum(square(v)) + prod(slice(v, 1, 3)); }, tensor({1.0, 2.0, 3.0}));
+  CHECK(tr.value.item() == 20);
+  CHECK(tr.grads[0].values() == std::vector<double>{2, 7, 8});
+
+  const Tensor x = randn({3, 4, 5}, 51);
+  const Tensor idx = tensor({2, 0, 2, 3}, {2, 2}, DType::i64);  // duplicates accumulate in the gradient
+  const Tensor vals = randn({3, 2, 2, 5}, 52);
+  struct Case {
+    const char* name;
+    std::function<Tensor(const std::vector<Tensor>&)> f;
+    std::vector<Tensor> args;
+  };
+  const std::vector<Case> cases = {
+      {"slice axis 1 step 2", [](const std::vector<Tensor>& a) { return slice(a[0], 1, 0, 4, 2); }, {x}},
+      {"slice negative bounds", [](const std::vector<Tensor>& a) { return slice(a[0], -1, -3, 100); }, {x}},
+      {"slice first axis", [](const std::vector<Tensor>& a) { return slice(a[0], 1, 3); }, {x}},
+      {"index", [](const std::vector<Tensor>& a) { return index(a[0], -1, 2); }, {x}},
+      {"gather axis 1", [&](const std::vector<Tensor>& a) { return gather(a[0], idx, 1); }, {x}},
+      {"gather axis -1", [&](const std::vector<Tensor>& a) { return gather(a[0], idx, -1); }, {x}},
+      {"take", [&](const std::vector<Tensor>& a) { return take(a[0], idx); }, {x}},
+      {"scatter_add", [&](const std::vector<Tensor>& a) { return scatter_add(a[0], idx, a[1], 1); }, {x, vals}},
+      {"index_update", [](const std::vector<Tensor>& a) {
+         return index_update(a[0], tensor({3, 0}, {2}, DType::i64), a[1], 1); }, {x, randn({3, 2, 5}, 53)}},
+      {"index_update slice", [](const std::vector<Tensor>& a) { return index_update(a[0], 2, 1, 3, a[1]); },
+       {x, randn({3, 4, 2}, 54)}},
+      {"concat", [](const std::vector<Tensor>& a) { return concat({a[0], a[1] * 2.0, a[0]}, 1); }, {x, randn({3, 2, 5}, 55)}},
+      {"stack", [](const std::vector<Tensor>& a) { return stack({a[0], sin(a[0])}, -1); }, {x}},
+      {"permute", [](const std::vector<Tensor>& a) { return permute(a[0], {2, 0, 1}); }, {x}},
+      {"transpose rank 3", [](const std::vector<Tensor>& a) { return transpose(a[0]); }, {x}},
+      {"squeeze expand_dims", [](const std::vector<Tensor>& a) { return squeeze(expand_dims(a[0], 1), -3); }, {x}},
+      {"tril triu", [](const std::vector<Tensor>& a) { return tril(a[0], 1) + triu(a[0], -1); }, {x}},
+      {"tril_from_vector", [](const std::vector<Tensor>& a) { return tril_from_vector(a[0], 4); }, {randn({10}, 56)}},
+      {"tril_from_vector strict column-major", [](const std::vector<Tensor>& a) { return tril_from_vector(a[0], 4, -1, true); },
+       {randn({6}, 57)}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    check_gradient([&](const std::vector<Tensor>& a) { return weighted_sum(c.f(a), 7); }, c.args, c.name);
+    std::vector<Tensor> tangents, plus = c.args, minus = c.args;
+    const double h = 1e-6;
+    for (std::size_t i = 0; i < c.args.size(); ++i) {
+      tangents.push_back(randn(c.args[i].shape(), 60 + i));
+      plus[i] = c.args[i] + tangents[i] * h;
+      minus[i] = c.args[i] - tangents[i] * h;
+    }
+    std::vector<Tensor> jargs = c.args;
+    jargs.insert(jargs.end(), tangents.begin(), tangents.end());
+    const auto j = test::run_checked(jvp_tape(test::trace_list(c.f, c.args)), jargs);
+    test::check_close(j[1], (c.f(plus) - c.f(minus)) / (2 * h), 1e-6, 1e-7, std::string(c.name) + " jvp");
+  }
+  // Values.
+  const Tensor m = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(slice(m, 1, 1, 3).values() == std::vector<double>{2, 3, 5, 6});
+  CHECK(index(m, 1).values() == std::vector<double>{4, 5, 6});
+  CHECK(gather(m, tensor({2, 2, 0}, {3}, DType::i64), 1).values() == std::vector<double>{3, 3, 1, 6, 6, 4});
+  CHECK(take(m, tensor({5, 0}, {2}, DType::i64)).values() == std::vector<double>{6, 1});
+  CHECK(scatter_add(zeros({3}), tensor({1, 1, 2}, {3}, DType::i64), tensor({1.0, 2.0, 3.0})).values() ==
+        std::vector<double>{0, 3, 3});
+  CHECK(index_update(m, 1, 0, 2, zeros({2, 2})).values() == std::vector<double>{0, 0, 3, 0, 0, 6});
+  CHECK(concat({m, m}, 0).shape() == Shape{4, 3});
+  CHECK(stack({m, m}).shape() == Shape{2, 2, 3});
+  CHECK(permute(m, {1, 0}).values() == transpose(m).values());
+  CHECK(tril(tensor({1, 2, 3, 4}, {2, 2})).values() == std::vector<double>{1, 0, 3, 4});
+  CHECK(tril_from_vector(tensor({1, 2, 3}), 2).values() == std::vector<double>{1, 0, 2, 3});
+  CHECK(tril_from_vector(tensor({1, 2, 3, 4, 5, 6}), 3, 0, true).values() == std::vector<double>{1, 0, 0, 2, 4, 0, 3, 5, 6});
+  CHECK(tril_from_vector(tensor({7, 8, 9}), 3, -1).values() == std::vector<double>{0, 0, 0, 7, 0, 0, 8, 9, 0});
+  // The gradient of a gather with duplicate indices accumulates.
+  CHECK(grad([](const Tensor& v) { return sum(gather(v, tensor({0, 0, 2}, {3}, DType::i64))); }, tensor({1.0, 2.0, 3.0}))
+            .grads[0].values() == std::vector<double>{2, 0, 1});
+  // Errors.
+  CHECK_THROWS_WITH_AS(gather(m, tensor({3}, {1}, DType::i64), 1),
+                       doctest::Contains("gather: index 3 (element 0 of the indices) is out of range for axis 1 of length 3"), Error);
+  CHECK_THROWS_WITH_AS(gather(m, tensor({1.0}), 1), doctest::Contains("gather: expected i64 indices for argument 2"), Error);
+  CHECK_THROWS_WITH_AS(index_update(m, tensor({1, 1}, {2}, DType::i64), zeros({2, 2}), 1),
+                       doctest::Contains("index 1 appears twice"), Error);
+  CHECK_THROWS_WITH_AS(concat({m, zeros({2, 2})}, 0), doctest::Contains("concat: argument 2 is f64[2,2]"), Error);
+  CHECK_THROWS_WITH_AS(permute(m, {0, 0}), doctest::Contains("permute: expected a permutation of 0..1"), Error);
+  CHECK_THROWS_WITH_AS(slice(m, 0, 0, 1, 0), doctest::Contains("slice: expected a step >= 1, got 0"), Error);
+  CHECK_THROWS_WITH_AS(squeeze(m, 0), doctest::Contains("squeeze: axis 0 of f64[2,3] has length 2"), Error);
+  CHECK_THROWS_WITH_AS(tril_from_vector(tensor({1, 2}), 2), doctest::Contains("needs a vector of 3 entries"), Error);
+  CHECK_THROWS_WITH_AS(index(m, 2), doctest::Contains("index: index 2 is out of range"), Error);
+}

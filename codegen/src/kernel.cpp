@@ -101,7 +101,7 @@ class Scheduler {
     auto& rule = element_rules_[{op.prim, attrs}];
     if (!rule) {
       ElementProgram program = op.prim->element(op.attrs);
-      check_element_program(program, op.prim->arity, op.prim->name);
+      check_element_program(program, static_cast<int>(op.args.size()), op.prim->name);
       std::string text = program.str();
       rule = std::make_shared<const ElementRule>(ElementRule{std::move(program), std::move(text)});
     }

@@ -31,6 +31,7 @@ Registry& registry() {
     prims::add_elementwise(v);
     prims::add_reductions(v);
     prims::add_shape_ops(v);
+    prims::add_indexing(v);
     for (Primitive& p : v) {
       reg->primitives.push_back(std::move(p));
       reg->by_name[reg->primitives.back().name] = &reg->primitives.back();
@@ -71,7 +72,8 @@ const Primitive& register_primitive(Primitive p) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
       }))
     throw Error(fmt::format("register_primitive: expected a name of letters, digits and '_', got '{}'", p.name));
-  if (p.arity < 0) throw Error(fmt::format("register_primitive: primitive '{}' has a negative arity", p.name));
+  if (p.arity < 0 && p.arity != kVariadic)
+    throw Error(fmt::format("register_primitive: primitive '{}' has a negative arity", p.name));
   if (p.results < 1) throw Error(fmt::format("register_primitive: primitive '{}' has {} results", p.name, p.results));
   auto mismatched = [&](const char* given, const char* want) {
     return Error(fmt::format("register_primitive: primitive '{}' has {} result{} but gives {}; use {}", p.name,

@@ -56,7 +56,9 @@ void check_call_attrs(const Primitive& prim, std::span<const VarType> args, Attr
       throw Error(fmt::format("{}: expected an f32 or f64 argument {}, got {}", prim.name, i + 1,
                               type_str(args[i])));
   }
-  if (static_cast<int>(args.size()) != prim.arity)
+  if (prim.arity == kVariadic && args.empty())
+    throw Error(fmt::format("{}: expected at least one argument, got none", prim.name));
+  if (prim.arity != kVariadic && static_cast<int>(args.size()) != prim.arity)
     throw Error(fmt::format("{}: expected {} argument{}, got {}", prim.name, prim.arity,
                             prim.arity == 1 ? "" : "s", args.size()));
   for (const auto& [name, value] : attrs.items()) {
@@ -139,7 +141,7 @@ void check_structure(const char* op_name, const Tape& tape) {
         break;
       case OpKind::call:
         if (op.prim == nullptr) fail("a call without a primitive");
-        if (static_cast<int>(op.args.size()) != op.prim->arity)
+        if (op.prim->arity == kVariadic ? op.args.empty() : static_cast<int>(op.args.size()) != op.prim->arity)
           fail(fmt::format("{} takes {} arguments, the call has {}", op.prim->name, op.prim->arity,
                            op.args.size()));
         for (Var a : op.args)

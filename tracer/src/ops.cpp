@@ -2,6 +2,10 @@
 
 #include "reel/dispatch.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 namespace reel {
 
 namespace {
@@ -192,7 +196,156 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) { REEL_PRIM(matmul); return call(prim_matmul, {a, b}); }
-Tensor transpose(const Tensor& x) { REEL_PRIM(transpose); return call(prim_transpose, {x}); }
+Tensor transpose(const Tensor& x) {
+  REEL_PRIM(transpose);
+  if (!x.defined() || x.rank() == 2) return call(prim_transpose, {x});
+  if (x.rank() < 2) throw Error(fmt::format("transpose: expected a tensor of rank 2 or more, got {}", type_str(x.dtype(), x.shape())));
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < x.rank(); ++d) perm.push_back(d);
+  std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+  return permute(x, perm);
+}
+Tensor permute(const Tensor& x, const std::vector<int64_t>& perm) {
+  REEL_PRIM(permute);
+  return call(prim_permute, {x}, {{"perm", Shape(perm)}});
+}
+
+namespace {
+int64_t checked_axis(const char* op, const Tensor& x, int64_t axis, int64_t rank) {
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    throw Error(fmt::format("{}: axis {} is out of range for {}", op, axis, type_str(x.dtype(), x.shape())));
+  return a;
+}
+const Tensor& defined(const char* op, const Tensor& x) {
+  if (!x.defined()) throw Error(fmt::format("{}: the tensor is undefined", op));
+  return x;
+}
+Tensor i64_constant(const std::vector<int64_t>& v, const Shape& shape) {
+  Tensor t(DType::i64, shape);
+  std::copy(v.begin(), v.end(), t.mutable_data<int64_t>());
+  return t;
+}
+}  // namespace
+
+Tensor squeeze(const Tensor& x, int64_t axis) {
+  defined("squeeze", x);
+  const int64_t a = checked_axis("squeeze", x, axis, x.rank());
+  if (x.shape()[static_cast<std::size_t>(a)] != 1)
+    throw Error(fmt::format("squeeze: axis {} of {} has length {}, expected 1", axis, type_str(x.dtype(), x.shape()),
+                            x.shape()[static_cast<std::size_t>(a)]));
+  Shape s = x.shape();
+  s.erase(s.begin() + a);
+  return reshape(x, s);
+}
+Tensor expand_dims(const Tensor& x, int64_t axis) {
+  defined("expand_dims", x);
+  const int64_t a = checked_axis("expand_dims", x, axis, x.rank() + 1);
+  Shape s = x.shape();
+  s.insert(s.begin() + a, 1);
+  return reshape(x, s);
+}
+
+Tensor slice(const Tensor& x, int64_t start, int64_t stop) { return slice(x, 0, start, stop, 1); }
+Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
+  REEL_PRIM(slice);
+  defined("slice", x);
+  const int64_t a = checked_axis("slice", x, axis, x.rank());
+  const int64_t n = x.shape()[static_cast<std::size_t>(a)];
+  auto clamp_bound = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
+  start = clamp_bound(start);
+  stop = std::max(start, clamp_bound(stop));
+  return call(prim_slice, {x}, {{"axis", a}, {"start", start}, {"stop", stop}, {"step", step}});
+}
+Tensor index(const Tensor& x, int64_t i, int64_t axis) {
+  defined("index", x);
+  const int64_t a = checked_axis("index", x, axis, x.rank());
+  const int64_t n = x.shape()[static_cast<std::size_t>(a)];
+  if (i < -n || i >= n)
+    throw Error(fmt::format("index: index {} is out of range for axis {} of {}", i, axis, type_str(x.dtype(), x.shape())));
+  if (i < 0) i += n;
+  return squeeze(slice(x, a, i, i + 1), a);
+}
+Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis) {
+  REEL_PRIM(gather);
+  if (x.defined() && axis < 0) axis += x.rank();
+  return call(prim_gather, {x, indices}, {{"axis", axis}});
+}
+Tensor take(const Tensor& x, const Tensor& indices) {
+  return gather(reshape(defined("take", x), {x.numel()}), indices, 0);
+}
+Tensor scatter_add(const Tensor& target, const Tensor& indices, const Tensor& values, int64_t axis) {
+  REEL_PRIM(scatter_add);
+  if (target.defined() && axis < 0) axis += target.rank();
+  return call(prim_scatter_add, {target, indices, values}, {{"axis", axis}});
+}
+Tensor index_update(const Tensor& x, const Tensor& indices, const Tensor& values, int64_t axis) {
+  REEL_PRIM(index_update);
+  if (x.defined() && axis < 0) axis += x.rank();
+  return call(prim_index_update, {x, indices, values}, {{"axis", axis}});
+}
+Tensor index_update(const Tensor& x, int64_t axis, int64_t start, int64_t stop, const Tensor& values) {
+  defined("index_update", x);
+  const int64_t a = checked_axis("index_update", x, axis, x.rank());
+  const int64_t n = x.shape()[static_cast<std::size_t>(a)];
+  auto clamp_bound = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
+  start = clamp_bound(start);
+  stop = std::max(start, clamp_bound(stop));
+  std::vector<int64_t> idx;
+  for (int64_t i = start; i < stop; ++i) idx.push_back(i);
+  return index_update(x, i64_constant(idx, {stop - start}), values, a);
+}
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
+  REEL_PRIM(concat);
+  if (xs.empty()) throw Error("concat: expected at least one tensor, got none");
+  if (xs[0].defined() && axis < 0) axis += xs[0].rank();
+  return apply(prim_concat, xs, {{"axis", axis}});
+}
+Tensor stack(const std::vector<Tensor>& xs, int64_t axis) {
+  if (xs.empty()) throw Error("stack: expected at least one tensor, got none");
+  std::vector<Tensor> parts;
+  for (const Tensor& x : xs) parts.push_back(expand_dims(defined("stack", x), axis));
+  return concat(parts, axis < 0 ? axis + xs[0].rank() + 1 : axis);
+}
+
+namespace {
+// 1 where keep(i, j) on the last two axes of x's shape, else 0; a constant.
+template <class Keep>
+Tensor triangle(const char* op, const Tensor& x, Keep keep) {
+  defined(op, x);
+  if (x.rank() < 2) throw Error(fmt::format("{}: expected a tensor of rank 2 or more, got {}", op, type_str(x.dtype(), x.shape())));
+  const int64_t rows = x.shape()[x.shape().size() - 2], cols = x.shape().back();
+  std::vector<double> mask(static_cast<std::size_t>(rows * cols));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) mask[static_cast<std::size_t>(i * cols + j)] = keep(i, j) ? 1.0 : 0.0;
+  return x * tensor(mask, {rows, cols}, x.dtype());
+}
+}  // namespace
+
+Tensor tril(const Tensor& x, int64_t k) { return triangle("tril", x, [k](int64_t i, int64_t j) { return j - i <= k; }); }
+Tensor triu(const Tensor& x, int64_t k) { return triangle("triu", x, [k](int64_t i, int64_t j) { return j - i >= k; }); }
+
+Tensor tril_from_vector(const Tensor& v, int64_t n, int64_t k, bool column_major) {
+  defined("tril_from_vector", v);
+  if (k != 0 && k != -1) throw Error(fmt::format("tril_from_vector: expected k = 0 or -1, got {}", k));
+  if (n < 0) throw Error(fmt::format("tril_from_vector: expected n >= 0, got {}", n));
+  const int64_t entries = k == 0 ? n * (n + 1) / 2 : n * (n - 1) / 2;
+  if (v.rank() != 1 || v.numel() != entries)
+    throw Error(fmt::format("tril_from_vector: a {}x{} {} triangle needs a vector of {} entries, got {}", n, n,
+                            k == 0 ? "lower" : "strictly lower", entries, type_str(v.dtype(), v.shape())));
+  // Position in v of each (i, j) in the triangle, else `entries` (an appended 0).
+  std::vector<int64_t> where_from(static_cast<std::size_t>(n * n), entries);
+  int64_t next = 0;
+  if (column_major) {
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = j - k; i < n; ++i) where_from[static_cast<std::size_t>(i * n + j)] = next++;
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j <= i + k; ++j) where_from[static_cast<std::size_t>(i * n + j)] = next++;
+  }
+  const Tensor padded = concat({v, zeros({1}, v.dtype())}, 0);
+  return reshape(gather(padded, i64_constant(where_from, {n * n}), 0), {n, n});
+}
 Tensor reshape(const Tensor& x, const Shape& shape) {
   REEL_PRIM(reshape);
   return call(prim_reshape, {x}, {{"shape", shape}});

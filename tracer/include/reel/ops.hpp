@@ -133,7 +133,47 @@ Tensor argmin(const Tensor& x, int64_t axis);
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
 Tensor matmul(const Tensor& a, const Tensor& b);  // [m,k]x[k,n] -> [m,n]; [m,k]x[k] -> [m]
-Tensor transpose(const Tensor& x);                // 2-D
+// The last two axes swapped (a 2-D transpose, or a batch of them); rank >= 2.
+Tensor transpose(const Tensor& x);
+// Result axis i is x's axis perm[i] (a permutation of 0..rank-1).
+Tensor permute(const Tensor& x, const std::vector<int64_t>& perm);
+// Drops axis (which must have length 1) / inserts a length-1 axis before position
+// axis (negative axes count from the end of the result).
+Tensor squeeze(const Tensor& x, int64_t axis);
+Tensor expand_dims(const Tensor& x, int64_t axis);
+
+// Slices, Python-style bounds: negative start/stop count from the end, and both are
+// clamped to [0, n]; step >= 1. slice(x, start, stop) is on the first axis, so Julia's
+// x[2:end] is slice(x, 1, n). Gradients flow back into the sliced positions.
+Tensor slice(const Tensor& x, int64_t start, int64_t stop);
+Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step = 1);
+// x[i] along axis (dropped); negative i counts from the end.
+Tensor index(const Tensor& x, int64_t i, int64_t axis = 0);
+// NumPy's take along axis with i64 indices of any shape: result shape x[:axis] +
+// indices.shape + x[axis+1:]. Indices out of [0, n) are errors. The gradient is a
+// scatter-add, so duplicate indices accumulate.
+Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis = 0);
+// gather on the flattened x.
+Tensor take(const Tensor& x, const Tensor& indices);
+// target with values added at the indexed positions along axis (duplicates accumulate);
+// values has gather's result shape.
+Tensor scatter_add(const Tensor& target, const Tensor& indices, const Tensor& values, int64_t axis = 0);
+// A functional setindex!: x with the indexed positions along axis replaced by values
+// (distinct indices), or the slice [start, stop) of axis. Gradients flow to x outside
+// those positions and to values.
+Tensor index_update(const Tensor& x, const Tensor& indices, const Tensor& values, int64_t axis = 0);
+Tensor index_update(const Tensor& x, int64_t axis, int64_t start, int64_t stop, const Tensor& values);
+// Joined along an existing axis / stacked along a new one.
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis = 0);
+Tensor stack(const std::vector<Tensor>& xs, int64_t axis = 0);
+// The lower (upper) triangle of the last two axes: elements with j - i <= k (>= k)
+// kept, the others 0.
+Tensor tril(const Tensor& x, int64_t k = 0);
+Tensor triu(const Tensor& x, int64_t k = 0);
+// An n x n lower-triangular matrix from the vector of its entries: the diagonal and
+// below (k = 0, n(n+1)/2 entries) or strictly below (k = -1, n(n-1)/2 entries), filled
+// row by row or, with column_major, column by column (GMM's Q from icf); 0 elsewhere.
+Tensor tril_from_vector(const Tensor& v, int64_t n, int64_t k = 0, bool column_major = false);
 Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor broadcast_to(const Tensor& x, const Shape& shape);
 

@@ -81,9 +81,12 @@ enum class Structure {
   opaque,       // nothing known: compiled code calls the eager function
 };
 
+// The arity of a primitive that takes one or more arguments (concat).
+constexpr int kVariadic = -1;
+
 struct Primitive {
   std::string name;
-  int arity = 1;
+  int arity = 1;  // or kVariadic
   std::vector<AttrSpec> attrs;
   // Type of the result; throws reel::Error naming the primitive and the bad types.
   std::function<VarType(std::span<const VarType>, const Attrs&)> infer;

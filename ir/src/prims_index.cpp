@@ -1,0 +1,441 @@
+// Indexing and layout primitives: slice (and its transpose, unslice), permute,
+// concat (any number of arguments), gather, scatter_add and index_update along an
+// axis with i64 indices. Composites built on them (index, take, stack, squeeze,
+// expand_dims, tril/triu, tril_from_vector) are in tracer/src/ops.cpp.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "prims.hpp"
+
+namespace reel::prims {
+
+namespace {
+
+template <class Body>
+void by_dtype(DType d, Body&& body) {
+  if (d == DType::f64) body(double{});
+  else if (d == DType::f32) body(float{});
+  else body(int64_t{});
+}
+
+int64_t product(const Shape& s, std::size_t from, std::size_t to) {
+  int64_t n = 1;
+  for (std::size_t d = from; d < to; ++d) n *= s[d];
+  return n;
+}
+
+// An axis of a tensor of `rank` dimensions; negative counts from the end.
+int64_t checked_axis(const char* op, int64_t axis, std::size_t rank, const VarType& x) {
+  const auto r = static_cast<int64_t>(rank);
+  const int64_t a = axis < 0 ? axis + r : axis;
+  if (a < 0 || a >= r) throw Error(fmt::format("{}: axis {} is out of range for {}", op, axis, type_str(x)));
+  return a;
+}
+
+Var zeros_of(TapeBuilder& b, const VarType& t) { return b.broadcast_to(b.scalar(0.0, t.dtype), t.shape); }
+
+// slice / unslice geometry: along `axis`, elements start, start + step, ... (count m).
+struct Strided {
+  int64_t axis, start, step, count;
+};
+
+Strided slice_geometry(const VarType& x, const Attrs& a) {
+  const int64_t axis = checked_axis("slice", a.integer("axis"), x.shape.size(), x);
+  const int64_t n = x.shape[static_cast<std::size_t>(axis)];
+  const int64_t start = a.integer("start"), stop = a.integer("stop"), step = a.has("step") ? a.integer("step") : 1;
+  if (step < 1) throw Error(fmt::format("slice: expected a step >= 1, got {}", step));
+  if (start < 0 || stop < start || stop > n)
+    throw Error(fmt::format("slice: expected 0 <= start <= stop <= {} on axis {} of {}, got start {} and stop {}", n,
+                            axis, type_str(x), start, stop));
+  return {axis, start, step, (stop - start + step - 1) / step};
+}
+
+// Copies between a tensor of shape `full` and one of `part`, which is `full` with the
+// strided elements `g` along g.axis: into part (slice) or into zeros of full (unslice).
+Tensor strided_copy(const Tensor& src, const Shape& full, const Strided& g, bool to_part) {
+  Shape part = full;
+  part[static_cast<std::size_t>(g.axis)] = g.count;
+  const auto ax = static_cast<std::size_t>(g.axis);
+  const int64_t outer = product(full, 0, ax), inner = product(full, ax + 1, full.size()), n = full[ax];
+  Tensor out(src.dtype(), to_part ? part : full);
+  if (!to_part && out.nbytes() > 0) std::memset(out.mutable_raw(), 0, out.nbytes());
+  by_dtype(src.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* in = src.data<T>();
+    T* o = out.mutable_data<T>();
+    for (int64_t i = 0; i < outer; ++i)
+      for (int64_t j = 0; j < g.count; ++j) {
+        const int64_t f = (i * n + g.start + j * g.step) * inner, p = (i * g.count + j) * inner;
+        for (int64_t k = 0; k < inner; ++k) {
+          if (to_part) o[p + k] = in[f + k];
+          else o[f + k] = in[p + k];
+        }
+      }
+  });
+  return out;
+}
+
+Attrs slice_attrs(const Strided& g) {
+  return {{"axis", g.axis}, {"start", g.start}, {"stop", g.start + (g.count - 1) * g.step + 1}, {"step", g.step}};
+}
+
+// gather / scatter_add / index_update geometry: x's shape around the axis, and the
+// indexed shape x[:axis] + indices.shape + x[axis+1:].
+struct Indexed {
+  int64_t axis, outer, n, inner, count;  // count: number of indices
+  Shape shape;
+};
+
+Indexed indexed(const char* op, const VarType& x, const VarType& idx, const Attrs& a) {
+  Indexed g;
+  g.axis = checked_axis(op, a.has("axis") ? a.integer("axis") : 0, x.shape.size(), x);
+  const auto ax = static_cast<std::size_t>(g.axis);
+  g.outer = product(x.shape, 0, ax);
+  g.n = x.shape[ax];
+  g.inner = product(x.shape, ax + 1, x.shape.size());
+  g.count = numel(idx.shape);
+  g.shape.assign(x.shape.begin(), x.shape.begin() + g.axis);
+  g.shape.insert(g.shape.end(), idx.shape.begin(), idx.shape.end());
+  g.shape.insert(g.shape.end(), x.shape.begin() + g.axis + 1, x.shape.end());
+  (void)numel(g.shape, op);  // throws if the element count overflows
+  return g;
+}
+
+// The indices, checked against the axis length.
+const int64_t* checked_indices(const char* op, const Tensor& idx, const Indexed& g) {
+  const int64_t* p = idx.data<int64_t>();
+  for (int64_t i = 0; i < g.count; ++i)
+    if (p[i] < 0 || p[i] >= g.n)
+      throw Error(fmt::format("{}: index {} (element {} of the indices) is out of range for axis {} of length {}",
+                              op, p[i], i, g.axis, g.n));
+  return p;
+}
+
+// For each (outer, index, inner) position: f(position in x, position in the indexed shape).
+template <class F>
+void for_each_indexed(const Indexed& g, const int64_t* idx, F f) {
+  for (int64_t i = 0; i < g.outer; ++i)
+    for (int64_t j = 0; j < g.count; ++j)
+      for (int64_t k = 0; k < g.inner; ++k) f((i * g.n + idx[j]) * g.inner + k, (i * g.count + j) * g.inner + k);
+}
+
+void expect_values(const char* op, const VarType& x, const VarType& values, const Indexed& g) {
+  if (values.dtype != x.dtype || values.shape != g.shape)
+    throw Error(fmt::format("{}: expected values of type {}, got {}", op, type_str(VarType{x.dtype, g.shape}),
+                            type_str(values)));
+}
+
+}  // namespace
+
+void add_indexing(std::vector<Primitive>& t) {
+  // slice(x, axis, start, stop, step): x's elements start, start + step, ... < stop
+  // along axis (0 <= start <= stop <= n; reel::slice normalizes Python-style bounds).
+  Primitive slice;
+  slice.name = "slice";
+  slice.arity = 1;
+  slice.attrs = {{"axis", AttrKind::integer}, {"start", AttrKind::integer}, {"stop", AttrKind::integer},
+                 {"step", AttrKind::integer, true}};
+  slice.any_dtype = true;
+  slice.linear = true;
+  slice.structure = Structure::opaque;
+  slice.infer = [](std::span<const VarType> in, const Attrs& a) {
+    const Strided g = slice_geometry(in[0], a);
+    Shape s = in[0].shape;
+    s[static_cast<std::size_t>(g.axis)] = g.count;
+    return VarType{in[0].dtype, s};
+  };
+  slice.eager = [](std::span<const Tensor> in, const Attrs& a) {
+    return strided_copy(in[0], in[0].shape(), slice_geometry({in[0].dtype(), in[0].shape()}, a), true);
+  };
+  slice.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+    const VarType x = b.type(a.args[0]);
+    const Strided g = slice_geometry(x, a.attrs);
+    return std::vector<Var>{b.call("unslice", {a.dout}, {{"axis", g.axis}, {"start", g.start}, {"step", g.step},
+                                                         {"size", x.shape[static_cast<std::size_t>(g.axis)]}})};
+  };
+  t.push_back(std::move(slice));
+
+  // unslice(y, axis, start, step, size): zeros of y's shape with `size` along axis,
+  // holding y at start, start + step, ...: slice's transpose (its adjoint).
+  Primitive unslice;
+  unslice.name = "unslice";
+  unslice.arity = 1;
+  unslice.attrs = {{"axis", AttrKind::integer}, {"start", AttrKind::integer}, {"step", AttrKind::integer},
+                   {"size", AttrKind::integer}};
+  unslice.any_dtype = true;
+  unslice.linear = true;
+  unslice.structure = Structure::opaque;
+  auto unslice_geometry = [](const VarType& y, const Attrs& a) {
+    const Strided g{checked_axis("unslice", a.integer("axis"), y.shape.size(), y), a.integer("start"),
+                    a.integer("step"), 0};
+    const int64_t m = y.shape[static_cast<std::size_t>(g.axis)], size = a.integer("size");
+    if (g.step < 1 || g.start < 0 || size < 0 || (m > 0 && g.start + (m - 1) * g.step >= size) || (m == 0 && g.start > size))
+      throw Error(fmt::format("unslice: {} elements from {} by {} do not fit in {} along axis {} of {}", m, g.start,
+                              g.step, size, g.axis, type_str(y)));
+    return Strided{g.axis, g.start, g.step, m};
+  };
+  unslice.infer = [unslice_geometry](std::span<const VarType> in, const Attrs& a) {
+    const Strided g = unslice_geometry(in[0], a);
+    Shape s = in[0].shape;
+    s[static_cast<std::size_t>(g.axis)] = a.integer("size");
+    return VarType{in[0].dtype, s};
+  };
+  unslice.eager = [unslice_geometry](std::span<const Tensor> in, const Attrs& a) {
+    const Strided g = unslice_geometry({in[0].dtype(), in[0].shape()}, a);
+    Shape full = in[0].shape();
+    full[static_cast<std::size_t>(g.axis)] = a.integer("size");
+    return strided_copy(in[0], full, g, false);
+  };
+  unslice.adjoint = [unslice_geometry](TapeBuilder& b, const AdjointArgs& a) {
+    const Strided g = unslice_geometry(b.type(a.args[0]), a.attrs);
+    if (g.count == 0) return std::vector<Var>{zeros_of(b, b.type(a.args[0]))};
+    return std::vector<Var>{b.call("slice", {a.dout}, slice_attrs(g))};
+  };
+  t.push_back(std::move(unslice));
+
+  // permute(x, perm): result axis i is x's axis perm[i].
+  Primitive permute;
+  permute.name = "permute";
+  permute.arity = 1;
+  permute.attrs = {{"perm", AttrKind::ints}};
+  permute.any_dtype = true;
+  permute.linear = true;
+  permute.structure = Structure::opaque;
+  permute.infer = [](std::span<const VarType> in, const Attrs& a) {
+    const Shape& perm = a.ints("perm");
+    std::vector<bool> seen(in[0].shape.size(), false);
+    bool ok = perm.size() == in[0].shape.size();
+    for (int64_t p : perm) {
+      ok = ok && p >= 0 && p < static_cast<int64_t>(seen.size()) && !seen[static_cast<std::size_t>(p)];
+      if (ok) seen[static_cast<std::size_t>(p)] = true;
+    }
+    if (!ok)
+      throw Error(fmt::format("permute: expected a permutation of 0..{} for {}, got {}", in[0].shape.size() - 1,
+                              type_str(in[0]), shape_str(perm)));
+    Shape s;
+    for (int64_t p : perm) s.push_back(in[0].shape[static_cast<std::size_t>(p)]);
+    return VarType{in[0].dtype, s};
+  };
+  permute.eager = [](std::span<const Tensor> in, const Attrs& a) {
+    const Shape& perm = a.ints("perm");
+    const Shape& xs = in[0].shape();
+    Shape os;
+    for (int64_t p : perm) os.push_back(xs[static_cast<std::size_t>(p)]);
+    Tensor out(in[0].dtype(), os);
+    const std::size_t rank = xs.size();
+    std::vector<int64_t> xstride(rank, 1), stride(rank);  // x's stride for each result axis
+    for (std::size_t d = rank; d-- > 1;) xstride[d - 1] = xstride[d] * xs[d];
+    for (std::size_t d = 0; d < rank; ++d) stride[d] = xstride[static_cast<std::size_t>(perm[d])];
+    by_dtype(in[0].dtype(), [&](auto t) {
+      using T = decltype(t);
+      const T* src = in[0].data<T>();
+      T* o = out.mutable_data<T>();
+      std::vector<int64_t> idx(rank, 0);
+      int64_t from = 0;
+      for (int64_t i = 0; i < out.numel(); ++i) {
+        o[i] = src[from];
+        for (std::size_t d = rank; d-- > 0;) {
+          if (++idx[d] < os[d]) {
+            from += stride[d];
+            break;
+          }
+          from -= stride[d] * (os[d] - 1);
+          idx[d] = 0;
+        }
+      }
+    });
+    return out;
+  };
+  permute.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+    const Shape& perm = a.attrs.ints("perm");
+    Shape inverse(perm.size());
+    for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<int64_t>(i);
+    return std::vector<Var>{b.call("permute", {a.dout}, {{"perm", inverse}})};
+  };
+  t.push_back(std::move(permute));
+
+  // concat(x1, ..., xk, axis): joined along axis; the others' dimensions agree.
+  Primitive concat;
+  concat.name = "concat";
+  concat.arity = kVariadic;
+  concat.attrs = {{"axis", AttrKind::integer}};
+  concat.any_dtype = true;
+  concat.structure = Structure::opaque;
+  concat.infer = [](std::span<const VarType> in, const Attrs& a) {
+    const int64_t axis = checked_axis("concat", a.integer("axis"), in[0].shape.size(), in[0]);
+    Shape s = in[0].shape;
+    for (std::size_t i = 1; i < in.size(); ++i) {
+      Shape other = in[i].shape;
+      bool ok = in[i].dtype == in[0].dtype && other.size() == s.size();
+      if (ok) {
+        other[static_cast<std::size_t>(axis)] = s[static_cast<std::size_t>(axis)];
+        ok = other == s;
+      }
+      if (!ok)
+        throw Error(fmt::format("concat: argument {} is {}, which does not join {} along axis {}", i + 1,
+                                type_str(in[i]), type_str(in[0]), axis));
+      s[static_cast<std::size_t>(axis)] += in[i].shape[static_cast<std::size_t>(axis)];
+    }
+    return VarType{in[0].dtype, s};
+  };
+  concat.eager = [](std::span<const Tensor> in, const Attrs& a) {
+    const VarType first{in[0].dtype(), in[0].shape()};
+    const auto axis = static_cast<std::size_t>(checked_axis("concat", a.integer("axis"), in[0].shape().size(), first));
+    Shape s = in[0].shape();
+    s[axis] = 0;
+    for (const Tensor& x : in) s[axis] += x.shape()[axis];
+    Tensor out(in[0].dtype(), s);
+    const int64_t outer = product(s, 0, axis), inner = product(s, axis + 1, s.size());
+    const std::size_t elem = dtype_size(in[0].dtype());
+    int64_t offset = 0;
+    for (const Tensor& x : in) {
+      const int64_t n = x.shape()[axis];
+      for (int64_t i = 0; i < outer && n * inner > 0; ++i)
+        std::memcpy(static_cast<char*>(out.mutable_raw()) + static_cast<std::size_t>((i * s[axis] + offset) * inner) * elem,
+                    static_cast<const char*>(x.raw()) + static_cast<std::size_t>(i * n * inner) * elem,
+                    static_cast<std::size_t>(n * inner) * elem);
+      offset += n;
+    }
+    return out;
+  };
+  concat.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+    const auto axis = static_cast<std::size_t>(checked_axis("concat", a.attrs.integer("axis"),
+                                                            b.type(a.args[0]).shape.size(), b.type(a.args[0])));
+    std::vector<Var> d;
+    int64_t offset = 0;
+    for (std::size_t i = 0; i < a.args.size(); ++i) {
+      const int64_t n = b.type(a.args[i]).shape[axis];
+      d.push_back(a.needs[i] ? b.call("slice", {a.dout}, {{"axis", static_cast<int64_t>(axis)}, {"start", offset},
+                                                        {"stop", offset + n}, {"step", int64_t{1}}})
+                             : kNoVar);
+      offset += n;
+    }
+    return d;
+  };
+  concat.tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    std::vector<Var> parts;
+    for (std::size_t i = 0; i < a.args.size(); ++i)
+      parts.push_back(a.tangents[i] != kNoVar ? a.tangents[i] : zeros_of(b, b.type(a.args[i])));
+    return b.call("concat", parts, a.attrs);
+  };
+  t.push_back(std::move(concat));
+
+  // gather(x, indices, axis): x[..., indices, ...] along axis, with i64 indices of any
+  // shape (NumPy's take): result shape x[:axis] + indices.shape + x[axis+1:]. Its
+  // gradient is a scatter-add (duplicate indices accumulate).
+  Primitive gather;
+  gather.name = "gather";
+  gather.arity = 2;
+  gather.attrs = {{"axis", AttrKind::integer, true}};
+  gather.index_args = {1};
+  gather.any_dtype = true;
+  gather.structure = Structure::opaque;
+  gather.infer = [](std::span<const VarType> in, const Attrs& a) {
+    return VarType{in[0].dtype, indexed("gather", in[0], in[1], a).shape};
+  };
+  gather.eager = [](std::span<const Tensor> in, const Attrs& a) {
+    const Indexed g = indexed("gather", {in[0].dtype(), in[0].shape()}, {DType::i64, in[1].shape()}, a);
+    const int64_t* idx = checked_indices("gather", in[1], g);
+    Tensor out(in[0].dtype(), g.shape);
+    by_dtype(in[0].dtype(), [&](auto t) {
+      using T = decltype(t);
+      const T* x = in[0].data<T>();
+      T* o = out.mutable_data<T>();
+      for_each_indexed(g, idx, [&](int64_t xi, int64_t oi) { o[oi] = x[xi]; });
+    });
+    return out;
+  };
+  gather.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+    const VarType x = b.type(a.args[0]);
+    return std::vector<Var>{b.call("scatter_add", {zeros_of(b, x), a.args[1], a.dout}, a.attrs), kNoVar};
+  };
+  gather.tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    return b.call("gather", {a.tangents[0], a.args[1]}, a.attrs);
+  };
+  t.push_back(std::move(gather));
+
+  // scatter_add(target, indices, values, axis): target with values added at the
+  // indexed positions (duplicates accumulate).
+  Primitive scatter;
+  scatter.name = "scatter_add";
+  scatter.arity = 3;
+  scatter.attrs = {{"axis", AttrKind::integer, true}};
+  scatter.index_args = {1};
+  scatter.structure = Structure::opaque;
+  scatter.infer = [](std::span<const VarType> in, const Attrs& a) {
+    expect_values("scatter_add", in[0], in[2], indexed("scatter_add", in[0], in[1], a));
+    return in[0];
+  };
+  scatter.eager = [](std::span<const Tensor> in, const Attrs& a) {
+    const Indexed g = indexed("scatter_add", {in[0].dtype(), in[0].shape()}, {DType::i64, in[1].shape()}, a);
+    const int64_t* idx = checked_indices("scatter_add", in[1], g);
+    Tensor out(in[0].dtype(), in[0].shape());
+    if (out.nbytes() > 0) std::memcpy(out.mutable_raw(), in[0].raw(), out.nbytes());
+    by_dtype(in[0].dtype(), [&](auto t) {
+      using T = decltype(t);
+      const T* v = in[2].data<T>();
+      T* o = out.mutable_data<T>();
+      for_each_indexed(g, idx, [&](int64_t xi, int64_t vi) { o[xi] += v[vi]; });
+    });
+    return out;
+  };
+  scatter.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+    return std::vector<Var>{a.needs[0] ? a.dout : kNoVar, kNoVar,
+                            a.needs[2] ? b.call("gather", {a.dout, a.args[1]}, a.attrs) : kNoVar};
+  };
+  scatter.tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    const Var target = a.tangents[0] != kNoVar ? a.tangents[0] : zeros_of(b, b.type(a.args[0]));
+    const Var values = a.tangents[2] != kNoVar ? a.tangents[2] : zeros_of(b, b.type(a.args[2]));
+    return b.call("scatter_add", {target, a.args[1], values}, a.attrs);
+  };
+  t.push_back(std::move(scatter));
+
+  // index_update(x, indices, values, axis): a functional setindex!: x with the indexed
+  // positions replaced by values (indices must be distinct). The gradient flows to x
+  // outside those positions and to values.
+  Primitive update;
+  update.name = "index_update";
+  update.arity = 3;
+  update.attrs = {{"axis", AttrKind::integer, true}};
+  update.index_args = {1};
+  update.any_dtype = true;
+  update.structure = Structure::opaque;
+  update.infer = [](std::span<const VarType> in, const Attrs& a) {
+    expect_values("index_update", in[0], in[2], indexed("index_update", in[0], in[1], a));
+    return in[0];
+  };
+  update.eager = [](std::span<const Tensor> in, const Attrs& a) {
+    const Indexed g = indexed("index_update", {in[0].dtype(), in[0].shape()}, {DType::i64, in[1].shape()}, a);
+    const int64_t* idx = checked_indices("index_update", in[1], g);
+    std::vector<bool> seen(static_cast<std::size_t>(g.n), false);
+    for (int64_t j = 0; j < g.count; ++j) {
+      if (seen[static_cast<std::size_t>(idx[j])])
+        throw Error(fmt::format("index_update: index {} appears twice; expected distinct indices", idx[j]));
+      seen[static_cast<std::size_t>(idx[j])] = true;
+    }
+    Tensor out(in[0].dtype(), in[0].shape());
+    if (out.nbytes() > 0) std::memcpy(out.mutable_raw(), in[0].raw(), out.nbytes());
+    by_dtype(in[0].dtype(), [&](auto t) {
+      using T = decltype(t);
+      const T* v = in[2].data<T>();
+      T* o = out.mutable_data<T>();
+      for_each_indexed(g, idx, [&](int64_t xi, int64_t vi) { o[xi] = v[vi]; });
+    });
+    return out;
+  };
+  update.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+    return std::vector<Var>{
+        a.needs[0] ? b.call("index_update", {a.dout, a.args[1], zeros_of(b, b.type(a.args[2]))}, a.attrs) : kNoVar,
+        kNoVar, a.needs[2] ? b.call("gather", {a.dout, a.args[1]}, a.attrs) : kNoVar};
+  };
+  update.tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    const Var x = a.tangents[0] != kNoVar ? a.tangents[0] : zeros_of(b, b.type(a.args[0]));
+    const Var values = a.tangents[2] != kNoVar ? a.tangents[2] : zeros_of(b, b.type(a.args[2]));
+    return b.call("index_update", {x, a.args[1], values}, a.attrs);
+  };
+  t.push_back(std::move(update));
+}
+
+}  // namespace reel::prims
