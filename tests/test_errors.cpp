@@ -32,7 +32,7 @@ TEST_CASE("shape mismatches throw at trace time, naming the operation and both s
   CHECK_ERROR(transpose(zeros({3})), "transpose", "rank 2 or more", "f64[3]");
   CHECK_ERROR(broadcast_to(zeros({3}), {4}), "broadcast_to", "f64[3]", "[4]");
   CHECK_ERROR(sum_to(zeros({3}), {4}), "sum_to", "f64[3]", "[4]");
-  CHECK_ERROR(matmul(zeros({2}), zeros({2})), "matmul", "[2] and [2]");
+  CHECK_ERROR(matmul(zeros({2}), zeros({3})), "matmul", "[2] and [3]");
 }
 
 TEST_CASE("grad of a non-scalar output without a seed says so") {

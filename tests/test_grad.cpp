@@ -560,3 +560,29 @@ TEST_CASE("indexing and layout: values, gradients both ways, interpreted and com
   CHECK_THROWS_WITH_AS(tril_from_vector(tensor({1, 2}), 2), doctest::Contains("needs a vector of 3 entries"), Error);
   CHECK_THROWS_WITH_AS(index(m, 2), doctest::Contains("index: index 2 is out of range"), Error);
 }
+
+TEST_CASE("matmul in every NumPy case, dot and outer: values, gradients both ways, compiled") {
+  const std::vector<std::pair<Shape, Shape>> shapes = {
+      {{3, 4}, {4, 2}}, {{3, 4}, {4}}, {{4}, {4, 2}}, {{4}, {4}}, {{2, 3, 4}, {2, 4, 5}},
+      {{2, 3, 4}, {4, 5}}, {{3, 4}, {2, 4, 5}}, {{2, 1, 3, 4}, {5, 4, 2}}, {{2, 3, 4}, {4}}, {{4}, {2, 4, 3}}};
+  for (const auto& [sa, sb] : shapes) {
+    const std::string what = fmt::format("{} x {}", shape_str(sa), shape_str(sb));
+    CAPTURE(what);
+    const Tensor a = randn(sa, 71), b = randn(sb, 72);
+    const Fn f = [](const std::vector<Tensor>& v) { return matmul(v[0], v[1]); };
+    check_gradient([&](const std::vector<Tensor>& v) { return weighted_sum(f(v), 9); }, {a, b}, what);
+    const Tensor ta = randn(sa, 73), tb = randn(sb, 74);
+    const auto j = test::run_checked(jvp_tape(test::trace_list(f, {a, b})), {a, b, ta, tb});
+    const double h = 1e-6;
+    test::check_close(j[1], (f({a + ta * h, b + tb * h}) - f({a - ta * h, b - tb * h})) / (2 * h), 1e-6, 1e-7, what + " jvp");
+  }
+  // Values against loops.
+  const Tensor a = tensor({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}), b = tensor({1, 0, 0, 2}, {2, 2});
+  CHECK(matmul(a, b).values() == std::vector<double>{1, 4, 3, 8, 5, 12, 7, 16});
+  CHECK(dot(tensor({1.0, 2.0, 3.0}), tensor({4.0, 5.0, 6.0})).item() == 32);
+  CHECK(outer(tensor({1.0, 2.0}), tensor({3.0, 4.0, 5.0})).values() == std::vector<double>{3, 4, 5, 6, 8, 10});
+  CHECK(matmul(tensor({1.0, 1.0}), b).values() == std::vector<double>{1, 2});
+  CHECK_THROWS_WITH_AS(matmul(a, zeros({3, 2})), doctest::Contains("matmul: expected shapes [...,m,k] (or [k]) and [...,k,n] (or [k]) with the same k, got [2,2,2] and [3,2]"), Error);
+  CHECK_THROWS_WITH_AS(matmul(zeros({2, 2, 2}), zeros({3, 2, 2})), doctest::Contains("batch_matmul"), Error);
+  CHECK_THROWS_WITH_AS(dot(a, b), doctest::Contains("dot: expected two vectors"), Error);
+}

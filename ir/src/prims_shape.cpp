@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include "prims.hpp"
+#include "reel/blas.hpp"
+#include "reel/elementwise.hpp"
 #include "reel/kernels.hpp"
 
 namespace reel::prims {
@@ -107,6 +109,77 @@ void add_shape_ops(std::vector<Primitive>& t) {
   };
   mm.structure = Structure::contraction;
   t.push_back(std::move(mm));
+
+  // batch_matmul(a [..., m, k], b [..., k, n]) -> [..., m, n]: a matrix product per
+  // batch element, the batch dimensions broadcast together (NumPy's matmul for rank
+  // >= 2). One CBLAS gemm per batch element.
+  Primitive bmm;
+  bmm.name = "batch_matmul";
+  bmm.arity = 2;
+  auto batch_shapes = [](const VarType& a, const VarType& b) {
+    const Shape &sa = a.shape, &sb = b.shape;
+    if (sa.size() < 2 || sb.size() < 2 || sa[sa.size() - 1] != sb[sb.size() - 2])
+      throw Error(fmt::format("batch_matmul: expected shapes [...,m,k] and [...,k,n], got {} and {}", shape_str(sa),
+                              shape_str(sb)));
+    const Shape batch = broadcast_shapes(Shape(sa.begin(), sa.end() - 2), Shape(sb.begin(), sb.end() - 2), "batch_matmul");
+    return batch;
+  };
+  bmm.infer = [batch_shapes](std::span<const VarType> in, const Attrs&) {
+    expect_same_dtype("batch_matmul", in[0], in[1]);
+    Shape out = batch_shapes(in[0], in[1]);
+    out.push_back(in[0].shape[in[0].shape.size() - 2]);
+    out.push_back(in[1].shape.back());
+    return VarType{in[0].dtype, out};
+  };
+  bmm.eager = [batch_shapes](std::span<const Tensor> in, const Attrs&) {
+    const Tensor &a = in[0], &b = in[1];
+    const Shape batch = batch_shapes({a.dtype(), a.shape()}, {b.dtype(), b.shape()});
+    const int64_t m = a.shape()[a.shape().size() - 2], k = a.shape().back(), n = b.shape().back();
+    Shape out_shape = batch;
+    out_shape.push_back(m);
+    out_shape.push_back(n);
+    Tensor out(a.dtype(), out_shape);
+    const int64_t count = numel(batch);
+    // Which matrix of a and of b each batch element uses (their batch shapes broadcast).
+    const std::vector<int64_t> ia = kernels::broadcast_index(batch, Shape(a.shape().begin(), a.shape().end() - 2)),
+                               ib = kernels::broadcast_index(batch, Shape(b.shape().begin(), b.shape().end() - 2));
+    for (int64_t i = 0; i < count && m * n > 0; ++i) {
+      const auto s = static_cast<std::size_t>(i);
+      if (a.dtype() == DType::f64)
+        reel_rt_gemm_f64(0, 0, m, n, k, a.data<double>() + ia[s] * m * k, k, b.data<double>() + ib[s] * k * n, n,
+                         out.mutable_data<double>() + i * m * n, n);
+      else
+        reel_rt_gemm_f32(0, 0, m, n, k, a.data<float>() + ia[s] * m * k, k, b.data<float>() + ib[s] * k * n, n,
+                         out.mutable_data<float>() + i * m * n, n);
+    }
+    return out;
+  };
+  // The last two axes swapped, for any rank.
+  auto swap_last = [](TapeBuilder& b, Var x) {
+    const std::size_t rank = b.type(x).shape.size();
+    if (rank == 2) return b.transpose(x);
+    Shape perm;
+    for (std::size_t d = 0; d < rank; ++d) perm.push_back(static_cast<int64_t>(d));
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    return b.call("permute", {x}, {{"perm", perm}});
+  };
+  bmm.adjoint = [swap_last](TapeBuilder& b, const AdjointArgs& a) {
+    const Var A = a.args[0], B = a.args[1];
+    std::vector<Var> out(2, kNoVar);
+    // Summed back over the batch dimensions each argument was broadcast along.
+    if (a.needs[0]) out[0] = b.sum_to(b.call("batch_matmul", {a.dout, swap_last(b, B)}), b.type(A).shape);
+    if (a.needs[1]) out[1] = b.sum_to(b.call("batch_matmul", {swap_last(b, A), a.dout}), b.type(B).shape);
+    return out;
+  };
+  bmm.tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    const Var ta = a.tangents[0], tb = a.tangents[1];
+    const Shape out = b.type(a.out).shape;
+    const Var da = ta == kNoVar ? kNoVar : b.broadcast_to(b.call("batch_matmul", {ta, a.args[1]}), out);
+    const Var db = tb == kNoVar ? kNoVar : b.broadcast_to(b.call("batch_matmul", {a.args[0], tb}), out);
+    return da == kNoVar ? db : db == kNoVar ? da : b.add(da, db);
+  };
+  bmm.structure = Structure::opaque;
+  t.push_back(std::move(bmm));
 }
 
 }  // namespace reel::prims

@@ -195,7 +195,39 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   return call(prim_sum_to, {x}, {{"shape", shape}});
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) { REEL_PRIM(matmul); return call(prim_matmul, {a, b}); }
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  REEL_PRIM(matmul);
+  REEL_PRIM(batch_matmul);
+  if (!a.defined() || !b.defined() || (a.rank() == 2 && b.rank() <= 2)) return call(prim_matmul, {a, b});
+  if (a.rank() == 0 || b.rank() == 0)
+    throw Error(fmt::format("matmul: expected tensors of rank 1 or more, got {} and {}", type_str(a.dtype(), a.shape()),
+                            type_str(b.dtype(), b.shape())));
+  const int64_t ka = a.shape().back(), kb = b.rank() == 1 ? b.shape()[0] : b.shape()[b.shape().size() - 2];
+  if (ka != kb)
+    throw Error(fmt::format("matmul: expected shapes [...,m,k] (or [k]) and [...,k,n] (or [k]) with the same k, got {} and {}",
+                            shape_str(a.shape()), shape_str(b.shape())));
+  // A vector is a [1,k] row on the left, a [k,1] column on the right; its axis is
+  // dropped from the result (NumPy's rule).
+  const Tensor a2 = a.rank() == 1 ? reshape(a, {1, a.numel()}) : a;
+  const Tensor b2 = b.rank() == 1 ? reshape(b, {b.numel(), 1}) : b;
+  Tensor out = a2.rank() == 2 && b2.rank() == 2 ? call(prim_matmul, {a2, b2}) : call(prim_batch_matmul, {a2, b2});
+  Shape s = out.shape();
+  if (b.rank() == 1) s.pop_back();
+  if (a.rank() == 1) s.erase(s.end() - (b.rank() == 1 ? 1 : 2));
+  return s == out.shape() ? out : reshape(out, s);
+}
+Tensor dot(const Tensor& a, const Tensor& b) {
+  if (a.defined() && b.defined() && (a.rank() != 1 || b.rank() != 1))
+    throw Error(fmt::format("dot: expected two vectors, got {} and {}", type_str(a.dtype(), a.shape()),
+                            type_str(b.dtype(), b.shape())));
+  return matmul(a, b);
+}
+Tensor outer(const Tensor& a, const Tensor& b) {
+  if (a.defined() && b.defined() && (a.rank() != 1 || b.rank() != 1))
+    throw Error(fmt::format("outer: expected two vectors, got {} and {}", type_str(a.dtype(), a.shape()),
+                            type_str(b.dtype(), b.shape())));
+  return matmul(reshape(a, {a.numel(), 1}), reshape(b, {1, b.numel()}));
+}
 Tensor transpose(const Tensor& x) {
   REEL_PRIM(transpose);
   if (!x.defined() || x.rank() == 2) return call(prim_transpose, {x});

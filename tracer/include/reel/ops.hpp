@@ -132,7 +132,12 @@ Tensor argmin(const Tensor& x);
 Tensor argmin(const Tensor& x, int64_t axis);
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
-Tensor matmul(const Tensor& a, const Tensor& b);  // [m,k]x[k,n] -> [m,n]; [m,k]x[k] -> [m]
+// NumPy's matmul: [m,k]x[k,n] -> [m,n], [m,k]x[k] -> [m], [k]x[k,n] -> [n], [k]x[k]
+// -> [], and batches [...,m,k]x[...,k,n] -> [...,m,n] with the batch dimensions
+// broadcast; CBLAS under every case (gemm, gemv; one gemm per batch element).
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor dot(const Tensor& a, const Tensor& b);    // two vectors -> 0-d
+Tensor outer(const Tensor& a, const Tensor& b);  // [m], [n] -> [m,n]
 // The last two axes swapped (a 2-D transpose, or a batch of them); rank >= 2.
 Tensor transpose(const Tensor& x);
 // Result axis i is x's axis perm[i] (a permutation of 0..rank-1).
