@@ -586,3 +586,84 @@ TEST_CASE("matmul in every NumPy case, dot and outer: values, gradients both way
   CHECK_THROWS_WITH_AS(matmul(zeros({2, 2, 2}), zeros({3, 2, 2})), doctest::Contains("batch_matmul"), Error);
   CHECK_THROWS_WITH_AS(dot(a, b), doctest::Contains("dot: expected two vectors"), Error);
 }
+
+namespace {
+// conv2d by its definition, for checking values.
+std::vector<double> naive_conv(const Tensor& x, const Tensor& w, int64_t s, int64_t p, int64_t d) {
+  const auto xv = x.values(), wv = w.values();
+  const int64_t N = x.shape()[0], C = x.shape()[1], H = x.shape()[2], W = x.shape()[3];
+  const int64_t O = w.shape()[0], KH = w.shape()[2], KW = w.shape()[3];
+  const int64_t OH = (H + 2 * p - d * (KH - 1) - 1) / s + 1, OW = (W + 2 * p - d * (KW - 1) - 1) / s + 1;
+  std::vector<double> y;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) {
+          double acc = 0;
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t u = 0; u < KH; ++u)
+              for (int64_t v = 0; v < KW; ++v) {
+                const int64_t yy = i * s - p + u * d, xx = j * s - p + v * d;
+                if (yy >= 0 && yy < H && xx >= 0 && xx < W)
+                  acc += xv[static_cast<std::size_t>(((n * C + c) * H + yy) * W + xx)] *
+                         wv[static_cast<std::size_t>(((o * C + c) * KH + u) * KW + v)];
+              }
+          y.push_back(acc);
+        }
+  return y;
+}
+}  // namespace
+
+TEST_CASE("convolution and pooling: values, gradients both ways and second derivatives, compiled") {
+  const Tensor x = randn({2, 3, 7, 6}, 81), w = randn({4, 3, 3, 2}, 82);
+  for (const auto& [s, p, d] : std::vector<std::array<int64_t, 3>>{{1, 0, 1}, {1, 1, 1}, {2, 1, 1}, {1, 2, 2}, {3, 0, 1}}) {
+    const std::string what = fmt::format("conv2d stride {} padding {} dilation {}", s, p, d);
+    CAPTURE(what);
+    const Conv2dOptions o{.stride = {s, s}, .padding = {p, p}, .dilation = {d, d}};
+    const Tensor y = conv2d(x, w, o);
+    test::check_close(y, tensor(naive_conv(x, w, s, p, d), y.shape()), 1e-12, 1e-12, what);
+    const Fn f = [o](const std::vector<Tensor>& a) { return conv2d(a[0], a[1], o); };
+    check_gradient([&](const std::vector<Tensor>& a) { return weighted_sum(f(a), 3); }, {x, w}, what);
+    const Tensor tx = randn(x.shape(), 83), tw = randn(w.shape(), 84);
+    const auto j = test::run_checked(jvp_tape(test::trace_list(f, {x, w})), {x, w, tx, tw});
+    const double h = 1e-6;
+    test::check_close(j[1], (f({x + tx * h, w + tw * h}) - f({x - tx * h, w - tw * h})) / (2 * h), 1e-6, 1e-7, what + " jvp");
+    // Second derivatives: the gradient's own gradient, through data_grad and filter_grad.
+    const Fn gsum = [o](const std::vector<Tensor>& a) {
+      const auto g = grad([o](const Tensor& xx, const Tensor& ww) { return sum(square(conv2d(xx, ww, o))); }, a[0], a[1]);
+      return sum(sin(g.grads[0])) + sum(sin(g.grads[1]));
+    };
+    check_gradient(gsum, {x, w}, what + " second derivative", 1e-5, 1e-6);
+  }
+  // conv1d through conv2d.
+  const Tensor x1 = randn({2, 3, 9}, 85), w1 = randn({2, 3, 4}, 86);
+  check_gradient([](const std::vector<Tensor>& a) { return weighted_sum(conv1d(a[0], a[1], {.stride = 2, .padding = 1}), 4); },
+                 {x1, w1}, "conv1d");
+  CHECK(conv1d(x1, w1, {.padding = 1, .dilation = 2}).shape() == Shape{2, 2, 5});
+  // Pooling.
+  const Tensor px = randn({2, 3, 6, 5}, 87);
+  for (const auto& [k, s, p] : std::vector<std::array<int64_t, 3>>{{2, 2, 0}, {3, 1, 1}, {3, 2, 1}}) {
+    const std::string what = fmt::format("pool kernel {} stride {} padding {}", k, s, p);
+    CAPTURE(what);
+    const Pool2dOptions o{.stride = {s, s}, .padding = {p, p}};
+    for (bool use_max : {true, false}) {
+      const Fn f = [=](const std::vector<Tensor>& a) { return use_max ? max_pool2d(a[0], {k, k}, o) : avg_pool2d(a[0], {k, k}, o); };
+      check_gradient([&](const std::vector<Tensor>& a) { return weighted_sum(f(a), 5); }, {px}, what);
+      const Tensor t = randn(px.shape(), 88);
+      const auto j = test::run_checked(jvp_tape(test::trace_list(f, {px})), {px, t});
+      const double h = 1e-6;
+      test::check_close(j[1], (f({px + t * h}) - f({px - t * h})) / (2 * h), 1e-6, 1e-7, what + " jvp");
+    }
+  }
+  const Tensor img = tensor({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {1, 1, 4, 4});
+  CHECK(max_pool2d(img, {2, 2}).values() == std::vector<double>{6, 8, 14, 16});
+  CHECK(avg_pool2d(img, {2, 2}).values() == std::vector<double>{3.5, 5.5, 11.5, 13.5});
+  CHECK(max_pool2d(img, {3, 3}, {.stride = {1, 1}, .padding = {1, 1}}).values()[0] == 6);
+  // Ties: the first maximum of the window gets the gradient.
+  CHECK(grad([](const Tensor& v) { return sum(max_pool2d(v, {2, 2})); }, ones({1, 1, 2, 2})).grads[0].values() ==
+        std::vector<double>{1, 0, 0, 0});
+  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 2, 3, 3}, 1)), doctest::Contains("conv2d: expected weights [O,3,KH,KW]"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(x, randn({4, 3, 9, 3}, 1)), doctest::Contains("does not fit the padded input 7x6"), Error);
+  CHECK_THROWS_WITH_AS(max_pool2d(px, {2, 2}, {.padding = {2, 2}}), doctest::Contains("more than half the window"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(zeros({3, 4}), w), doctest::Contains("conv2d: expected an input [N,C,H,W], got [3,4]"), Error);
+}

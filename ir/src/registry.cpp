@@ -32,6 +32,7 @@ Registry& registry() {
     prims::add_reductions(v);
     prims::add_shape_ops(v);
     prims::add_indexing(v);
+    prims::add_nn(v);
     for (Primitive& p : v) {
       reg->primitives.push_back(std::move(p));
       reg->by_name[reg->primitives.back().name] = &reg->primitives.back();

@@ -11,18 +11,19 @@ CBLAS_TRANSPOSE trans(int32_t t) { return t ? CblasTrans : CblasNoTrans; }
 // CBLAS rejects empty inner dimensions; an empty sum is zero.
 template <class T>
 void gemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const T* a,
-          int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc) {
+          int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, T beta = T(0)) {
   if (m == 0 || n == 0) return;
   if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
+    if (beta == T(0))
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, T(0));
     return;
   }
   if constexpr (sizeof(T) == 8)
-    cblas_dgemm(CblasRowMajor, trans(trans_a), trans(trans_b), m, n, k, 1.0, a, lda, b, ldb, 0.0,
+    cblas_dgemm(CblasRowMajor, trans(trans_a), trans(trans_b), m, n, k, 1.0, a, lda, b, ldb, beta,
                 c, ldc);
   else
     cblas_sgemm(CblasRowMajor, trans(trans_a), trans(trans_b), m, n, k, 1.0f, a, lda, b, ldb,
-                0.0f, c, ldc);
+                beta, c, ldc);
 }
 
 template <class T>
@@ -64,3 +65,17 @@ void reel_rt_gemv_f32(int32_t trans_a, int64_t rows, int64_t cols, const float* 
 }
 
 }  // extern "C"
+
+namespace reel::blas {
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T* c, int64_t ldc, T beta) {
+  ::gemm(trans_a ? 1 : 0, trans_b ? 1 : 0, m, n, k, a, lda, b, ldb, c, ldc, beta);
+}
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, const double*, int64_t, const double*, int64_t,
+                           double*, int64_t, double);
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t, const float*, int64_t,
+                          float*, int64_t, float);
+
+}  // namespace reel::blas

@@ -354,6 +354,39 @@ Tensor triangle(const char* op, const Tensor& x, Keep keep) {
 }
 }  // namespace
 
+Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dOptions& o) {
+  REEL_PRIM(conv2d);
+  return call(prim_conv2d, {x, w},
+              {{"stride", Shape{o.stride[0], o.stride[1]}},
+               {"padding", Shape{o.padding[0], o.padding[1]}},
+               {"dilation", Shape{o.dilation[0], o.dilation[1]}}});
+}
+Tensor conv1d(const Tensor& x, const Tensor& w, const Conv1dOptions& o) {
+  defined("conv1d", x);
+  defined("conv1d", w);
+  if (x.rank() != 3 || w.rank() != 3)
+    throw Error(fmt::format("conv1d: expected x [N,C,L] and w [O,C,K], got {} and {}", type_str(x.dtype(), x.shape()),
+                            type_str(w.dtype(), w.shape())));
+  const Tensor y = conv2d(expand_dims(x, 2), expand_dims(w, 2),
+                          {.stride = {1, o.stride}, .padding = {0, o.padding}, .dilation = {1, o.dilation}});
+  return squeeze(y, 2);
+}
+namespace {
+Attrs pool_attrs(std::array<int64_t, 2> kernel, const Pool2dOptions& o) {
+  const std::array<int64_t, 2> stride = o.stride[0] == 0 && o.stride[1] == 0 ? kernel : o.stride;
+  return {{"kernel", Shape{kernel[0], kernel[1]}}, {"stride", Shape{stride[0], stride[1]}},
+          {"padding", Shape{o.padding[0], o.padding[1]}}};
+}
+}  // namespace
+Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, const Pool2dOptions& o) {
+  REEL_PRIM(max_pool2d);
+  return call(prim_max_pool2d, {x}, pool_attrs(kernel, o));
+}
+Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, const Pool2dOptions& o) {
+  REEL_PRIM(avg_pool2d);
+  return call(prim_avg_pool2d, {x}, pool_attrs(kernel, o));
+}
+
 Tensor tril(const Tensor& x, int64_t k) { return triangle("tril", x, [k](int64_t i, int64_t j) { return j - i <= k; }); }
 Tensor triu(const Tensor& x, int64_t k) { return triangle("triu", x, [k](int64_t i, int64_t j) { return j - i >= k; }); }
 

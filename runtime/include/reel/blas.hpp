@@ -16,3 +16,10 @@ void reel_rt_gemv_f64(int32_t trans_a, int64_t rows, int64_t cols, const double*
 void reel_rt_gemv_f32(int32_t trans_a, int64_t rows, int64_t cols, const float* a,
                       const float* x, float* y);
 }
+
+namespace reel::blas {
+// C = op(A) op(B) + beta C (row-major), for double and float; for C++ kernels.
+template <class T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T* c, int64_t ldc, T beta);
+}  // namespace reel::blas

@@ -1,6 +1,9 @@
 #pragma once
 // The operations users call on tensors. Each runs eagerly and, while a function is
 // traced, records itself on the tape.
+#include <array>
+#include <vector>
+
 #include "reel/tensor.hpp"
 
 namespace reel {
@@ -168,6 +171,27 @@ Tensor scatter_add(const Tensor& target, const Tensor& indices, const Tensor& va
 // those positions and to values.
 Tensor index_update(const Tensor& x, const Tensor& indices, const Tensor& values, int64_t axis = 0);
 Tensor index_update(const Tensor& x, int64_t axis, int64_t start, int64_t stop, const Tensor& values);
+// Convolution (cross-correlation, as in deep learning) in NCHW: x [N,C,H,W], w
+// [O,C,KH,KW] -> [N,O,OH,OW] with OH = (H + 2 padding - dilation (KH - 1) - 1) / stride
+// + 1. Its gradients are the primitives conv2d_data_grad and conv2d_filter_grad (im2col
+// and one CBLAS gemm per image), which have gradients too.
+struct Conv2dOptions {
+  std::array<int64_t, 2> stride{1, 1}, padding{0, 0}, dilation{1, 1};
+};
+Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dOptions& options = {});
+// x [N,C,L], w [O,C,K] -> [N,O,OL], through conv2d.
+struct Conv1dOptions {
+  int64_t stride = 1, padding = 0, dilation = 1;
+};
+Tensor conv1d(const Tensor& x, const Tensor& w, const Conv1dOptions& options = {});
+// Pooling over kernel windows of x [N,C,H,W]; the stride defaults to the kernel, the
+// padding (at most half the window) to 0. max_pool2d ignores padding and sends the
+// gradient to each window's first maximum; avg_pool2d counts padding as zeros.
+struct Pool2dOptions {
+  std::array<int64_t, 2> stride{0, 0}, padding{0, 0};  // stride {0, 0}: the kernel
+};
+Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, const Pool2dOptions& options = {});
+Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, const Pool2dOptions& options = {});
 // Joined along an existing axis / stacked along a new one.
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis = 0);
 Tensor stack(const std::vector<Tensor>& xs, int64_t axis = 0);

@@ -1,0 +1,454 @@
+// Convolution and pooling, NCHW: conv2d with stride, padding and dilation, and its two
+// gradients as primitives (conv2d_data_grad, conv2d_filter_grad: Yota's ∇conv_data
+// and ∇conv_filter), each with rules of its own so that second derivatives work;
+// max_pool2d (with max_pool2d_grad and max_pool2d_gather) and avg_pool2d (with
+// avg_pool2d_grad). Convolutions go through im2col and one CBLAS gemm per image.
+#include <fmt/format.h>
+
+#include <cstring>
+#include <limits>
+
+#include "prims.hpp"
+#include "reel/blas.hpp"
+
+namespace reel::prims {
+
+namespace {
+
+// The geometry of a 2-D window operation: input [N,C,H,W], window KH x KW, output
+// [N,O,OH,OW] (O: output channels of a convolution, C for pooling).
+struct Window {
+  int64_t n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+};
+
+std::pair<int64_t, int64_t> pair_attr(const Attrs& a, const char* name, int64_t dflt) {
+  if (!a.has(name)) return {dflt, dflt};
+  const Shape& v = a.ints(name);
+  if (v.size() != 2) throw Error(fmt::format("attribute '{}' must be a pair [h, w], got {}", name, shape_str(v)));
+  return {v[0], v[1]};
+}
+
+Window window(const char* op, const Shape& x, int64_t kh, int64_t kw, const Attrs& a, bool pooling) {
+  if (x.size() != 4) throw Error(fmt::format("{}: expected an input [N,C,H,W], got {}", op, shape_str(x)));
+  Window g{x[0], x[1], x[2], x[3], kh, kw, 1, 1, 0, 0, 1, 1, 0, 0};
+  std::tie(g.sh, g.sw) = pair_attr(a, "stride", pooling ? -1 : 1);
+  if (g.sh == -1) g.sh = kh, g.sw = kw;  // pooling: the stride defaults to the window
+  std::tie(g.ph, g.pw) = pair_attr(a, "padding", 0);
+  std::tie(g.dh, g.dw) = pair_attr(a, "dilation", 1);
+  if (kh < 1 || kw < 1 || g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0 || g.dh < 1 || g.dw < 1)
+    throw Error(fmt::format("{}: expected a window >= 1, stride >= 1, padding >= 0 and dilation >= 1, got window "
+                            "[{},{}], stride [{},{}], padding [{},{}], dilation [{},{}]",
+                            op, kh, kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw));
+  if (pooling && (g.ph * 2 > kh || g.pw * 2 > kw))
+    throw Error(fmt::format("{}: padding [{},{}] is more than half the window [{},{}]", op, g.ph, g.pw, kh, kw));
+  const int64_t span_h = g.dh * (kh - 1) + 1, span_w = g.dw * (kw - 1) + 1;
+  if (g.h + 2 * g.ph < span_h || g.w + 2 * g.pw < span_w)
+    throw Error(fmt::format("{}: the window [{},{}] (dilated [{},{}]) does not fit the padded input {}x{}", op, kh, kw,
+                            span_h, span_w, g.h + 2 * g.ph, g.w + 2 * g.pw));
+  g.oh = (g.h + 2 * g.ph - span_h) / g.sh + 1;
+  g.ow = (g.w + 2 * g.pw - span_w) / g.sw + 1;
+  return g;
+}
+
+template <class Body>
+void by_float(DType d, Body&& body) {
+  if (d == DType::f64) body(double{});
+  else body(float{});
+}
+
+// im2col of image `img` [C,H,W] into cols [C*KH*KW, OH*OW] (zeros for padding), and
+// its transpose col2im, which adds cols back into img.
+template <class T>
+void im2col(const Window& g, const T* img, T* cols) {
+  for (int64_t c = 0; c < g.c; ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        T* row = cols + ((c * g.kh + i) * g.kw + j) * g.oh * g.ow;
+        for (int64_t y = 0; y < g.oh; ++y) {
+          const int64_t iy = y * g.sh - g.ph + i * g.dh;
+          for (int64_t x = 0; x < g.ow; ++x) {
+            const int64_t ix = x * g.sw - g.pw + j * g.dw;
+            row[y * g.ow + x] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? img[(c * g.h + iy) * g.w + ix] : T(0);
+          }
+        }
+      }
+}
+template <class T>
+void col2im(const Window& g, const T* cols, T* img) {
+  for (int64_t c = 0; c < g.c; ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const T* row = cols + ((c * g.kh + i) * g.kw + j) * g.oh * g.ow;
+        for (int64_t y = 0; y < g.oh; ++y) {
+          const int64_t iy = y * g.sh - g.ph + i * g.dh;
+          if (iy < 0 || iy >= g.h) continue;
+          for (int64_t x = 0; x < g.ow; ++x) {
+            const int64_t ix = x * g.sw - g.pw + j * g.dw;
+            if (ix >= 0 && ix < g.w) img[(c * g.h + iy) * g.w + ix] += row[y * g.ow + x];
+          }
+        }
+      }
+}
+
+const std::vector<AttrSpec> kConvAttrs = {
+    {"stride", AttrKind::ints, true}, {"padding", AttrKind::ints, true}, {"dilation", AttrKind::ints, true}};
+
+Attrs with(const Attrs& a, const char* name, AttrValue v) {
+  Attrs out = a;
+  out.set(name, std::move(v));
+  return out;
+}
+// The convolution's own attributes (without input_hw / kernel_hw).
+Attrs conv_only(const Attrs& a) {
+  Attrs out;
+  for (const char* n : {"stride", "padding", "dilation"})
+    if (a.has(n)) out.set(n, a.get(n));
+  return out;
+}
+
+void expect_weights(const char* op, const VarType& x, const VarType& w) {
+  if (w.shape.size() != 4 || w.dtype != x.dtype || (x.shape.size() == 4 && w.shape[1] != x.shape[1]))
+    throw Error(fmt::format("{}: expected weights [O,{},KH,KW] of dtype {}, got {}", op,
+                            x.shape.size() == 4 ? fmt::format("{}", x.shape[1]) : std::string("C"), dtype_name(x.dtype),
+                            type_str(w)));
+}
+
+// y = conv2d(x, w): per image, W [O, C*KH*KW] times cols.
+Tensor conv_forward(const Tensor& x, const Tensor& w, const Attrs& a) {
+  const Window g = window("conv2d", x.shape(), w.shape()[2], w.shape()[3], a, false);
+  const int64_t o = w.shape()[0], k = g.c * g.kh * g.kw, p = g.oh * g.ow;
+  Tensor y(x.dtype(), {g.n, o, g.oh, g.ow});
+  by_float(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    std::vector<T> cols(static_cast<std::size_t>(k * p));
+    for (int64_t n = 0; n < g.n; ++n) {
+      im2col(g, x.data<T>() + n * g.c * g.h * g.w, cols.data());
+      blas::gemm<T>(false, false, o, p, k, w.data<T>(), k, cols.data(), p, y.mutable_data<T>() + n * o * p, p, T(0));
+    }
+  });
+  return y;
+}
+
+// dx = conv2d_data_grad(dy, w): per image, cols = W^T dy, then col2im.
+Tensor conv_data_grad(const Tensor& dy, const Tensor& w, const Attrs& a) {
+  const Shape& hw = a.ints("input_hw");
+  const Window g = window("conv2d_data_grad", {dy.shape()[0], w.shape()[1], hw[0], hw[1]}, w.shape()[2], w.shape()[3],
+                          a, false);
+  const int64_t o = w.shape()[0], k = g.c * g.kh * g.kw, p = g.oh * g.ow;
+  Tensor dx(dy.dtype(), {g.n, g.c, g.h, g.w});
+  if (dx.nbytes() > 0) std::memset(dx.mutable_raw(), 0, dx.nbytes());
+  by_float(dy.dtype(), [&](auto t) {
+    using T = decltype(t);
+    std::vector<T> cols(static_cast<std::size_t>(k * p));
+    for (int64_t n = 0; n < g.n; ++n) {
+      blas::gemm<T>(true, false, k, p, o, w.data<T>(), k, dy.data<T>() + n * o * p, p, cols.data(), p, T(0));
+      col2im(g, cols.data(), dx.mutable_data<T>() + n * g.c * g.h * g.w);
+    }
+  });
+  return dx;
+}
+
+// dw = conv2d_filter_grad(x, dy): sum over images of dy [O, P] times cols^T.
+Tensor conv_filter_grad(const Tensor& x, const Tensor& dy, const Attrs& a) {
+  const Shape& khw = a.ints("kernel_hw");
+  const Window g = window("conv2d_filter_grad", x.shape(), khw[0], khw[1], a, false);
+  const int64_t o = dy.shape()[1], k = g.c * g.kh * g.kw, p = g.oh * g.ow;
+  Tensor dw(x.dtype(), {o, g.c, g.kh, g.kw});
+  if (dw.nbytes() > 0) std::memset(dw.mutable_raw(), 0, dw.nbytes());
+  by_float(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    std::vector<T> cols(static_cast<std::size_t>(k * p));
+    for (int64_t n = 0; n < g.n; ++n) {
+      im2col(g, x.data<T>() + n * g.c * g.h * g.w, cols.data());
+      blas::gemm<T>(false, true, o, k, p, dy.data<T>() + n * o * p, p, cols.data(), p, dw.mutable_data<T>(), k, T(1));
+    }
+  });
+  return dw;
+}
+
+VarType conv_type(const char* op, const Shape& x, const VarType& w, const Attrs& a, DType dtype) {
+  const Window g = window(op, x, w.shape[2], w.shape[3], a, false);
+  return VarType{dtype, {g.n, w.shape[0], g.oh, g.ow}};
+}
+
+// For each output element of a pooling window over image plane (n, c): f(out index,
+// window element indices (iy, ix) inside the input, or skipped when in the padding).
+template <class F>
+void for_each_window(const Window& g, F f) {
+  for (int64_t nc = 0; nc < g.n * g.c; ++nc)
+    for (int64_t y = 0; y < g.oh; ++y)
+      for (int64_t x = 0; x < g.ow; ++x) f(nc, (nc * g.oh + y) * g.ow + x, y * g.sh - g.ph, x * g.sw - g.pw);
+}
+
+Window pool_window(const char* op, const Shape& x, const Attrs& a) {
+  const Shape& k = a.ints("kernel");
+  if (k.size() != 2) throw Error(fmt::format("{}: attribute 'kernel' must be a pair [h, w], got {}", op, shape_str(k)));
+  return window(op, x, k[0], k[1], a, true);
+}
+
+const std::vector<AttrSpec> kPoolAttrs = {
+    {"kernel", AttrKind::ints}, {"stride", AttrKind::ints, true}, {"padding", AttrKind::ints, true}};
+
+// The flat input index of each output's maximum (the first, in row-major window
+// order; padding never wins).
+template <class T>
+std::vector<int64_t> argmax_windows(const Window& g, const T* x) {
+  std::vector<int64_t> at(static_cast<std::size_t>(g.n * g.c * g.oh * g.ow));
+  for_each_window(g, [&](int64_t nc, int64_t o, int64_t y0, int64_t x0) {
+    int64_t best = -1;
+    T bv = -std::numeric_limits<T>::infinity();
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const int64_t iy = y0 + i, ix = x0 + j;
+        if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+        const int64_t k = (nc * g.h + iy) * g.w + ix;
+        if (best < 0 || x[k] > bv || (x[k] != x[k] && bv == bv)) best = k, bv = x[k];
+      }
+    at[static_cast<std::size_t>(o)] = best;
+  });
+  return at;
+}
+
+}  // namespace
+
+void add_nn(std::vector<Primitive>& t) {
+  // conv2d(x [N,C,H,W], w [O,C,KH,KW], stride, padding, dilation) -> [N,O,OH,OW].
+  Primitive conv;
+  conv.name = "conv2d";
+  conv.arity = 2;
+  conv.attrs = kConvAttrs;
+  conv.structure = Structure::opaque;
+  conv.infer = [](std::span<const VarType> in, const Attrs& a) {
+    expect_weights("conv2d", in[0], in[1]);
+    return conv_type("conv2d", in[0].shape, in[1], a, in[0].dtype);
+  };
+  conv.eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_forward(in[0], in[1], a); };
+  conv.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+    const Shape x = b.type(a.args[0]).shape, w = b.type(a.args[1]).shape;
+    return std::vector<Var>{
+        a.needs[0] ? b.call("conv2d_data_grad", {a.dout, a.args[1]}, with(a.attrs, "input_hw", Shape{x[2], x[3]})) : kNoVar,
+        a.needs[1] ? b.call("conv2d_filter_grad", {a.args[0], a.dout}, with(a.attrs, "kernel_hw", Shape{w[2], w[3]}))
+                   : kNoVar};
+  };
+  conv.tangent = [](TapeBuilder& b, const TangentArgs& a) {  // bilinear
+    const Var dx = a.tangents[0] == kNoVar ? kNoVar : b.call("conv2d", {a.tangents[0], a.args[1]}, a.attrs);
+    const Var dw = a.tangents[1] == kNoVar ? kNoVar : b.call("conv2d", {a.args[0], a.tangents[1]}, a.attrs);
+    return dx == kNoVar ? dw : dw == kNoVar ? dx : b.add(dx, dw);
+  };
+  t.push_back(std::move(conv));
+
+  // conv2d_data_grad(dy, w, ..., input_hw): the gradient of conv2d with respect to x
+  // (bilinear in dy and w; <data_grad(dy, w), z> = <dy, conv2d(z, w)>).
+  Primitive dgrad;
+  dgrad.name = "conv2d_data_grad";
+  dgrad.arity = 2;
+  dgrad.attrs = kConvAttrs;
+  dgrad.attrs.push_back({"input_hw", AttrKind::shape});
+  dgrad.structure = Structure::opaque;
+  dgrad.infer = [](std::span<const VarType> in, const Attrs& a) {
+    const Shape& hw = a.ints("input_hw");
+    if (in[0].shape.size() != 4 || hw.size() != 2)
+      throw Error(fmt::format("conv2d_data_grad: expected dy [N,O,OH,OW] and input_hw [H,W], got {} and {}",
+                              type_str(in[0]), shape_str(hw)));
+    if (in[1].shape.size() != 4 || in[1].dtype != in[0].dtype || in[1].shape[0] != in[0].shape[1])
+      throw Error(fmt::format("conv2d_data_grad: expected weights [{},C,KH,KW], got {}", in[0].shape[1], type_str(in[1])));
+    const Shape x{in[0].shape[0], in[1].shape[1], hw[0], hw[1]};
+    const VarType y = conv_type("conv2d_data_grad", x, in[1], a, in[0].dtype);
+    if (y.shape != in[0].shape)
+      throw Error(fmt::format("conv2d_data_grad: dy is {}, but an input {} gives {}", type_str(in[0]), shape_str(x),
+                              shape_str(y.shape)));
+    return VarType{in[0].dtype, x};
+  };
+  dgrad.eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_data_grad(in[0], in[1], a); };
+  dgrad.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+    const Shape w = b.type(a.args[1]).shape;
+    const Attrs c = conv_only(a.attrs);
+    return std::vector<Var>{
+        a.needs[0] ? b.call("conv2d", {a.dout, a.args[1]}, c) : kNoVar,
+        a.needs[1] ? b.call("conv2d_filter_grad", {a.dout, a.args[0]}, with(c, "kernel_hw", Shape{w[2], w[3]})) : kNoVar};
+  };
+  dgrad.tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    const Var d1 = a.tangents[0] == kNoVar ? kNoVar : b.call("conv2d_data_grad", {a.tangents[0], a.args[1]}, a.attrs);
+    const Var d2 = a.tangents[1] == kNoVar ? kNoVar : b.call("conv2d_data_grad", {a.args[0], a.tangents[1]}, a.attrs);
+    return d1 == kNoVar ? d2 : d2 == kNoVar ? d1 : b.add(d1, d2);
+  };
+  t.push_back(std::move(dgrad));
+
+  // conv2d_filter_grad(x, dy, ..., kernel_hw): the gradient of conv2d with respect to
+  // w (bilinear; <filter_grad(x, dy), v> = <dy, conv2d(x, v)>).
+  Primitive fgrad;
+  fgrad.name = "conv2d_filter_grad";
+  fgrad.arity = 2;
+  fgrad.attrs = kConvAttrs;
+  fgrad.attrs.push_back({"kernel_hw", AttrKind::shape});
+  fgrad.structure = Structure::opaque;
+  fgrad.infer = [](std::span<const VarType> in, const Attrs& a) {
+    const Shape& khw = a.ints("kernel_hw");
+    if (in[0].shape.size() != 4 || in[1].shape.size() != 4 || khw.size() != 2 || in[0].dtype != in[1].dtype)
+      throw Error(fmt::format("conv2d_filter_grad: expected x [N,C,H,W], dy [N,O,OH,OW] of one dtype and kernel_hw "
+                              "[KH,KW], got {}, {} and {}", type_str(in[0]), type_str(in[1]), shape_str(khw)));
+    const VarType w{in[0].dtype, {in[1].shape[1], in[0].shape[1], khw[0], khw[1]}};
+    const VarType y = conv_type("conv2d_filter_grad", in[0].shape, w, a, in[0].dtype);
+    if (y.shape != in[1].shape)
+      throw Error(fmt::format("conv2d_filter_grad: dy is {}, but x {} and kernel {} give {}", type_str(in[1]),
+                              type_str(in[0]), shape_str(khw), shape_str(y.shape)));
+    return w;
+  };
+  fgrad.eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_filter_grad(in[0], in[1], a); };
+  fgrad.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+    const Shape x = b.type(a.args[0]).shape;
+    const Attrs c = conv_only(a.attrs);
+    return std::vector<Var>{
+        a.needs[0] ? b.call("conv2d_data_grad", {a.args[1], a.dout}, with(c, "input_hw", Shape{x[2], x[3]})) : kNoVar,
+        a.needs[1] ? b.call("conv2d", {a.args[0], a.dout}, c) : kNoVar};
+  };
+  fgrad.tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    const Var d1 = a.tangents[0] == kNoVar ? kNoVar : b.call("conv2d_filter_grad", {a.tangents[0], a.args[1]}, a.attrs);
+    const Var d2 = a.tangents[1] == kNoVar ? kNoVar : b.call("conv2d_filter_grad", {a.args[0], a.tangents[1]}, a.attrs);
+    return d1 == kNoVar ? d2 : d2 == kNoVar ? d1 : b.add(d1, d2);
+  };
+  t.push_back(std::move(fgrad));
+
+  // max_pool2d(x, kernel, stride = kernel, padding): the maximum of each window
+  // (padding never wins); the gradient goes to the first maximum of each window.
+  Primitive maxp;
+  maxp.name = "max_pool2d";
+  maxp.arity = 1;
+  maxp.attrs = kPoolAttrs;
+  maxp.structure = Structure::opaque;
+  maxp.infer = [](std::span<const VarType> in, const Attrs& a) {
+    const Window g = pool_window("max_pool2d", in[0].shape, a);
+    return VarType{in[0].dtype, {g.n, g.c, g.oh, g.ow}};
+  };
+  maxp.eager = [](std::span<const Tensor> in, const Attrs& a) {
+    const Window g = pool_window("max_pool2d", in[0].shape(), a);
+    Tensor y(in[0].dtype(), {g.n, g.c, g.oh, g.ow});
+    by_float(in[0].dtype(), [&](auto t) {
+      using T = decltype(t);
+      const std::vector<int64_t> at = argmax_windows(g, in[0].data<T>());
+      for (std::size_t o = 0; o < at.size(); ++o) y.mutable_data<T>()[o] = in[0].data<T>()[at[o]];
+    });
+    return y;
+  };
+  maxp.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+    return std::vector<Var>{b.call("max_pool2d_grad", {a.args[0], a.dout}, a.attrs)};
+  };
+  maxp.tangent = [](TapeBuilder& b, const TangentArgs& a) {
+    return b.call("max_pool2d_gather", {a.args[0], a.tangents[0]}, a.attrs);
+  };
+  t.push_back(std::move(maxp));
+
+  // max_pool2d_grad(x, dy): dy added at each window's first maximum of x (linear in dy,
+  // no gradient for x); max_pool2d_gather(x, v): v at each window's first maximum of x
+  // (its transpose).
+  for (bool grad : {true, false}) {
+    Primitive p;
+    p.name = grad ? "max_pool2d_grad" : "max_pool2d_gather";
+    p.arity = 2;
+    p.attrs = kPoolAttrs;
+    p.structure = Structure::opaque;
+    const char* name = grad ? "max_pool2d_grad" : "max_pool2d_gather";
+    p.infer = [name, grad](std::span<const VarType> in, const Attrs& a) {
+      const Window g = pool_window(name, in[0].shape, a);
+      const Shape pooled{g.n, g.c, g.oh, g.ow};
+      const Shape& expected = grad ? pooled : in[0].shape;
+      if (in[1].dtype != in[0].dtype || in[1].shape != expected)
+        throw Error(fmt::format("{}: expected a second argument of type {}, got {}", name,
+                                type_str(VarType{in[0].dtype, expected}), type_str(in[1])));
+      return VarType{in[0].dtype, grad ? in[0].shape : pooled};
+    };
+    p.eager = [name, grad](std::span<const Tensor> in, const Attrs& a) {
+      const Window g = pool_window(name, in[0].shape(), a);
+      Tensor out(in[0].dtype(), grad ? in[0].shape() : Shape{g.n, g.c, g.oh, g.ow});
+      if (out.nbytes() > 0) std::memset(out.mutable_raw(), 0, out.nbytes());
+      by_float(in[0].dtype(), [&](auto t) {
+        using T = decltype(t);
+        const std::vector<int64_t> at = argmax_windows(g, in[0].data<T>());
+        const T* v = in[1].data<T>();
+        T* o = out.mutable_data<T>();
+        for (std::size_t i = 0; i < at.size(); ++i) {
+          if (grad) o[at[i]] += v[i];
+          else o[i] = v[at[i]];
+        }
+      });
+      return out;
+    };
+    const char* other = grad ? "max_pool2d_gather" : "max_pool2d_grad";
+    p.adjoint = [other](TapeBuilder& b, const AdjointArgs& a) {
+      return std::vector<Var>{kNoVar, b.call(other, {a.args[0], a.dout}, a.attrs)};
+    };
+    p.tangent = [name](TapeBuilder& b, const TangentArgs& a) {
+      return a.tangents[1] == kNoVar ? kNoVar : b.call(name, {a.args[0], a.tangents[1]}, a.attrs);
+    };
+    t.push_back(std::move(p));
+  }
+
+  // avg_pool2d(x, kernel, stride = kernel, padding): the mean of each window, padding
+  // counted as zeros (PyTorch's count_include_pad). Linear; avg_pool2d_grad is its
+  // transpose.
+  for (bool grad : {false, true}) {
+    Primitive p;
+    p.name = grad ? "avg_pool2d_grad" : "avg_pool2d";
+    p.arity = 1;
+    p.attrs = kPoolAttrs;
+    if (grad) p.attrs.push_back({"input_hw", AttrKind::shape});
+    p.structure = Structure::opaque;
+    p.linear = true;
+    const char* name = grad ? "avg_pool2d_grad" : "avg_pool2d";
+    auto geometry = [name, grad](const VarType& in, const Attrs& a) {
+      if (!grad) return pool_window(name, in.shape, a);
+      const Shape& hw = a.ints("input_hw");
+      if (in.shape.size() != 4 || hw.size() != 2)
+        throw Error(fmt::format("{}: expected dy [N,C,OH,OW] and input_hw [H,W], got {} and {}", name, type_str(in),
+                                shape_str(hw)));
+      const Window g = pool_window(name, {in.shape[0], in.shape[1], hw[0], hw[1]}, a);
+      if (g.oh != in.shape[2] || g.ow != in.shape[3])
+        throw Error(fmt::format("{}: dy is {}, but an input {}x{} pools to {}x{}", name, type_str(in), hw[0], hw[1], g.oh, g.ow));
+      return g;
+    };
+    p.infer = [geometry, grad](std::span<const VarType> in, const Attrs& a) {
+      const Window g = geometry(in[0], a);
+      return VarType{in[0].dtype, grad ? Shape{g.n, g.c, g.h, g.w} : Shape{g.n, g.c, g.oh, g.ow}};
+    };
+    p.eager = [geometry, grad](std::span<const Tensor> in, const Attrs& a) {
+      const Window g = geometry({in[0].dtype(), in[0].shape()}, a);
+      Tensor out(in[0].dtype(), grad ? Shape{g.n, g.c, g.h, g.w} : Shape{g.n, g.c, g.oh, g.ow});
+      if (out.nbytes() > 0) std::memset(out.mutable_raw(), 0, out.nbytes());
+      const double scale = 1.0 / static_cast<double>(g.kh * g.kw);
+      by_float(in[0].dtype(), [&](auto t) {
+        using T = decltype(t);
+        const T* v = in[0].data<T>();
+        T* o = out.mutable_data<T>();
+        for_each_window(g, [&](int64_t nc, int64_t oi, int64_t y0, int64_t x0) {
+          double acc = 0;
+          for (int64_t i = 0; i < g.kh; ++i)
+            for (int64_t j = 0; j < g.kw; ++j) {
+              const int64_t iy = y0 + i, ix = x0 + j;
+              if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+              const int64_t k = (nc * g.h + iy) * g.w + ix;
+              if (grad) o[k] += static_cast<T>(v[oi] * scale);
+              else acc += v[k];
+            }
+          if (!grad) o[oi] = static_cast<T>(acc * scale);
+        });
+      });
+      return out;
+    };
+    if (grad) {
+      p.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        Attrs pool;
+        for (const char* n : {"kernel", "stride", "padding"})
+          if (a.attrs.has(n)) pool.set(n, a.attrs.get(n));
+        return std::vector<Var>{b.call("avg_pool2d", {a.dout}, pool)};
+      };
+    } else {
+      p.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        const Shape x = b.type(a.args[0]).shape;
+        return std::vector<Var>{b.call("avg_pool2d_grad", {a.dout}, with(a.attrs, "input_hw", Shape{x[2], x[3]}))};
+      };
+    }
+    t.push_back(std::move(p));
+  }
+}
+
+}  // namespace reel::prims
