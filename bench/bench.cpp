@@ -175,6 +175,47 @@ Result linear_sum() {
   return measure("(c) sum(matmul(W,x)+b), 128x784x100", DType::f64, loss, hand, W, b, x);
 }
 
+Result softmax_xent() {
+  const int64_t rows = 256, cols = 1000;
+  const Tensor z = reel::randn({rows, cols}, 11, DType::f32) * 3.0;
+  std::vector<double> onehot(static_cast<std::size_t>(rows * cols), 0.0);
+  for (int64_t i = 0; i < rows; ++i) onehot[static_cast<std::size_t>(i * cols + (i * 37) % cols)] = 1.0;
+  const Tensor y = reel::tensor(onehot, {rows, cols}, DType::f32);
+  auto loss = [&](const Tensor& logits) {
+    return -reel::sum(reel::log_softmax(logits, 1) * y) / static_cast<double>(rows);
+  };
+  std::vector<float> dz(static_cast<std::size_t>(rows * cols));
+  float value = 0;
+  Hand hand{[&] { value = bench::softmax_xent_grad(z.data<float>(), y.data<float>(), rows, cols, dz.data()); },
+            [&] { return std::vector<std::vector<double>>{{value}, to_vec(dz)}; }};
+  return measure("(e) softmax cross-entropy, 256x1000", DType::f32, loss, hand, z);
+}
+
+Result logsumexp_bench() {
+  const int64_t n = 1000000;
+  const Tensor x = reel::randn({n}, 12) * 10.0;
+  auto f = [](const Tensor& v) { return reel::logsumexp(v); };
+  std::vector<double> dx(static_cast<std::size_t>(n));
+  double value = 0;
+  Hand hand{[&] { value = bench::logsumexp_grad(x.data<double>(), n, dx.data()); },
+            [&] { return std::vector<std::vector<double>>{{value}, dx}; }};
+  return measure("(f) logsumexp, n=1000000", DType::f64, f, hand, x);
+}
+
+Result conv_layer() {
+  const int64_t n = 32, c = 3, h = 32, w = 32, o = 16;
+  const Tensor x = reel::randn({n, c, h, w}, 13, DType::f32), k = reel::randn({o, c, 3, 3}, 14, DType::f32) * 0.2;
+  const Tensor r = reel::randn({n, o, h, w}, 15, DType::f32);
+  auto loss = [&](const Tensor& xx, const Tensor& ww) {
+    return reel::sum(reel::conv2d(xx, ww, {.padding = {1, 1}}) * r);
+  };
+  bench::ConvBuffers buf(n, c, h, w, o);
+  float value = 0;
+  Hand hand{[&] { value = bench::conv_layer_grad(x.data<float>(), k.data<float>(), r.data<float>(), n, c, h, w, o, buf); },
+            [&] { return std::vector<std::vector<double>>{{value}, to_vec(buf.dx), to_vec(buf.dw)}; }};
+  return measure("(g) conv2d layer, 32x3x32x32, 16x3x3x3", DType::f32, loss, hand, x, k);
+}
+
 template <class T>
 Result mlp(DType dtype) {
   const int64_t h = 128, k = 784, o = 10, n = 100;
@@ -377,6 +418,9 @@ int main(int argc, char** argv) {
   results.push_back(linear_sum());
   results.push_back(mlp<double>(DType::f64));
   results.push_back(mlp<float>(DType::f32));
+  results.push_back(softmax_xent());
+  results.push_back(conv_layer());
+  results.push_back(logsumexp_bench());
 
   fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>11} {:>12} {:>12} {:>10} {:>10}\n", "workload",
              "dtype", "hand", "interp", "compiled", "compile", "comp/hand", "interp/comp",

@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace bench {
@@ -92,5 +93,102 @@ template double mlp_grad(const double*, const double*, const double*, const doub
                          const double*, int64_t, int64_t, int64_t, int64_t, MlpBuffers<double>&);
 template float mlp_grad(const float*, const float*, const float*, const float*, const float*,
                         const float*, int64_t, int64_t, int64_t, int64_t, MlpBuffers<float>&);
+
+}  // namespace bench
+
+namespace bench {
+
+float softmax_xent_grad(const float* z, const float* y, int64_t rows, int64_t cols, float* dz) {
+  double loss = 0;
+  const float inv = 1.0f / static_cast<float>(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* zi = z + i * cols;
+    const float* yi = y + i * cols;
+    float m = zi[0];
+    for (int64_t j = 1; j < cols; ++j) m = zi[j] > m ? zi[j] : m;
+    double s = 0;
+    for (int64_t j = 0; j < cols; ++j) s += std::exp(zi[j] - m);
+    const float lse = m + static_cast<float>(std::log(s));
+    const float inv_s = static_cast<float>(1.0 / s);
+    double row = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      row += yi[j] * (zi[j] - lse);
+      dz[i * cols + j] = (std::exp(zi[j] - m) * inv_s - yi[j]) * inv;
+    }
+    loss -= row;
+  }
+  return static_cast<float>(loss / static_cast<double>(rows));
+}
+
+double logsumexp_grad(const double* x, int64_t n, double* dx) {
+  double m = x[0];
+  for (int64_t i = 1; i < n; ++i) m = x[i] > m ? x[i] : m;
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - m);
+  const double lse = m + std::log(s);
+  for (int64_t i = 0; i < n; ++i) dx[i] = std::exp(x[i] - lse);
+  return lse;
+}
+
+ConvBuffers::ConvBuffers(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o)
+    : cols(static_cast<std::size_t>(c * 9 * h * w)),
+      y(static_cast<std::size_t>(n * o * h * w)),
+      dcols(static_cast<std::size_t>(c * 9 * h * w)),
+      dx(static_cast<std::size_t>(n * c * h * w)),
+      dw(static_cast<std::size_t>(o * c * 9)) {}
+
+namespace {
+// 3x3, stride 1, padding 1: the output is h x w.
+void im2col3(const float* img, int64_t c, int64_t h, int64_t w, float* cols) {
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 3; ++j) {
+        float* row = cols + ((ch * 3 + i) * 3 + j) * h * w;
+        for (int64_t y = 0; y < h; ++y) {
+          const int64_t iy = y + i - 1;
+          for (int64_t x = 0; x < w; ++x) {
+            const int64_t ix = x + j - 1;
+            row[y * w + x] = iy >= 0 && iy < h && ix >= 0 && ix < w ? img[(ch * h + iy) * w + ix] : 0.0f;
+          }
+        }
+      }
+}
+void col2im3(const float* cols, int64_t c, int64_t h, int64_t w, float* img) {
+  std::fill(img, img + c * h * w, 0.0f);
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 3; ++j) {
+        const float* row = cols + ((ch * 3 + i) * 3 + j) * h * w;
+        for (int64_t y = 0; y < h; ++y) {
+          const int64_t iy = y + i - 1;
+          if (iy < 0 || iy >= h) continue;
+          for (int64_t x = 0; x < w; ++x) {
+            const int64_t ix = x + j - 1;
+            if (ix >= 0 && ix < w) img[(ch * h + iy) * w + ix] += row[y * w + x];
+          }
+        }
+      }
+}
+}  // namespace
+
+float conv_layer_grad(const float* x, const float* w, const float* r, int64_t n, int64_t c, int64_t h, int64_t wd,
+                      int64_t o, ConvBuffers& buf) {
+  const int64_t k = c * 9, p = h * wd;
+  double loss = 0;
+  std::fill(buf.dw.begin(), buf.dw.end(), 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    im2col3(x + i * c * p, c, h, wd, buf.cols.data());
+    float* y = buf.y.data() + i * o * p;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, o, p, k, 1.0f, w, k, buf.cols.data(), p, 0.0f, y, p);
+    const float* ri = r + i * o * p;
+    for (int64_t j = 0; j < o * p; ++j) loss += static_cast<double>(y[j]) * ri[j];
+    // dy = r: dw += r cols^T, dcols = w^T r, dx = col2im(dcols).
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, o, k, p, 1.0f, ri, p, buf.cols.data(), p, 1.0f,
+                buf.dw.data(), k);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, p, o, 1.0f, w, k, ri, p, 0.0f, buf.dcols.data(), p);
+    col2im3(buf.dcols.data(), c, h, wd, buf.dx.data() + i * c * p);
+  }
+  return static_cast<float>(loss);
+}
 
 }  // namespace bench

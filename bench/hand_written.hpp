@@ -30,3 +30,24 @@ T mlp_grad(const T* W1, const T* b1, const T* W2, const T* b2, const T* x, const
            int64_t k, int64_t o, int64_t n, MlpBuffers<T>& buf);
 
 }  // namespace bench
+
+namespace bench {
+
+// Softmax cross-entropy, loss = -sum(y * log_softmax(z, rows)) / rows for z, y
+// [rows, cols]; writes dz = (softmax(z) - y) / rows (max-shifted, two passes a row).
+float softmax_xent_grad(const float* z, const float* y, int64_t rows, int64_t cols, float* dz);
+
+// logsumexp of n numbers (max-shifted); writes its gradient exp(x - lse).
+double logsumexp_grad(const double* x, int64_t n, double* dx);
+
+// A conv2d layer, 3x3 kernels, stride 1, padding 1, f32: loss = sum(conv2d(x, w) * r)
+// for x [N,C,H,W], w [O,C,3,3], r [N,O,H,W]; gradients dx and dw, by im2col and gemm
+// per image, col2im for dx.
+struct ConvBuffers {
+  std::vector<float> cols, y, dcols, dx, dw;
+  ConvBuffers(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o);
+};
+float conv_layer_grad(const float* x, const float* w, const float* r, int64_t n, int64_t c, int64_t h, int64_t wd,
+                      int64_t o, ConvBuffers& buf);
+
+}  // namespace bench
