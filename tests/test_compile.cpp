@@ -219,3 +219,37 @@ TEST_CASE("an operation code generation cannot handle is an error naming it") {
   const Tape t = test::tape_calling(mystery);
   CHECK_THROWS_WITH_AS(compile(t), doctest::Contains("mystery"), Error);
 }
+
+TEST_CASE("compiled gathers and scatters are loops after an index check: bad indices are errors, not reads") {
+  const Tape t = trace([](const Tensor& x, const Tensor& idx) { return sum(sin(gather(x, idx, 1))); }, randn({3, 5}, 1),
+                       tensor({4, 0, 4}, {3}, DType::i64));
+  const Tape g = grad_tape(t);
+  const std::string plan = plan_text(g);
+  CHECK(plan.find("gather %") != std::string::npos);
+  CHECK(plan.find("scatter %") != std::string::npos);
+  CAPTURE(plan);
+  CHECK(plan.find("gather(%1, %2) (eager)") == std::string::npos);
+  std::size_t loops = 0;  // the gather and its gradient's scatter-add (the i64 input's zero gradient is eager)
+  for (std::size_t at = plan.find("(checked indices, loop)"); at != std::string::npos;
+       at = plan.find("(checked indices, loop)", at + 1))
+    ++loops;
+  CHECK(loops == 2);
+  const CompiledFunction f = compile(g);
+  const Tensor x = randn({3, 5}, 2);
+  for (const auto& idx : {tensor({4, 0, 4}, {3}, DType::i64), tensor({1, 2, 3}, {3}, DType::i64)}) {
+    const auto out = f({x, idx});
+    const auto ref = play(g, {x, idx});
+    test::check_close(out[0], ref[0], 1e-12, 1e-13, "value");
+    test::check_close(out[1], ref[1], 1e-12, 1e-13, "gradient (a scatter-add of duplicates)");
+  }
+  CHECK_THROWS_WITH_AS(f({x, tensor({0, 5, 1}, {3}, DType::i64)}),
+                       doctest::Contains("gather: index 5 (element 1 of the indices) is out of range for axis 1 of length 5"),
+                       Error);
+  CHECK_THROWS_WITH_AS(f({x, tensor({-1, 0, 1}, {3}, DType::i64)}), doctest::Contains("index -1"), Error);
+  // f32, and a gather of a gather's result through take.
+  const Tensor x32 = randn({4, 2}, 3, DType::f32);
+  test::check_gradient([](const std::vector<Tensor>& a) { return sum(square(take(a[0], tensor({7, 0, 7, 3}, {2, 2}, DType::i64)))); },
+                       {randn({4, 2}, 4)}, "take");
+  const Tape t32 = trace([](const Tensor& v) { return gather(v, tensor({3, 3, 1}, {3}, DType::i64)); }, x32);
+  test::run_checked(t32, {x32});
+}

@@ -108,6 +108,16 @@ void extern_step(void* const* bases, const int64_t* r) {
   }
 }
 
+// refs: the indices' ref, count, axis length, axis, 1 for scatter_add (else gather).
+void check_indices_step(void* const* bases, const int64_t* r) {
+  const auto* idx = at<const int64_t>(bases, r);
+  const int64_t count = r[2], n = r[3];
+  for (int64_t i = 0; i < count; ++i)
+    if (idx[i] < 0 || idx[i] >= n)
+      throw Error(fmt::format("{}: index {} (element {} of the indices) is out of range for axis {} of length {}",
+                              r[5] ? "scatter_add" : "gather", idx[i], i, r[4], n));
+}
+
 StepFn step_fn(const codegen::ScheduledStep& s) {
   const bool f64 = s.dtype == DType::f64;
   switch (s.kind) {
@@ -115,6 +125,7 @@ StepFn step_fn(const codegen::ScheduledStep& s) {
     case codegen::StepKind::gemv: return f64 ? &gemv_step<double> : &gemv_step<float>;
     case codegen::StepKind::copy: return &copy_step;
     case codegen::StepKind::external: return &extern_step;
+    case codegen::StepKind::check_indices: return &check_indices_step;
     case codegen::StepKind::kernel: break;
   }
   return nullptr;
@@ -236,6 +247,8 @@ CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
   }
   impl->externs = std::move(p.schedule.externs);
   for (std::size_t i = 0; i < p.schedule.steps.size(); ++i) {
+    // A check step may throw too: such schedules run through the loop (below).
+    if (p.schedule.steps[i].kind == codegen::StepKind::check_indices) impl->has_extern = true;
     if (p.schedule.steps[i].kind != codegen::StepKind::external) continue;
     impl->has_extern = true;  // the last ref: the index of its call -> the call's address
     const std::size_t at = reinterpret_cast<std::size_t>(impl->calls[i].refs) + p.schedule.steps[i].refs.size() - 1;

@@ -128,6 +128,8 @@ class Emitter {
       case KernelSpec::Kind::loop: emit_loop(); break;
       case KernelSpec::Kind::reduce: emit_reduce(); break;
       case KernelSpec::Kind::transpose: emit_transpose(); break;
+      case KernelSpec::Kind::gather: emit_indexed(false); break;
+      case KernelSpec::Kind::scatter: emit_indexed(true); break;
     }
     b_.CreateRetVoid();
 
@@ -150,7 +152,9 @@ class Emitter {
   }
 
  private:
-  Type* elem(DType d) { return d == DType::f64 ? b_.getDoubleTy() : b_.getFloatTy(); }
+  Type* elem(DType d) {
+    return d == DType::f64 ? b_.getDoubleTy() : d == DType::i64 ? b_.getInt64Ty() : b_.getFloatTy();
+  }
 
   Value* element_ptr(int param, DType d, Value* offset) {
     return b_.CreateInBoundsGEP(elem(d), param_[static_cast<std::size_t>(param)], offset);
@@ -305,6 +309,34 @@ class Emitter {
         accumulate(acc, b_.CreateLoad(elem(in), element_ptr(0, in, at)), op);
       });
       finish_sum(acc, k_.scale, 1, out, out_offset);
+    });
+  }
+
+  // gather: out[i, j, t] = x[i, idx[j], t]; scatter: out = target, then
+  // out[i, idx[j], t] += values[i, j, t] in the eager kernel's order. The indices were
+  // checked by the step before.
+  void emit_indexed(bool scatter) {
+    const int out_param = scatter ? 3 : 2, src = scatter ? 2 : 0;
+    const DType d = k_.params[static_cast<std::size_t>(out_param)];
+    if (scatter && k_.outer * k_.n * k_.inner > 0)
+      loop_nest({k_.outer * k_.n * k_.inner}, [&](const std::vector<Value*>& i) {
+        b_.CreateStore(b_.CreateLoad(elem(d), element_ptr(0, d, i[0])), element_ptr(out_param, d, i[0]));
+      });
+    if (k_.empty) return;
+    loop_nest({k_.outer, k_.count, k_.inner}, [&](const std::vector<Value*>& i) {
+      Value* index = b_.CreateLoad(b_.getInt64Ty(), element_ptr(1, DType::i64, i[1]));
+      auto flat = [&](Value* a, int64_t extent, Value* b) {  // (a * extent + b) * inner + i[2]
+        Value* ab = b_.CreateAdd(b_.CreateMul(a, b_.getInt64(extent), "", true, true), b, "", true, true);
+        return b_.CreateAdd(b_.CreateMul(ab, b_.getInt64(k_.inner), "", true, true), i[2], "", true, true);
+      };
+      Value* at_x = flat(i[0], k_.n, index);        // into x / out of a scatter
+      Value* at_list = flat(i[0], k_.count, i[1]);  // into values / out of a gather
+      if (scatter) {
+        Value* p = element_ptr(out_param, d, at_x);
+        b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(elem(d), p), b_.CreateLoad(elem(d), element_ptr(src, d, at_list))), p);
+      } else {
+        b_.CreateStore(b_.CreateLoad(elem(d), element_ptr(src, d, at_x)), element_ptr(out_param, d, at_list));
+      }
     });
   }
 

@@ -39,6 +39,8 @@ std::string make_key(const KernelSpec& s) {
     case KernelSpec::Kind::loop: k = "loop"; break;
     case KernelSpec::Kind::reduce: k = "reduce"; break;
     case KernelSpec::Kind::transpose: k = "transpose"; break;
+    case KernelSpec::Kind::gather: k = "gather"; break;
+    case KernelSpec::Kind::scatter: k = "scatter"; break;
   }
   k += " (";
   for (DType d : s.params) k += fmt::format("{} ", dtype_name(d));
@@ -58,6 +60,8 @@ std::string make_key(const KernelSpec& s) {
                      ints(s.kept_out), ints(s.reduced), ints(s.reduced_in), s.out_numel, s.scale,
                      static_cast<int>(s.reduce_op));
   if (s.kind == KernelSpec::Kind::transpose) k += fmt::format("; {}x{}", s.rows, s.cols);
+  if (s.kind == KernelSpec::Kind::gather || s.kind == KernelSpec::Kind::scatter)
+    k += fmt::format("; outer {} n {} count {} inner {}", s.outer, s.n, s.count, s.inner);
   return k;
 }
 
@@ -205,6 +209,38 @@ class Scheduler {
     k.empty = numel(in) == 0;
     add_kernel(std::move(k), {p_.slot_of[s.in], p_.slot_of[s.out]});
   }
+
+  // A check of the indices, then the loop: params {x, indices, out} for a gather,
+  // {target, indices, values, out} for a scatter.
+  void schedule_indexed(Var out, KernelSpec::Kind kind) {
+    const Op& op = t_.op(out);
+    const VarType& x = t_.type(op.args[0]);
+    const Var idx = op.args[1];
+    const auto axis = static_cast<std::size_t>(op.attrs.has("axis") ? op.attrs.integer("axis") : 0);
+    KernelSpec k;
+    k.kind = kind;
+    k.outer = 1, k.inner = 1;
+    for (std::size_t d = 0; d < axis; ++d) k.outer *= x.shape[d];
+    for (std::size_t d = axis + 1; d < x.shape.size(); ++d) k.inner *= x.shape[d];
+    k.n = x.shape[axis];
+    k.count = numel(t_.type(idx).shape);
+    k.empty = k.outer * k.count * k.inner == 0;
+    // refs: the indices' ref, their count, the axis length, the axis, 1 for scatter_add.
+    ScheduledStep check{StepKind::check_indices, DType::i64, -1, {}};
+    push_ref_of(check.refs, idx);
+    check.refs.insert(check.refs.end(), {k.count, k.n, static_cast<int64_t>(axis), kind == KernelSpec::Kind::scatter ? 1 : 0});
+    sched_.steps.push_back(std::move(check));
+    std::vector<int> slots;
+    for (Var a : op.args) {
+      k.params.push_back(t_.type(a).dtype);
+      slots.push_back(p_.slot_of[a]);
+    }
+    k.params.push_back(op.type.dtype);
+    slots.push_back(p_.slot_of[out]);
+    add_kernel(std::move(k), slots);
+  }
+  void schedule(const GatherStep& g) { schedule_indexed(g.out, KernelSpec::Kind::gather); }
+  void schedule(const ScatterStep& s) { schedule_indexed(s.out, KernelSpec::Kind::scatter); }
 
   void schedule(const MatmulStep& m) {
     const Shape& as = t_.type(m.a).shape;

@@ -31,7 +31,7 @@ struct ElementRule {
 };
 
 struct KernelSpec {
-  enum class Kind { loop, reduce, transpose };
+  enum class Kind { loop, reduce, transpose, gather, scatter };
   Kind kind = Kind::loop;
   std::vector<DType> params;  // the buffers, each distinct memory
 
@@ -71,6 +71,10 @@ struct KernelSpec {
   kernels::ReduceOp reduce_op = kernels::ReduceOp::sum;
   // transpose: params {in, out}, in is [rows, cols].
   int64_t rows = 0, cols = 0;
+  // gather: params {x, indices (i64), out}; scatter: params {target, indices, values,
+  // out} (out = target, then values added). x / target is [outer, n, inner] around the
+  // axis, and `count` indices pick along n.
+  int64_t outer = 0, n = 0, count = 0, inner = 0;
 
   std::string key;
 };
@@ -79,7 +83,9 @@ struct KernelSpec {
 using KernelFn = void (*)(void* const* bases, const int64_t* refs);
 
 // What a step runs.
-enum class StepKind { kernel, gemm, gemv, copy, external };
+// check_indices: a C++ step before a gather or scatter kernel that throws reel::Error
+// for an index out of range (JIT code must not read out of bounds, nor throw).
+enum class StepKind { kernel, gemm, gemv, copy, external, check_indices };
 
 // An external step: a primitive's eager function called on the step's buffers.
 struct ExternCall {

@@ -40,6 +40,12 @@ void for_each_access(const Tape& t, const Plan& p, const Step& step, F&& f) {
     f(tr->out, true);
   } else if (const auto* c = std::get_if<CopyStep>(&step)) {
     f(c->from, false);
+  } else if (const auto* gs = std::get_if<GatherStep>(&step)) {
+    for (Var a : t.op(gs->out).args) f(a, false);
+    f(gs->out, true);
+  } else if (const auto* ss = std::get_if<ScatterStep>(&step)) {
+    for (Var a : t.op(ss->out).args) f(a, false);
+    f(ss->out, true);
   } else if (const auto* e = std::get_if<ExternStep>(&step)) {
     for (Var a : t.op(e->out).args) f(a, false);
     for (int i = 0; i < e->results; ++i) f(e->out + i, true);
@@ -282,6 +288,12 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
       out += fmt::format("transpose %{} = %{}^T", tr->out, tr->in);
     } else if (const auto* c = std::get_if<CopyStep>(&step)) {
       out += fmt::format("copy output {} = %{}", p.slots[static_cast<std::size_t>(c->slot)].index, c->from);
+    } else if (const auto* gs = std::get_if<GatherStep>(&step)) {
+      std::vector<Var> args(t.op(gs->out).args.begin(), t.op(gs->out).args.end());
+      out += fmt::format("gather %{} = {}({}) (checked indices, loop)", gs->out, t.op(gs->out).prim->name, vars(args));
+    } else if (const auto* ss = std::get_if<ScatterStep>(&step)) {
+      std::vector<Var> args(t.op(ss->out).args.begin(), t.op(ss->out).args.end());
+      out += fmt::format("scatter %{} = {}({}) (checked indices, loop)", ss->out, t.op(ss->out).prim->name, vars(args));
     } else if (const auto* e = std::get_if<ExternStep>(&step)) {
       std::vector<Var> args(t.op(e->out).args.begin(), t.op(e->out).args.end());
       std::vector<Var> outs;

@@ -66,10 +66,14 @@ class Planner {
 
   // Generated loops compute in f32 or f64; an operation on i64 values (other than a
   // view) calls its eager function.
+  // (Index arguments are i64 by definition: gathers and scatters read them as such.)
   bool touches_i64(const Op& op) const {
     if (!is_float(op.type.dtype)) return true;
-    for (Var a : op.args)
-      if (!is_float(t_.type(a).dtype)) return true;
+    for (std::size_t i = 0; i < op.args.size(); ++i) {
+      const bool index = std::find(op.prim->index_args.begin(), op.prim->index_args.end(), static_cast<int>(i)) !=
+                         op.prim->index_args.end();
+      if (!index && !is_float(t_.type(op.args[i]).dtype)) return true;
+    }
     return false;
   }
 
@@ -118,6 +122,14 @@ class Planner {
         plan_.steps.push_back(m);
         return;
       }
+      case Structure::gather:
+      case Structure::scatter:
+        close_loop();
+        for (Var a : op.args) need(a);
+        needs_memory_[v] = true;
+        if (structure == Structure::gather) plan_.steps.push_back(GatherStep{v});
+        else plan_.steps.push_back(ScatterStep{v});
+        return;
       case Structure::opaque:
         close_loop();
         for (Var a : op.args) need(a);

@@ -59,7 +59,14 @@ struct ExternStep {  // a primitive without generated code: its eager function i
   Var out;
   int results = 1;  // a primitive with several results writes out, out + 1, ...
 };
-using Step = std::variant<LoopStep, ReduceStep, MatmulStep, TransposeStep, CopyStep, ExternStep>;
+// gather / scatter_add: a generated loop, after a check that every index is in range.
+struct GatherStep {
+  Var out;  // its call: (x, indices) or (target, indices, values), attribute axis
+};
+struct ScatterStep {
+  Var out;
+};
+using Step = std::variant<LoopStep, ReduceStep, MatmulStep, TransposeStep, CopyStep, ExternStep, GatherStep, ScatterStep>;
 
 struct Plan {
   std::vector<Slot> slots;

@@ -331,7 +331,7 @@ void add_indexing(std::vector<Primitive>& t) {
   gather.attrs = {{"axis", AttrKind::integer, true}};
   gather.index_args = {1};
   gather.any_dtype = true;
-  gather.structure = Structure::opaque;
+  gather.structure = Structure::gather;
   gather.infer = [](std::span<const VarType> in, const Attrs& a) {
     return VarType{in[0].dtype, indexed("gather", in[0], in[1], a).shape};
   };
@@ -363,7 +363,7 @@ void add_indexing(std::vector<Primitive>& t) {
   scatter.arity = 3;
   scatter.attrs = {{"axis", AttrKind::integer, true}};
   scatter.index_args = {1};
-  scatter.structure = Structure::opaque;
+  scatter.structure = Structure::scatter;
   scatter.infer = [](std::span<const VarType> in, const Attrs& a) {
     expect_values("scatter_add", in[0], in[2], indexed("scatter_add", in[0], in[1], a));
     return in[0];

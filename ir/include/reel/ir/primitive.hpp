@@ -78,6 +78,8 @@ enum class Structure {
   contraction,  // matmul: a matrix product
   permutation,  // transpose: of a matrix
   view,         // reshape: the same elements in another shape
+  gather,       // gather(x, indices, axis): x's elements at i64 indices along axis
+  scatter,      // scatter_add(target, indices, values, axis): values added at the indexed positions
   opaque,       // nothing known: compiled code calls the eager function
 };
 
