@@ -1,9 +1,10 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """PyTorch's time for bench/'s issue-8 workloads: the value and gradient of the same
 computations as reel_bench rows (e), (f) and (g), eager PyTorch on one thread and on
 all threads, median of repeated runs. Needs Debian's python3-torch
-(scripts/install-bench-deps.sh). Prints one line per workload; compare with the
+(scripts/install-bench-deps.sh), run with Debian's /usr/bin/python3. Prints one line per workload; compare with the
 'compiled' column of ./build/bench/reel_bench."""
+import os
 import statistics
 import time
 
@@ -59,7 +60,7 @@ def conv_layer():
 
 
 def main():
-    all_threads = torch.get_num_threads()
+    all_threads = os.cpu_count() or 1
     print(f"PyTorch {torch.__version__}; median time of value + gradient")
     print(f"{'workload':<46} {'1 thread':>12} {f'{all_threads} threads':>12}")
     for make in (softmax_xent, logsumexp, conv_layer):

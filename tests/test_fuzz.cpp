@@ -43,7 +43,7 @@ class RandomTape {
       const Var x = any(), y = any();
       const Shape sx = shape(x), sy = shape(y);
       Var v = kNoVar;
-      switch (pick(0, 15)) {
+      switch (pick(0, 16)) {
         case 0: case 1: {  // unary ops that keep values finite and moderate
           static const char* unary[] = {"neg", "sin", "cos", "tanh", "sigmoid", "square", "erf", "softplus", "relu", "abs"};
           v = b_.call(unary[pick(0, 9)], {x});
@@ -77,6 +77,45 @@ class RandomTape {
               idx.mutable_data<int64_t>()[0] = 1, idx.mutable_data<int64_t>()[1] = 0, idx.mutable_data<int64_t>()[2] = 1;
               v = b_.call("gather", {x, b_.constant(idx)}, {{"axis", int64_t{0}}});
             }
+          }
+          break;
+        }
+        case 16: {  // 2-D through the NCHW operations, scatter_add, index_update, log_softmax
+          if (sx.size() != 2 || sx[0] < 2 || sx[1] < 2) continue;
+          const DType dt = b_.type(x).dtype;
+          const Var img = b_.reshape(x, {1, 1, sx[0], sx[1]});
+          switch (pick(0, 5)) {
+            case 0: {
+              const Var w = b_.constant(tensor({0.5, -0.25, 0.75, 0.1}, {1, 1, 2, 2}, dt));
+              v = b_.call("conv2d", {img, w}, {{"padding", Shape{1, 0}}});
+              break;
+            }
+            case 1: v = b_.call("max_pool2d", {img}, {{"kernel", Shape{2, 2}}, {"stride", Shape{1, 1}}}); break;
+            case 2: v = b_.call("avg_pool2d", {img}, {{"kernel", Shape{2, 1}}, {"padding", Shape{1, 0}}}); break;
+            case 3: {
+              Tensor idx(DType::i64, {3});
+              idx.mutable_data<int64_t>()[0] = 1, idx.mutable_data<int64_t>()[1] = 0, idx.mutable_data<int64_t>()[2] = 1;
+              const Var vals = b_.call("gather", {x, b_.constant(idx)}, {{"axis", int64_t{1}}});
+              v = b_.call("scatter_add", {x, b_.constant(idx), b_.call("sin", {vals})}, {{"axis", int64_t{1}}});
+              break;
+            }
+            case 4: {
+              Tensor idx(DType::i64, {1});
+              idx.mutable_data<int64_t>()[0] = sx[0] - 1;
+              const Var row = b_.call("slice", {x}, {{"axis", int64_t{0}}, {"start", int64_t{0}}, {"stop", int64_t{1}}, {"step", int64_t{1}}});
+              v = b_.call("index_update", {x, b_.constant(idx), b_.call("cos", {row})}, {{"axis", int64_t{0}}});
+              break;
+            }
+            default: {  // log_softmax over axis 1, max-shifted as reel::log_softmax writes it
+              const Attrs keep{{"axes", Shape{1}}, {"keepdims", true}};
+              const Var m = b_.call("nodiff", {b_.call("max", {x}, keep)});
+              const Var shifted = b_.sub(x, m);
+              v = b_.sub(shifted, b_.call("log", {b_.call("sum", {b_.call("exp", {shifted})}, keep)}));
+            }
+          }
+          if (b_.type(v).shape.size() == 4) {  // back to 2-D
+            const Shape s = b_.type(v).shape;
+            v = b_.reshape(v, {s[2], s[3]});
           }
           break;
         }
