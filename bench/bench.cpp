@@ -435,6 +435,18 @@ int main(int argc, char** argv) {
              "exp/tanh (CompileOptions{{.vector_math = false}}), for comparison. workspace: bytes of\n"
              "scratch memory after reuse; live bound: the most bytes alive at one step.\n");
 
+  {  // The choice of im2col + CBLAS for conv2d, measured against direct loops.
+    const int64_t n = 32, c = 3, h = 32, w = 32, o = 16;
+    const Tensor x = reel::randn({n, c, h, w}, 13, DType::f32), k = reel::randn({o, c, 3, 3}, 14, DType::f32) * 0.2;
+    const Tensor r = reel::randn({n, o, h, w}, 15, DType::f32);
+    bench::ConvBuffers a(n, c, h, w, o), b(n, c, h, w, o);
+    const auto ns = median_ns<2>(
+        {[&] { bench::conv_layer_grad(x.data<float>(), k.data<float>(), r.data<float>(), n, c, h, w, o, a); },
+         [&] { bench::conv_layer_grad_direct(x.data<float>(), k.data<float>(), r.data<float>(), n, c, h, w, o, b); }});
+    fmt::print("\nconv2d layer gradient by hand (g): im2col + CBLAS {} vs direct loops {}: direct/im2col {:.2f}\n",
+               human(ns[0]), human(ns[1]), ns[1] / ns[0]);
+  }
+
   fmt::print("\nRunning the schedule: a loop over its steps vs a generated driver function\n");
   fmt::print("{:<34} {:>7} {:>10} {:>10} {:>13} {:>16}\n", "gradient of", "steps", "loop", "driver",
              "driver/loop", "driver compile");

@@ -192,3 +192,36 @@ float conv_layer_grad(const float* x, const float* w, const float* r, int64_t n,
 }
 
 }  // namespace bench
+
+namespace bench {
+
+float conv_layer_grad_direct(const float* x, const float* w, const float* r, int64_t n, int64_t c, int64_t h,
+                             int64_t wd, int64_t o, ConvBuffers& buf) {
+  double loss = 0;
+  std::fill(buf.dx.begin(), buf.dx.end(), 0.0f);
+  std::fill(buf.dw.begin(), buf.dw.end(), 0.0f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t xx = 0; xx < wd; ++xx) {
+          const float g = r[((i * o + oc) * h + y) * wd + xx];  // dy = r
+          float acc = 0;
+          for (int64_t ch = 0; ch < c; ++ch)
+            for (int64_t u = 0; u < 3; ++u) {
+              const int64_t iy = y + u - 1;
+              if (iy < 0 || iy >= h) continue;
+              for (int64_t v = 0; v < 3; ++v) {
+                const int64_t ix = xx + v - 1;
+                if (ix < 0 || ix >= wd) continue;
+                const int64_t xi = ((i * c + ch) * h + iy) * wd + ix, wi = ((oc * c + ch) * 3 + u) * 3 + v;
+                acc += x[xi] * w[wi];
+                buf.dx[static_cast<std::size_t>(xi)] += g * w[wi];
+                buf.dw[static_cast<std::size_t>(wi)] += g * x[xi];
+              }
+            }
+          loss += static_cast<double>(acc) * g;
+        }
+  return static_cast<float>(loss);
+}
+
+}  // namespace bench

@@ -51,3 +51,10 @@ float conv_layer_grad(const float* x, const float* w, const float* r, int64_t n,
                       int64_t o, ConvBuffers& buf);
 
 }  // namespace bench
+
+namespace bench {
+// The same conv2d layer gradient with direct loops (no im2col, no BLAS), to measure
+// the choice of im2col + CBLAS. Writes dx and dw into buf.
+float conv_layer_grad_direct(const float* x, const float* w, const float* r, int64_t n, int64_t c, int64_t h,
+                             int64_t wd, int64_t o, ConvBuffers& buf);
+}  // namespace bench

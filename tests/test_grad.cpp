@@ -705,3 +705,47 @@ TEST_CASE("a small CNN trains on synthetic data, its gradient checked against fi
   CHECK(last < 0.5 * initial);
   CHECK(last < 0.2);
 }
+
+TEST_CASE("review fixes: prod's second derivatives at zeros, huge steps, pooling strides, window overflow, tril of inf") {
+  // Hessian-vector products of prod at points with zero, one and two zeros.
+  const auto hess = [](const std::vector<double>& p) {  // exact Hessian of x0 x1 x2
+    return std::vector<std::vector<double>>{{0, p[2], p[1]}, {p[2], 0, p[0]}, {p[1], p[0], 0}};
+  };
+  for (const std::vector<double>& p : {std::vector<double>{0, 2, 3}, {0, 0, 3}, {2, 0, 0}, {1, 2, 3}, {0, 0, 0}}) {
+    CAPTURE(fmt::format("{}", fmt::join(p, ",")));
+    for (int k = 0; k < 3; ++k) {
+      std::vector<double> e(3, 0.0);
+      e[static_cast<std::size_t>(k)] = 1.0;
+      const auto h = hvp([](const Tensor& v) { return prod(v); }, {tensor(p)}, {tensor(e)});
+      std::vector<double> want;
+      for (int i = 0; i < 3; ++i) want.push_back(hess(p)[static_cast<std::size_t>(i)][static_cast<std::size_t>(k)]);
+      CHECK(h.hvp[0].values() == want);
+      // Reverse over reverse agrees.
+      const auto g2 = grad([k](const Tensor& v) {
+        return index(grad([](const Tensor& u) { return prod(u); }, v).grads[0], k);
+      }, tensor(p));
+      CHECK(g2.grads[0].values() == want);
+    }
+  }
+  // Huge steps: no overflow, an error or the right count.
+  CHECK_THROWS_WITH_AS(play(parse_tape("inp %1::f64[3]\n%2 = unslice(%1, axis=0, start=0, step=4611686018444165120, size=5)::f64[5]\nout %2"),
+                            {zeros({3})}),
+                       doctest::Contains("unslice: 3 elements from 0 by 4611686018444165120 do not fit in 5"), Error);
+  CHECK(slice(tensor({1.0, 2.0, 3.0, 4.0, 5.0}), 0, 0, 5, INT64_MAX).values() == std::vector<double>{1});
+  // Pooling strides are validated, not taken for "unset".
+  CHECK_THROWS_WITH_AS(parse_tape("inp %1::f64[1,1,6,6]\n%2 = max_pool2d(%1, kernel=[2,2], stride=[-1,5])::f64[1,1,3,1]\nout %2"),
+                       doctest::Contains("stride >= 1"), Error);
+  // Window arithmetic that overflows is an error naming the operation.
+  CHECK_THROWS_WITH_AS(conv2d(zeros({1, 1, 3, 3}), zeros({1, 1, 3, 3}), {.dilation = {int64_t{1} << 62, 1}}),
+                       doctest::Contains("conv2d: the window arithmetic overflows"), Error);
+  CHECK_THROWS_WITH_AS(conv2d(zeros({0, 1, 3, 3}), zeros({1, 1, 3, 3}), {.padding = {int64_t{1} << 40, int64_t{1} << 40}}),
+                       doctest::Contains("conv2d"), Error);
+  // tril/triu give 0 outside the triangle, also where x is inf or NaN.
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK(tril(tensor({1, inf, 2, 3}, {2, 2})).values() == std::vector<double>{1, 0, 2, 3});
+  // cast reaches -2^63; clamp refuses NaN bounds; logsumexp over no axes reduces none, like sum.
+  CHECK(cast(tensor({-9223372036854775808.0}), DType::i64).data<int64_t>()[0] == INT64_MIN);
+  CHECK_THROWS_WITH_AS(clamp(zeros({2}), std::nan(""), 1.0), doctest::Contains("clamp: expected lo <= hi"), Error);
+  CHECK(logsumexp(tensor({1.0, 2.0}), std::vector<int64_t>{}).values() == std::vector<double>{1, 2});
+  CHECK_THROWS_WITH_AS(permute(scalar(1.0), {0}), doctest::Contains("permute: expected an empty permutation"), Error);
+}

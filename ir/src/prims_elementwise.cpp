@@ -306,7 +306,7 @@ void add_elementwise(std::vector<Primitive>& t) {
   clamp.arity = 1;
   clamp.attrs = {{"lo", AttrKind::real}, {"hi", AttrKind::real}};
   clamp.infer = [](std::span<const VarType> in, const Attrs& a) {
-    if (a.real("lo") > a.real("hi"))
+    if (!(a.real("lo") <= a.real("hi")))  // also NaN bounds
       throw Error(fmt::format("clamp: expected lo <= hi, got lo={} and hi={}", a.real("lo"), a.real("hi")));
     return in[0];
   };
@@ -377,7 +377,7 @@ void add_elementwise(std::vector<Primitive>& t) {
     Tensor out(DType::i64, x.shape());
     const std::vector<double> v = x.values();
     for (std::size_t i = 0; i < v.size(); ++i) {
-      if (!(v[i] > -9223372036854775809.0 && v[i] < 9223372036854775808.0))
+      if (!(v[i] >= -9223372036854775808.0 && v[i] < 9223372036854775808.0))  // [-2^63, 2^63)
         throw Error(fmt::format("cast: element {} of {} is {}, which has no i64 value", i, type_str(x.dtype(), x.shape()), v[i]));
       out.mutable_data<int64_t>()[i] = static_cast<int64_t>(v[i]);
     }

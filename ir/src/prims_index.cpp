@@ -49,7 +49,7 @@ Strided slice_geometry(const VarType& x, const Attrs& a) {
   if (start < 0 || stop < start || stop > n)
     throw Error(fmt::format("slice: expected 0 <= start <= stop <= {} on axis {} of {}, got start {} and stop {}", n,
                             axis, type_str(x), start, stop));
-  return {axis, start, step, (stop - start + step - 1) / step};
+  return {axis, start, step, stop == start ? 0 : (stop - start - 1) / step + 1};  // no overflow for huge steps
 }
 
 // Copies between a tensor of shape `full` and one of `part`, which is `full` with the
@@ -77,6 +77,7 @@ Tensor strided_copy(const Tensor& src, const Shape& full, const Strided& g, bool
   return out;
 }
 
+// The slice of `size` elements that takes g's elements back (its last element + 1 as stop).
 Attrs slice_attrs(const Strided& g) {
   return {{"axis", g.axis}, {"start", g.start}, {"stop", g.start + (g.count - 1) * g.step + 1}, {"step", g.step}};
 }
@@ -171,7 +172,9 @@ void add_indexing(std::vector<Primitive>& t) {
     const Strided g{checked_axis("unslice", a.integer("axis"), y.shape.size(), y), a.integer("start"),
                     a.integer("step"), 0};
     const int64_t m = y.shape[static_cast<std::size_t>(g.axis)], size = a.integer("size");
-    if (g.step < 1 || g.start < 0 || size < 0 || (m > 0 && g.start + (m - 1) * g.step >= size) || (m == 0 && g.start > size))
+    // start + (m - 1) step < size, written so that it cannot overflow.
+    const bool fits = m == 0 ? g.start <= size : g.start < size && (m - 1) <= (size - 1 - g.start) / g.step;
+    if (g.step < 1 || g.start < 0 || size < 0 || !fits)
       throw Error(fmt::format("unslice: {} elements from {} by {} do not fit in {} along axis {} of {}", m, g.start,
                               g.step, size, g.axis, type_str(y)));
     return Strided{g.axis, g.start, g.step, m};
@@ -207,6 +210,8 @@ void add_indexing(std::vector<Primitive>& t) {
     const Shape& perm = a.ints("perm");
     std::vector<bool> seen(in[0].shape.size(), false);
     bool ok = perm.size() == in[0].shape.size();
+    if (!ok && in[0].shape.empty())
+      throw Error(fmt::format("permute: expected an empty permutation for {}, got {}", type_str(in[0]), shape_str(perm)));
     for (int64_t p : perm) {
       ok = ok && p >= 0 && p < static_cast<int64_t>(seen.size()) && !seen[static_cast<std::size_t>(p)];
       if (ok) seen[static_cast<std::size_t>(p)] = true;

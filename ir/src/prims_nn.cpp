@@ -21,32 +21,44 @@ struct Window {
   int64_t n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
 };
 
-std::pair<int64_t, int64_t> pair_attr(const Attrs& a, const char* name, int64_t dflt) {
+std::pair<int64_t, int64_t> pair_attr(const char* op, const Attrs& a, const char* name, int64_t dflt) {
   if (!a.has(name)) return {dflt, dflt};
   const Shape& v = a.ints(name);
-  if (v.size() != 2) throw Error(fmt::format("attribute '{}' must be a pair [h, w], got {}", name, shape_str(v)));
+  if (v.size() != 2) throw Error(fmt::format("{}: attribute '{}' must be a pair [h, w], got {}", op, name, shape_str(v)));
   return {v[0], v[1]};
+}
+
+// a * b + c, or a reel::Error naming the operation if it overflows int64.
+int64_t checked(const char* op, int64_t a, int64_t b, int64_t c = 0) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r) || __builtin_add_overflow(r, c, &r))
+    throw Error(fmt::format("{}: the window arithmetic overflows int64 ({} * {} + {})", op, a, b, c));
+  return r;
 }
 
 Window window(const char* op, const Shape& x, int64_t kh, int64_t kw, const Attrs& a, bool pooling) {
   if (x.size() != 4) throw Error(fmt::format("{}: expected an input [N,C,H,W], got {}", op, shape_str(x)));
   Window g{x[0], x[1], x[2], x[3], kh, kw, 1, 1, 0, 0, 1, 1, 0, 0};
-  std::tie(g.sh, g.sw) = pair_attr(a, "stride", pooling ? -1 : 1);
-  if (g.sh == -1) g.sh = kh, g.sw = kw;  // pooling: the stride defaults to the window
-  std::tie(g.ph, g.pw) = pair_attr(a, "padding", 0);
-  std::tie(g.dh, g.dw) = pair_attr(a, "dilation", 1);
+  if (pooling && !a.has("stride")) g.sh = kh, g.sw = kw;  // pooling: the stride defaults to the window
+  else std::tie(g.sh, g.sw) = pair_attr(op, a, "stride", 1);
+  std::tie(g.ph, g.pw) = pair_attr(op, a, "padding", 0);
+  std::tie(g.dh, g.dw) = pair_attr(op, a, "dilation", 1);
   if (kh < 1 || kw < 1 || g.sh < 1 || g.sw < 1 || g.ph < 0 || g.pw < 0 || g.dh < 1 || g.dw < 1)
     throw Error(fmt::format("{}: expected a window >= 1, stride >= 1, padding >= 0 and dilation >= 1, got window "
                             "[{},{}], stride [{},{}], padding [{},{}], dilation [{},{}]",
                             op, kh, kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw));
   if (pooling && (g.ph * 2 > kh || g.pw * 2 > kw))
     throw Error(fmt::format("{}: padding [{},{}] is more than half the window [{},{}]", op, g.ph, g.pw, kh, kw));
-  const int64_t span_h = g.dh * (kh - 1) + 1, span_w = g.dw * (kw - 1) + 1;
-  if (g.h + 2 * g.ph < span_h || g.w + 2 * g.pw < span_w)
+  const int64_t span_h = checked(op, g.dh, kh - 1, 1), span_w = checked(op, g.dw, kw - 1, 1);
+  const int64_t padded_h = checked(op, 2, g.ph, g.h), padded_w = checked(op, 2, g.pw, g.w);
+  if (padded_h < span_h || padded_w < span_w)
     throw Error(fmt::format("{}: the window [{},{}] (dilated [{},{}]) does not fit the padded input {}x{}", op, kh, kw,
-                            span_h, span_w, g.h + 2 * g.ph, g.w + 2 * g.pw));
-  g.oh = (g.h + 2 * g.ph - span_h) / g.sh + 1;
-  g.ow = (g.w + 2 * g.pw - span_w) / g.sw + 1;
+                            span_h, span_w, padded_h, padded_w));
+  g.oh = (padded_h - span_h) / g.sh + 1;
+  g.ow = (padded_w - span_w) / g.sw + 1;
+  // Every buffer the kernels allocate: the output, and im2col's columns.
+  (void)numel({g.n, g.c, g.oh, g.ow}, op);
+  (void)numel({g.c, g.kh, g.kw, g.oh, g.ow}, op);
   return g;
 }
 

@@ -116,19 +116,31 @@ double inverse(int64_t n) { return 1.0 / static_cast<double>(n); }  // 1/0 = inf
 // d reduction / d x as a tensor of x's shape, for prod, max and min.
 using Weights = Var (*)(TapeBuilder& b, const char* name, Var x, Var y, const Attrs& a);
 
-// prod: the product of the other elements, right when some are 0: with no zero it
-// is y / x; with one zero, the product of the rest at the zero and 0 elsewhere; with
-// more, 0 everywhere.
+// prod: w_i = the product of the other elements, written so that its own derivatives
+// are right too (second derivatives, hvp) when some elements are 0. With P the product
+// of the nonzero elements and S the sum of the zero ones (0, but it carries their
+// derivative):
+//   no zero:    w = P / x
+//   one zero:   w = P at the zero, P / x * S elsewhere (0, with derivative P / x there)
+//   two zeros:  w = P * (S - x) at a zero (the other zero), 0 elsewhere
+//   more:       0
+// The divisions use x with its zeros replaced by 1, so no branch divides by 0.
 Var prod_weights(TapeBuilder& b, const char* name, Var x, Var, const Attrs& a) {
   const VarType xt = b.type(x);
-  const Var zero = constant_like(b, 0, x), one_ = constant_like(b, 1, x);
+  const Var zero = constant_like(b, 0, x), one_ = constant_like(b, 1, x), two = constant_like(b, 2, x);
   const Var is_zero = b.call("eq", {x, zero});
   const Var zeros = reduce_keep(b, "sum", is_zero, xt, a);
   const Var nonzero = b.call("where", {is_zero, one_, x});
-  const Var p = reduce_keep(b, name, nonzero, xt, a);  // product of the nonzero elements
-  const Var no_zero = b.call("eq", {zeros, zero});
-  const Var lone_zero = b.mul(b.call("eq", {zeros, one_}), is_zero);
-  return b.call("where", {no_zero, b.div(p, nonzero), b.call("where", {lone_zero, b.broadcast_to(p, xt.shape), zero})});
+  const Var p = b.broadcast_to(reduce_keep(b, name, nonzero, xt, a), xt.shape);  // P
+  const Var zero_part = b.call("where", {is_zero, x, zero});
+  const Var s = b.broadcast_to(reduce_keep(b, "sum", zero_part, xt, a), xt.shape);  // S
+  const Var p_over = b.div(p, nonzero);
+  const Var none = p_over;
+  const Var one_zero = b.call("where", {is_zero, p, b.mul(p_over, s)});
+  const Var two_zeros = b.call("where", {is_zero, b.mul(p, b.sub(s, x)), zero});
+  return b.call("where", {b.call("eq", {zeros, zero}), none,
+                          b.call("where", {b.call("eq", {zeros, one_}), one_zero,
+                                           b.call("where", {b.call("eq", {zeros, two}), two_zeros, zero})})});
 }
 
 // max / min: the gradient goes to the elements equal to the result, split evenly

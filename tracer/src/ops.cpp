@@ -147,10 +147,10 @@ Tensor min(const Tensor& x, int64_t axis, bool keepdims) { return reduce("min", 
 Tensor min(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("min", x, axes, keepdims); }
 
 namespace {
-// logsumexp in keep-dims form over `axes` (all when empty).
-Tensor logsumexp_keep(const Tensor& x, const std::vector<int64_t>& axes) {
+// logsumexp in keep-dims form over `axes` (every axis when `every`).
+Tensor logsumexp_keep(const Tensor& x, const std::vector<int64_t>& axes, bool every = false) {
   std::vector<int64_t> all = axes;
-  if (all.empty())
+  if (every)
     for (int64_t d = 0; d < (x.defined() ? x.rank() : 0); ++d) all.push_back(d);
   const Tensor m = nodiff(max(x, all, true));
   // An infinite maximum (all -inf, or some +inf) shifts by 0 instead: x - m would be NaN.
@@ -158,7 +158,6 @@ Tensor logsumexp_keep(const Tensor& x, const std::vector<int64_t>& axes) {
   return shift + log(sum(exp(x - shift), all, true));
 }
 Tensor drop_axes(const Tensor& keep, const Tensor& x, const std::vector<int64_t>& axes) {
-  if (axes.empty()) return reshape(keep, {});
   Shape out;
   const Shape norm = normalized_axes(x, axes);
   for (int64_t d = 0; d < x.rank(); ++d)
@@ -167,7 +166,7 @@ Tensor drop_axes(const Tensor& keep, const Tensor& x, const std::vector<int64_t>
 }
 }  // namespace
 
-Tensor logsumexp(const Tensor& x) { return drop_axes(logsumexp_keep(x, {}), x, {}); }
+Tensor logsumexp(const Tensor& x) { return reshape(logsumexp_keep(x, {}, true), {}); }
 Tensor logsumexp(const Tensor& x, int64_t axis, bool keepdims) {
   return logsumexp(x, std::vector<int64_t>{axis}, keepdims);
 }
@@ -350,7 +349,7 @@ Tensor triangle(const char* op, const Tensor& x, Keep keep) {
   std::vector<double> mask(static_cast<std::size_t>(rows * cols));
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) mask[static_cast<std::size_t>(i * cols + j)] = keep(i, j) ? 1.0 : 0.0;
-  return x * tensor(mask, {rows, cols}, x.dtype());
+  return where(tensor(mask, {rows, cols}, x.dtype()), x, 0.0);  // 0 outside, even where x is inf or NaN
 }
 }  // namespace
 
