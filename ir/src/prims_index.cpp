@@ -128,6 +128,31 @@ void expect_values(const char* op, const VarType& x, const VarType& values, cons
                             type_str(values)));
 }
 
+// scatter_add / index_update (target, indices, values): linear in target and values
+// together, so the tangent is the same operation on their tangents (zeros where none).
+std::function<Var(TapeBuilder&, const TangentArgs&)> indexed_tangent(const char* name) {
+  return [name](TapeBuilder& b, const TangentArgs& a) {
+    const Var target = a.tangents[0] != kNoVar ? a.tangents[0] : zeros_of(b, b.type(a.args[0]));
+    const Var values = a.tangents[2] != kNoVar ? a.tangents[2] : zeros_of(b, b.type(a.args[2]));
+    return b.call(name, {target, a.args[1], values}, a.attrs);
+  };
+}
+
+// A copy of target with f(out, values, position in x, position in values) applied at
+// every indexed position: the eager scatter_add (+=) and index_update (=).
+template <class F>
+Tensor updated_copy(const Tensor& target, const Tensor& values, const Indexed& g, const int64_t* idx, F f) {
+  Tensor out(target.dtype(), target.shape());
+  if (out.nbytes() > 0) std::memcpy(out.mutable_raw(), target.raw(), out.nbytes());
+  by_dtype(target.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* v = values.data<T>();
+    T* o = out.mutable_data<T>();
+    for_each_indexed(g, idx, [&](int64_t xi, int64_t vi) { f(o[xi], v[vi]); });
+  });
+  return out;
+}
+
 }  // namespace
 
 void add_indexing(std::vector<Primitive>& t) {
@@ -376,25 +401,13 @@ void add_indexing(std::vector<Primitive>& t) {
   scatter.eager = [](std::span<const Tensor> in, const Attrs& a) {
     const Indexed g = indexed("scatter_add", {in[0].dtype(), in[0].shape()}, {DType::i64, in[1].shape()}, a);
     const int64_t* idx = checked_indices("scatter_add", in[1], g);
-    Tensor out(in[0].dtype(), in[0].shape());
-    if (out.nbytes() > 0) std::memcpy(out.mutable_raw(), in[0].raw(), out.nbytes());
-    by_dtype(in[0].dtype(), [&](auto t) {
-      using T = decltype(t);
-      const T* v = in[2].data<T>();
-      T* o = out.mutable_data<T>();
-      for_each_indexed(g, idx, [&](int64_t xi, int64_t vi) { o[xi] += v[vi]; });
-    });
-    return out;
+    return updated_copy(in[0], in[2], g, idx, [](auto& o, auto v) { o += v; });
   };
   scatter.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
     return std::vector<Var>{a.needs[0] ? a.dout : kNoVar, kNoVar,
                             a.needs[2] ? b.call("gather", {a.dout, a.args[1]}, a.attrs) : kNoVar};
   };
-  scatter.tangent = [](TapeBuilder& b, const TangentArgs& a) {
-    const Var target = a.tangents[0] != kNoVar ? a.tangents[0] : zeros_of(b, b.type(a.args[0]));
-    const Var values = a.tangents[2] != kNoVar ? a.tangents[2] : zeros_of(b, b.type(a.args[2]));
-    return b.call("scatter_add", {target, a.args[1], values}, a.attrs);
-  };
+  scatter.tangent = indexed_tangent("scatter_add");
   t.push_back(std::move(scatter));
 
   // index_update(x, indices, values, axis): a functional setindex!: x with the indexed
@@ -420,26 +433,14 @@ void add_indexing(std::vector<Primitive>& t) {
         throw Error(fmt::format("index_update: index {} appears twice; expected distinct indices", idx[j]));
       seen[static_cast<std::size_t>(idx[j])] = true;
     }
-    Tensor out(in[0].dtype(), in[0].shape());
-    if (out.nbytes() > 0) std::memcpy(out.mutable_raw(), in[0].raw(), out.nbytes());
-    by_dtype(in[0].dtype(), [&](auto t) {
-      using T = decltype(t);
-      const T* v = in[2].data<T>();
-      T* o = out.mutable_data<T>();
-      for_each_indexed(g, idx, [&](int64_t xi, int64_t vi) { o[xi] = v[vi]; });
-    });
-    return out;
+    return updated_copy(in[0], in[2], g, idx, [](auto& o, auto v) { o = v; });
   };
   update.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
     return std::vector<Var>{
         a.needs[0] ? b.call("index_update", {a.dout, a.args[1], zeros_of(b, b.type(a.args[2]))}, a.attrs) : kNoVar,
         kNoVar, a.needs[2] ? b.call("gather", {a.dout, a.args[1]}, a.attrs) : kNoVar};
   };
-  update.tangent = [](TapeBuilder& b, const TangentArgs& a) {
-    const Var x = a.tangents[0] != kNoVar ? a.tangents[0] : zeros_of(b, b.type(a.args[0]));
-    const Var values = a.tangents[2] != kNoVar ? a.tangents[2] : zeros_of(b, b.type(a.args[2]));
-    return b.call("index_update", {x, a.args[1], values}, a.attrs);
-  };
+  update.tangent = indexed_tangent("index_update");
   t.push_back(std::move(update));
 }
 

@@ -221,6 +221,16 @@ std::vector<int64_t> argmax_windows(const Window& g, const T* x) {
   return at;
 }
 
+// The tangent rule of a primitive `name` bilinear in its two arguments:
+// f(ta, b) + f(a, tb), a term dropped where its tangent is zero.
+std::function<Var(TapeBuilder&, const TangentArgs&)> bilinear_tangent(const char* name) {
+  return [name](TapeBuilder& b, const TangentArgs& a) {
+    const Var d1 = a.tangents[0] == kNoVar ? kNoVar : b.call(name, {a.tangents[0], a.args[1]}, a.attrs);
+    const Var d2 = a.tangents[1] == kNoVar ? kNoVar : b.call(name, {a.args[0], a.tangents[1]}, a.attrs);
+    return d1 == kNoVar ? d2 : d2 == kNoVar ? d1 : b.add(d1, d2);
+  };
+}
+
 }  // namespace
 
 void add_nn(std::vector<Primitive>& t) {
@@ -242,11 +252,7 @@ void add_nn(std::vector<Primitive>& t) {
         a.needs[1] ? b.call("conv2d_filter_grad", {a.args[0], a.dout}, with(a.attrs, "kernel_hw", Shape{w[2], w[3]}))
                    : kNoVar};
   };
-  conv.tangent = [](TapeBuilder& b, const TangentArgs& a) {  // bilinear
-    const Var dx = a.tangents[0] == kNoVar ? kNoVar : b.call("conv2d", {a.tangents[0], a.args[1]}, a.attrs);
-    const Var dw = a.tangents[1] == kNoVar ? kNoVar : b.call("conv2d", {a.args[0], a.tangents[1]}, a.attrs);
-    return dx == kNoVar ? dw : dw == kNoVar ? dx : b.add(dx, dw);
-  };
+  conv.tangent = bilinear_tangent("conv2d");
   t.push_back(std::move(conv));
 
   // conv2d_data_grad(dy, w, ..., input_hw): the gradient of conv2d with respect to x
@@ -279,11 +285,7 @@ void add_nn(std::vector<Primitive>& t) {
         a.needs[0] ? b.call("conv2d", {a.dout, a.args[1]}, c) : kNoVar,
         a.needs[1] ? b.call("conv2d_filter_grad", {a.dout, a.args[0]}, with(c, "kernel_hw", Shape{w[2], w[3]})) : kNoVar};
   };
-  dgrad.tangent = [](TapeBuilder& b, const TangentArgs& a) {
-    const Var d1 = a.tangents[0] == kNoVar ? kNoVar : b.call("conv2d_data_grad", {a.tangents[0], a.args[1]}, a.attrs);
-    const Var d2 = a.tangents[1] == kNoVar ? kNoVar : b.call("conv2d_data_grad", {a.args[0], a.tangents[1]}, a.attrs);
-    return d1 == kNoVar ? d2 : d2 == kNoVar ? d1 : b.add(d1, d2);
-  };
+  dgrad.tangent = bilinear_tangent("conv2d_data_grad");
   t.push_back(std::move(dgrad));
 
   // conv2d_filter_grad(x, dy, ..., kernel_hw): the gradient of conv2d with respect to
@@ -314,11 +316,7 @@ void add_nn(std::vector<Primitive>& t) {
         a.needs[0] ? b.call("conv2d_data_grad", {a.args[1], a.dout}, with(c, "input_hw", Shape{x[2], x[3]})) : kNoVar,
         a.needs[1] ? b.call("conv2d", {a.args[0], a.dout}, c) : kNoVar};
   };
-  fgrad.tangent = [](TapeBuilder& b, const TangentArgs& a) {
-    const Var d1 = a.tangents[0] == kNoVar ? kNoVar : b.call("conv2d_filter_grad", {a.tangents[0], a.args[1]}, a.attrs);
-    const Var d2 = a.tangents[1] == kNoVar ? kNoVar : b.call("conv2d_filter_grad", {a.args[0], a.tangents[1]}, a.attrs);
-    return d1 == kNoVar ? d2 : d2 == kNoVar ? d1 : b.add(d1, d2);
-  };
+  fgrad.tangent = bilinear_tangent("conv2d_filter_grad");
   t.push_back(std::move(fgrad));
 
   // max_pool2d(x, kernel, stride = kernel, padding): the maximum of each window
