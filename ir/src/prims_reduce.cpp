@@ -93,15 +93,21 @@ Primitive reduction(const char* name, ReduceOp op, double (*scale)(int64_t count
   p.arity = 1;
   p.attrs = kReduceAttrs;
   p.infer = [name, op](std::span<const VarType> in, const Attrs& a) {
-    if ((op == ReduceOp::max || op == ReduceOp::min) && reduced_count(name, in[0], a) == 0 &&
-        numel(result_shape(name, in[0], a)) > 0)
+    if (!a.has("axis") && !a.has("axes") && (numel(in[0].shape) > 0 || op == ReduceOp::sum || op == ReduceOp::prod))
+      return VarType{in[0].dtype, keepdims(a) ? Shape(in[0].shape.size(), 1) : Shape{}};  // every element
+    const Shape out = result_shape(name, in[0], a);
+    if ((op == ReduceOp::max || op == ReduceOp::min) && numel(out) > 0 && reduced_count(name, in[0], a) == 0)
       throw Error(fmt::format("{}: a reduction over no elements has no value (input {})", name, type_str(in[0])));
-    return VarType{in[0].dtype, result_shape(name, in[0], a)};
+    return VarType{in[0].dtype, out};
   };
   p.eager = [name, op, scale](std::span<const Tensor> in, const Attrs& a) {
-    const VarType x{in[0].dtype(), in[0].shape()};
-    return kernels::reduce_to(in[0], keep_shape(name, x, a), op, scale(reduced_count(name, x, a)))
-        .reshaped(result_shape(name, x, a));
+    const Tensor& x = in[0];
+    if (!a.has("axis") && !a.has("axes")) {  // every element (the common case, kept cheap)
+      return kernels::reduce_to(x, keepdims(a) ? Shape(x.shape().size(), 1) : Shape{}, op, scale(x.numel()));
+    }
+    const VarType t{x.dtype(), x.shape()};
+    return kernels::reduce_to(x, keep_shape(name, t, a), op, scale(reduced_count(name, t, a)))
+        .reshaped(result_shape(name, t, a));
   };
   p.structure = Structure::reduction;
   p.reduce_op = op;

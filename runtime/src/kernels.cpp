@@ -86,27 +86,59 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   return out;
 }
 
+namespace {
+template <ReduceOp op>
+inline void combine(double& a, double v) {
+  const NumMath<double> e;
+  if constexpr (op == ReduceOp::sum) a += v;
+  else if constexpr (op == ReduceOp::prod) a *= v;
+  else if constexpr (op == ReduceOp::max) a = e.max(a, v);
+  else a = e.min(a, v);
+}
+
+template <ReduceOp op, class T>
+void reduce_into(const Tensor& x, const Shape& keep, std::vector<double>& acc) {
+  const T* in = x.data<T>();
+  for_each_broadcast(x.shape(), keep, [&](int64_t i, int64_t j) {
+    combine<op>(acc[static_cast<std::size_t>(j)], static_cast<double>(in[i]));
+  });
+}
+}  // namespace
+
 Tensor reduce_to(const Tensor& x, const Shape& keep, ReduceOp op, double scale) {
+  if (keep.empty() || numel(keep) == 1) {  // one number: no accumulator vector
+    Tensor out(x.dtype(), keep);
+    by_dtype(x.dtype(), [&](auto t) {
+      using T = decltype(t);
+      double a = op == ReduceOp::sum ? 0.0 : op == ReduceOp::prod ? 1.0
+                 : op == ReduceOp::max ? -std::numeric_limits<double>::infinity()
+                                       : std::numeric_limits<double>::infinity();
+      const T* in = x.data<T>();
+      const int64_t n = x.numel();
+      switch (op) {
+        case ReduceOp::sum: for (int64_t i = 0; i < n; ++i) combine<ReduceOp::sum>(a, static_cast<double>(in[i])); break;
+        case ReduceOp::prod: for (int64_t i = 0; i < n; ++i) combine<ReduceOp::prod>(a, static_cast<double>(in[i])); break;
+        case ReduceOp::max: for (int64_t i = 0; i < n; ++i) combine<ReduceOp::max>(a, static_cast<double>(in[i])); break;
+        case ReduceOp::min: for (int64_t i = 0; i < n; ++i) combine<ReduceOp::min>(a, static_cast<double>(in[i])); break;
+      }
+      out.mutable_data<T>()[0] = static_cast<T>(scale == 1.0 ? a : a * scale);
+    });
+    return out;
+  }
   Tensor out(x.dtype(), keep);
   const double init = op == ReduceOp::sum ? 0.0
                       : op == ReduceOp::prod ? 1.0
                       : op == ReduceOp::max  ? -std::numeric_limits<double>::infinity()
                                              : std::numeric_limits<double>::infinity();
   std::vector<double> acc(static_cast<std::size_t>(out.numel()), init);
-  const NumMath<double> e;
   by_dtype(x.dtype(), [&](auto t) {
     using T = decltype(t);
-    const T* in = x.data<T>();
-    for_each_broadcast(x.shape(), keep, [&](int64_t i, int64_t j) {
-      double& a = acc[static_cast<std::size_t>(j)];
-      const auto v = static_cast<double>(in[i]);
-      switch (op) {
-        case ReduceOp::sum: a += v; break;
-        case ReduceOp::prod: a *= v; break;
-        case ReduceOp::max: a = e.max(a, v); break;
-        case ReduceOp::min: a = e.min(a, v); break;
-      }
-    });
+    switch (op) {
+      case ReduceOp::sum: reduce_into<ReduceOp::sum, T>(x, keep, acc); break;
+      case ReduceOp::prod: reduce_into<ReduceOp::prod, T>(x, keep, acc); break;
+      case ReduceOp::max: reduce_into<ReduceOp::max, T>(x, keep, acc); break;
+      case ReduceOp::min: reduce_into<ReduceOp::min, T>(x, keep, acc); break;
+    }
     T* o = out.mutable_data<T>();
     for (std::size_t j = 0; j < acc.size(); ++j) o[j] = static_cast<T>(scale == 1.0 ? acc[j] : acc[j] * scale);
   });
