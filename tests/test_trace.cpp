@@ -127,3 +127,34 @@ TEST_CASE("a compiled function refuses tensors that are being traced") {
   // Outside a trace the same tensor is fine.
   CHECK(f({tensor({1, 2})})[0].item() == 3);
 }
+
+TEST_CASE("branches on values record guards: play and compiled code refuse the other path") {
+  auto f = [](const Tensor& x) { return sum(x) > 0.0 ? sum(x * x) : sum(-x); };
+  const Tape t = trace(f, scalar(3.0));
+  const std::string text = to_string(t);
+  CAPTURE(text);
+  CHECK(text.find("guard(%4, expected=true)") != std::string::npos);
+  CHECK(to_string(parse_tape(text)) == text);
+  // The gradient tape keeps the guard (dce keeps effects), and so does every pass.
+  const Tape g = grad_tape(t);
+  CHECK(to_string(g).find("guard(") != std::string::npos);
+  const CompiledFunction cg = compile(g);
+  const auto at3 = cg({scalar(3.0)});
+  CHECK(at3[0].item() == 9);
+  CHECK(at3[1].item() == 6);
+  // At -2 the traced path is wrong: an error naming the guard, never value 4 and gradient -4.
+  CHECK_THROWS_WITH_AS(cg({scalar(-2.0)}), doctest::Contains("guard(%"), GuardFailure);
+  CHECK_THROWS_WITH_AS(cg({scalar(-2.0)}), doctest::Contains("traced with this condition true, here it is false"),
+                       GuardFailure);
+  CHECK_THROWS_WITH_AS(play(g, {scalar(-2.0)}), doctest::Contains("play: %"), GuardFailure);
+  CHECK_THROWS_AS(compile(t)({scalar(-2.0)}), Error);
+  // The other path traced on its own is right there.
+  const auto other = grad(f, scalar(-2.0));
+  CHECK(other.value.item() == 2);
+  CHECK(other.grads[0].item() == -1);
+  // Conversions to bool outside tracing record nothing; a tensor of several elements is an error.
+  CHECK(static_cast<bool>(scalar(0.5)));
+  CHECK_FALSE(static_cast<bool>(scalar(0.0)));
+  CHECK_THROWS_WITH_AS(static_cast<bool>(zeros({2})), doctest::Contains("bool: expected a tensor with one element, got f64[2]"),
+                       Error);
+}

@@ -89,8 +89,12 @@ void extern_step(void* const* bases, const int64_t* r) {
       std::memcpy(args.back().mutable_raw(), at<void>(bases, r + 1 + 2 * i), args.back().nbytes());
   }
   std::vector<Tensor> outs;
-  if (k == 1) outs.push_back(call.prim->eager(args, call.attrs));
-  else outs = call.prim->eager_results(args, call.attrs);
+  try {
+    if (k == 1) outs.push_back(call.prim->eager(args, call.attrs));
+    else outs = call.prim->eager_results(args, call.attrs);
+  } catch (const GuardFailure& e) {  // name the guard
+    throw GuardFailure(fmt::format("compiled {}: {}", call.label, e.what()));
+  }
   if (static_cast<int64_t>(outs.size()) != k)
     throw Error(fmt::format("{}: the eager function made {} results, the primitive has {}", call.prim->name,
                             outs.size(), k));

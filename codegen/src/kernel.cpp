@@ -265,7 +265,9 @@ class Scheduler {
   void schedule(const ExternStep& e) {
     const Op& op = t_.op(e.out);
     ScheduledStep step{StepKind::external, op.type.dtype, -1, {static_cast<int64_t>(op.args.size())}};
-    ExternCall call{op.prim, op.attrs, {}, {}};
+    std::vector<std::string> argnames;
+    for (Var a : op.args) argnames.push_back(fmt::format("%{}", a));
+    ExternCall call{op.prim, op.attrs, {}, {}, fmt::format("%{} = {}({})", e.out, op.prim->name, fmt::join(argnames, ", "))};
     for (Var a : op.args) {
       push_ref_of(step.refs, a);
       call.args.push_back(t_.type(a));

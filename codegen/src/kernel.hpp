@@ -93,6 +93,7 @@ struct ExternCall {
   Attrs attrs;
   std::vector<VarType> args;
   std::vector<VarType> outs;  // one per result
+  std::string label;          // "%7 = guard(%6)", for errors
 };
 
 struct ScheduledStep {

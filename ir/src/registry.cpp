@@ -33,6 +33,7 @@ Registry& registry() {
     prims::add_shape_ops(v);
     prims::add_indexing(v);
     prims::add_nn(v);
+    prims::add_control(v);
     for (Primitive& p : v) {
       reg->primitives.push_back(std::move(p));
       reg->by_name[reg->primitives.back().name] = &reg->primitives.back();

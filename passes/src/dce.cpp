@@ -10,6 +10,7 @@ Tape dce(const Tape& tape) {
   for (Var v = tape.size(); v >= 1; --v) {
     const Op& op = tape.op(v);
     if (op.kind == OpKind::input) live[v] = true;  // inputs are the signature
+    if (op.kind == OpKind::call && op.prim->effect) live[v] = true;  // guards stay
     if (live[v])
       for (Var a : op.args) live[a] = true;
   }

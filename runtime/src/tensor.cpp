@@ -171,13 +171,29 @@ Tensor rand(const Shape& shape, uint64_t seed, DType dtype) {
 namespace detail {
 namespace {
 std::atomic<TraceQuery> g_trace_query{nullptr};
+std::atomic<GuardRecorder> g_guard_recorder{nullptr};
 }
 void set_trace_query(TraceQuery query) { g_trace_query.store(query); }
+void set_guard_recorder(GuardRecorder recorder) { g_guard_recorder.store(recorder); }
+GuardRecorder guard_recorder() { return g_guard_recorder.load(); }
 bool in_active_trace(const Tensor& t) {
   const TraceQuery q = g_trace_query.load();
   return q != nullptr && !t.trace_tags().empty() && q(t);
 }
 }  // namespace detail
+
+Tensor::operator bool() const {
+  if (!defined()) throw Error("bool: the tensor is undefined");
+  if (numel_ != 1)
+    throw Error(fmt::format("bool: expected a tensor with one element, got {} (reduce it first, e.g. with sum or max)",
+                            type_str(dtype_, shape_)));
+  const double v = item();
+  const bool truth = v != 0.0;  // NaN is true, as in C++
+  if (!tags_.empty())
+    if (const detail::GuardRecorder record = detail::guard_recorder()) record(*this, truth);
+  return truth;
+}
+
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape())

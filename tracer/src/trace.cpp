@@ -12,6 +12,13 @@ std::vector<Trace*>& active_traces() {
 }
 
 namespace {
+// A traced one-element tensor converted to bool: a guard on every trace it belongs to.
+void record_guard(const Tensor& t, bool value) {
+  static const Primitive& guard = primitive("guard");
+  for (Trace* trace : active_traces())
+    if (trace->owns(t)) (void)trace->builder.call(guard, {trace->var_of(t)}, {{"expected", value}});
+}
+
 uint64_t next_trace_id() {
   static std::atomic<uint64_t> counter{1};
   return counter.fetch_add(1);
@@ -20,6 +27,7 @@ uint64_t next_trace_id() {
 
 TraceScope::TraceScope(bool lift_captures) : trace_(new Trace(next_trace_id(), lift_captures)) {
   set_trace_query(&reel::is_traced);  // lets compiled functions refuse traced tensors
+  set_guard_recorder(&record_guard);   // lets Tensor::operator bool record branches
   active_traces().push_back(trace_);
 }
 

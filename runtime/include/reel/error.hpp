@@ -11,4 +11,12 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A guard failed: a tape (or compiled code) recorded on one path of a branch was run
+// where the condition goes the other way. Cached functions catch it and take or
+// trace the other path; elsewhere it is an ordinary reel::Error.
+class GuardFailure : public Error {
+ public:
+  explicit GuardFailure(const std::string& message) : Error(message) {}
+};
+
 }  // namespace reel

@@ -37,6 +37,12 @@ class Tensor {
 
   std::vector<double> values() const;  // row-major copy, converted to double
   double item() const;                 // the one value of a tensor with numel() == 1
+  // The truth of a one-element tensor (nonzero, NaN included, is true), so that
+  // `if (reel::sum(x) > 0.0)` is ordinary C++. While the tensor is traced, the branch
+  // taken is recorded on the tape as a guard (see reel::guard): a tape holds one path,
+  // and running it where the condition goes the other way is an error, not a silent
+  // wrong branch.
+  explicit operator bool() const;
 
   template <class T> const T* data() const { return static_cast<const T*>(storage_.get()); }
   template <class T> T* mutable_data() { return static_cast<T*>(storage_.get()); }
@@ -84,6 +90,10 @@ namespace detail {
 using TraceQuery = bool (*)(const Tensor&);
 void set_trace_query(TraceQuery query);
 bool in_active_trace(const Tensor& t);
+// Records a guard for a traced tensor converted to bool (the tracer installs it).
+using GuardRecorder = void (*)(const Tensor&, bool value);
+void set_guard_recorder(GuardRecorder recorder);
+GuardRecorder guard_recorder();
 }  // namespace detail
 
 // Largest |a - b| over elements; shapes must match.

@@ -123,6 +123,9 @@ struct Primitive {
   std::optional<double> left_identity, right_identity;
   // f(f(a)) == a (simplify drops the pair).
   bool involution = false;
+  // A check whose failure is observable (a guard): dead-code elimination keeps it
+  // although nothing reads its result.
+  bool effect = false;
   // Equal calls give equal results (CSE merges them). A user's primitive that draws
   // random numbers or reads outside state sets this to false.
   bool pure = true;
