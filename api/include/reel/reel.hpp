@@ -15,3 +15,4 @@
 #include "reel/grad.hpp"
 #include "reel/compile.hpp"
 #include "reel/simplegrad.hpp"
+#include "reel/jit.hpp"

@@ -1,0 +1,194 @@
+#include "reel/jit.hpp"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <list>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+
+#include "reel/play.hpp"
+
+namespace reel::detail {
+
+namespace {
+
+// Read on every miss (misses are slow anyway), so a program may turn it on late.
+bool log_recompiles() {
+  const char* v = std::getenv("REEL_LOG");
+  return v != nullptr && std::string_view(v).find("recompiles") != std::string_view::npos;
+}
+
+std::string joined(const std::vector<std::string>& key) {
+  std::string s;
+  for (const std::string& p : key) {
+    s += p;
+    s += '\x1f';  // a separator no part contains unescaped
+  }
+  return s;
+}
+
+}  // namespace
+
+// One traced path of a signature: its tape (forward, or gradient for simplegrad), run
+// by the interpreter until its compile_after-th call compiles it.
+struct Path {
+  Tape tape;
+  std::vector<std::size_t> lengths;
+  std::once_flag compiled_once;
+  std::optional<CompiledFunction> compiled;  // set once, under compiled_once
+  std::atomic<bool> ready{false};             // compiled is set (other threads read it after this)
+  std::atomic<uint64_t> calls{1};             // the trace was the first
+};
+
+struct Entry {
+  std::vector<std::string> key;
+  std::vector<std::shared_ptr<Path>> paths;
+  std::list<std::string>::iterator recency;
+};
+
+struct JitCore::State {
+  JitOptions options;
+  const char* what;
+  mutable std::mutex mutex;  // the map, the recency list, the counters
+  std::mutex miss_mutex;
+  std::unordered_map<std::string, Entry> entries;
+  std::list<std::string> recency;  // most recently used first
+  CacheInfo info;
+};
+
+JitCore::JitCore(JitOptions options, const char* what) : s_(std::make_unique<State>()) {
+  if (options.compile_after < 1)
+    throw Error(fmt::format("{}: expected compile_after >= 1, got {}", what, options.compile_after));
+  if (options.max_entries < 1) throw Error(fmt::format("{}: expected max_entries >= 1, got 0", what));
+  s_->options = options;
+  s_->what = what;
+}
+
+JitCore::~JitCore() = default;
+
+std::unique_lock<std::mutex> JitCore::miss_lock() { return std::unique_lock<std::mutex>(s_->miss_mutex); }
+
+std::optional<JitCore::Hit> JitCore::run(const std::vector<std::string>& key, const std::vector<Tensor>& tensors,
+                                         bool final) {
+  const std::string k = joined(key);
+  std::vector<std::shared_ptr<Path>> paths;
+  {
+    std::lock_guard<std::mutex> lock(s_->mutex);
+    auto it = s_->entries.find(k);
+    if (it != s_->entries.end()) {
+      paths = it->second.paths;
+      s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
+    }
+  }
+  std::string failed;  // the guards that failed, for the log
+  for (const std::shared_ptr<Path>& p : paths) {
+    const uint64_t call = p->calls.fetch_add(1) + 1;
+    if (call >= static_cast<uint64_t>(s_->options.compile_after)) {
+      std::call_once(p->compiled_once, [&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        p->compiled.emplace(compile(p->tape, s_->options.compile));
+        p->ready.store(true, std::memory_order_release);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::lock_guard<std::mutex> lock(s_->mutex);
+        s_->info.compilations += 1;
+        s_->info.compile_seconds += seconds;
+      });
+    }
+    try {
+      std::vector<Tensor> outs =
+          p->ready.load(std::memory_order_acquire) ? (*p->compiled)(tensors) : play(p->tape, tensors);
+      std::lock_guard<std::mutex> lock(s_->mutex);
+      s_->info.hits += 1;
+      return Hit{std::move(outs), p->lengths};
+    } catch (const GuardFailure& e) {
+      if (!failed.empty()) failed += "; ";
+      failed += e.what();
+    }
+  }
+  if (!final) return std::nullopt;
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(s_->mutex);
+    s_->info.misses += 1;
+    if (!log_recompiles()) return std::nullopt;
+    if (!paths.empty()) {
+      why = fmt::format("a guard failed on each of the {} path{} cached for this signature: {}", paths.size(),
+                        paths.size() == 1 ? "" : "s", failed);
+    } else if (s_->entries.empty()) {
+      why = "first call";
+    } else {
+      // The cached signature closest to this one (fewest differing arguments) says what is new.
+      const std::vector<std::string>* best = nullptr;
+      std::size_t best_diff = SIZE_MAX;
+      for (const auto& [_, e] : s_->entries) {
+        if (e.key.size() != key.size()) continue;
+        std::size_t diff = 0;
+        for (std::size_t i = 0; i < key.size(); ++i) diff += e.key[i] != key[i];
+        if (diff < best_diff) best_diff = diff, best = &e.key;
+      }
+      if (best == nullptr) {
+        why = fmt::format("{} arguments, no cached signature has as many", key.size());
+      } else {
+        for (std::size_t i = 0; i < key.size(); ++i) {
+          if ((*best)[i] == key[i]) continue;
+          const bool tensor = key[i].rfind("tensor ", 0) == 0;
+          why = fmt::format("argument {}: new {} {} (cached: {})", i + 1, tensor ? "shape or dtype" : "value", key[i],
+                            (*best)[i]);
+          break;
+        }
+      }
+    }
+  }
+  std::fprintf(stderr, "reel: %s miss: %s\n", s_->what, why.c_str());
+  return std::nullopt;
+}
+
+void JitCore::add(const std::vector<std::string>& key, Tape tape, std::vector<std::size_t> lengths) {
+  auto path = std::make_shared<Path>();
+  path->tape = std::move(tape);
+  path->lengths = std::move(lengths);
+  if (s_->options.compile_after == 1) {  // compiled at once: counted as the first call's
+    const auto t0 = std::chrono::steady_clock::now();
+    std::call_once(path->compiled_once, [&] {
+      path->compiled.emplace(compile(path->tape, s_->options.compile));
+      path->ready.store(true, std::memory_order_release);
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::lock_guard<std::mutex> lock(s_->mutex);
+    s_->info.compilations += 1;
+    s_->info.compile_seconds += seconds;
+  }
+  const std::string k = joined(key);
+  std::lock_guard<std::mutex> lock(s_->mutex);
+  auto it = s_->entries.find(k);
+  if (it == s_->entries.end()) {
+    s_->recency.push_front(k);
+    it = s_->entries.emplace(k, Entry{key, {}, s_->recency.begin()}).first;
+  } else {
+    s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
+  }
+  it->second.paths.push_back(std::move(path));
+  s_->info.entries += 1;
+  while (s_->entries.size() > s_->options.max_entries) {  // evict the least recently used signature
+    const std::string victim = s_->recency.back();
+    s_->recency.pop_back();
+    auto v = s_->entries.find(victim);
+    s_->info.entries -= v->second.paths.size();
+    s_->info.evictions += 1;
+    s_->entries.erase(v);  // its compiled code is freed with the last reference
+  }
+}
+
+CacheInfo JitCore::info() const {
+  std::lock_guard<std::mutex> lock(s_->mutex);
+  return s_->info;
+}
+
+}  // namespace reel::detail

@@ -1,0 +1,145 @@
+// Cached functions: reel::jit(f), reel::simplegrad(f), guards taking other paths,
+// plain values in the key, eviction, concurrent misses, REEL_LOG=recompiles.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <unistd.h>
+
+#include "test_util.hpp"
+
+using namespace reel;
+
+namespace {
+
+// Yota's example: x doubled n times, summed.
+Tensor iterative(const Tensor& x, int n) {
+  Tensor y = x;
+  for (int i = 0; i < n; ++i) y = y * 2.0;
+  return sum(y);
+}
+
+// Runs fn with standard error captured; returns what it printed.
+template <class Fn>
+std::string captured_stderr(Fn fn) {
+  std::fflush(stderr);
+  char path[] = "/tmp/reel_stderr_XXXXXX";
+  const int fd = mkstemp(path);
+  const int saved = dup(2);
+  dup2(fd, 2);
+  fn();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::remove(path);
+  return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("jit and simplegrad(f): Yota's iterative example through the compiled path, plain values in the key") {
+  auto g = simplegrad(iterative, {.compile_after = 1});
+  const Tensor x = tensor({1.0, 2.0, 3.0, 4.0});
+  for (int n : {1, 2, 3, 2, 1, 3}) {
+    CAPTURE(n);
+    const auto [val, dx, dn] = g(x, n);
+    const double scale = std::pow(2.0, n);
+    CHECK(val.item() == 10 * scale);
+    CHECK(dx.values() == std::vector<double>(4, scale));
+    CHECK_FALSE(dn.defined());  // n is not a tensor
+  }
+  const CacheInfo info = g.cache_info();
+  CHECK(info.misses == 3);
+  CHECK(info.hits == 3);
+  CHECK(info.entries == 3);
+  CHECK(info.compilations == 3);
+  CHECK(info.compile_seconds > 0);
+  // The default compiles on a signature's second call: the first is interpreted.
+  auto lazy = simplegrad(iterative);
+  (void)lazy(x, 2);
+  CHECK(lazy.cache_info().compilations == 0);
+  (void)lazy(x, 2);
+  (void)lazy(x, 2);
+  CHECK(lazy.cache_info().compilations == 1);
+  CHECK(lazy.cache_info().hits == 2);
+  // jit returns what f returns: a tuple with a vector inside.
+  auto jf = jit([](const Tensor& a, double s, bool flip) {
+    return std::make_tuple(a * s, std::vector<Tensor>{flip ? -a : a, sum(a)});
+  });
+  for (int round = 0; round < 3; ++round) {
+    const auto [scaled, parts] = jf(x, 0.5, true);
+    CHECK(scaled.values() == std::vector<double>{0.5, 1, 1.5, 2});
+    REQUIRE(parts.size() == 2);
+    CHECK(parts[0].values() == std::vector<double>{-1, -2, -3, -4});
+    CHECK(parts[1].item() == 10);
+  }
+  CHECK(std::get<0>(jf(x, 2.0, false)).values() == std::vector<double>{2, 4, 6, 8});
+  CHECK(jf.cache_info().misses == 2);
+  CHECK(jf.cache_info().compilations == 1);
+  // A new shape is a new signature.
+  CHECK(std::get<0>(jf(tensor({1.0, 2.0}), 0.5, true)).values() == std::vector<double>{0.5, 1});
+  CHECK(jf.cache_info().misses == 3);
+}
+
+TEST_CASE("a branch on a value: both paths cached under one signature, right values and gradients each time") {
+  auto f = [](const Tensor& x) { return sum(x) > 0.0 ? sum(x * x) : sum(-x) * 3.0; };
+  auto g = simplegrad(f);
+  const Tensor pos = tensor({1.0, 2.0}), neg = tensor({-1.0, -2.0});
+  for (int round = 0; round < 4; ++round) {
+    for (const Tensor& x : {pos, neg}) {
+      const auto [val, dx] = g(x);
+      const auto fd = test::finite_diff([&](const std::vector<Tensor>& a) { return f(a[0]); }, {x});
+      CHECK(val.item() == f(x).item());
+      test::check_close(dx, fd[0], 1e-6, 1e-8, "gradient on each path");
+    }
+  }
+  const CacheInfo info = g.cache_info();
+  CHECK(info.entries == 2);  // one signature, two paths
+  CHECK(info.misses == 2);
+  CHECK(info.compilations == 2);
+}
+
+TEST_CASE("eviction, concurrent misses, and REEL_LOG=recompiles") {
+  auto g = simplegrad(iterative, {.max_entries = 2});
+  const Tensor x = ones({3});
+  for (int n = 1; n <= 5; ++n) (void)g(x, n);
+  CHECK(g.cache_info().evictions == 3);
+  CHECK(g.cache_info().entries == 2);
+  CHECK(g(x, 1)[0].item() == 6);  // evicted: traced again, still right
+
+  // Eight threads missing one signature at once trace it once.
+  auto h = jit([](const Tensor& a) { return sin(a) * 2.0; }, {.compile_after = 1});
+  std::vector<std::thread> threads;
+  std::vector<double> got(8);
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&, i] { got[static_cast<std::size_t>(i)] = h(tensor({0.5})).item(); });
+  for (auto& t : threads) t.join();
+  for (double v : got) CHECK(v == doctest::Approx(2 * std::sin(0.5)).epsilon(1e-15));
+  CHECK(h.cache_info().entries == 1);
+  CHECK(h.cache_info().compilations == 1);
+
+  // Each miss says why.
+  setenv("REEL_LOG", "recompiles", 1);
+  auto k = jit([](const Tensor& a, int n) { return a * static_cast<double>(n); });
+  auto b = jit([](const Tensor& a) { return sum(a) > 0.0 ? a : -a; });
+  const std::string log = captured_stderr([&] {
+    (void)k(ones({2}), 1);
+    (void)k(ones({3}), 1);
+    (void)k(ones({3}), 4);
+    (void)b(ones({2}));
+    (void)b(-ones({2}));
+  });
+  unsetenv("REEL_LOG");
+  CHECK(log.find("reel: jit miss: first call") != std::string::npos);
+  CHECK(log.find("argument 1: new shape or dtype tensor f64[3] (cached: tensor f64[2])") != std::string::npos);
+  CHECK(log.find("argument 2: new value integer 4 (cached: integer 1)") != std::string::npos);
+  CHECK(log.find("a guard failed on each of the 1 path cached for this signature") != std::string::npos);
+  CHECK(log.find("traced with this condition true, here it is false") != std::string::npos);
+  CHECK_THROWS_WITH_AS(jit([](const Tensor& a) { return a; }, {.compile_after = 0})(ones({1})),
+                       doctest::Contains("jit: expected compile_after >= 1, got 0"), Error);
+}
