@@ -143,3 +143,22 @@ TEST_CASE("eviction, concurrent misses, and REEL_LOG=recompiles") {
   CHECK_THROWS_WITH_AS(jit([](const Tensor& a) { return a; }, {.compile_after = 0})(ones({1})),
                        doctest::Contains("jit: expected compile_after >= 1, got 0"), Error);
 }
+
+TEST_CASE("a value read with item() while tracing for the cache guards that value") {
+  auto f = [](const Tensor& x) { return x * x.item(); };  // uses the value as a constant
+  auto jf = jit(f, {.compile_after = 1});
+  CHECK(jf(scalar(2.0)).item() == 4);
+  CHECK(jf(scalar(2.0)).item() == 4);  // a hit
+  CHECK(jf(scalar(3.0)).item() == 9);  // not the stale 3 * 2: the value guard fails, a new path
+  CHECK(jf(scalar(2.0)).item() == 4);
+  const CacheInfo info = jf.cache_info();
+  CHECK(info.misses == 2);
+  CHECK(info.hits == 2);
+  CHECK(info.entries == 2);
+  // The guard shows on the tape and prints and parses; a plain trace records none.
+  const Tape t = trace(f, scalar(2.0));
+  CHECK(to_string(t).find("guard_value") == std::string::npos);
+  auto g = simplegrad([](const Tensor& x) { return x * x.item(); });
+  CHECK(g(scalar(2.0))[1].item() == 2);  // d/dx (x * 2): the read value is a constant
+  CHECK(g(scalar(5.0))[1].item() == 5);
+}

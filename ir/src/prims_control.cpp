@@ -33,6 +33,35 @@ void add_control(std::vector<Primitive>& t) {
   guard.adjoint = [](TapeBuilder&, const AdjointArgs&) { return std::vector<Var>{kNoVar}; };
   guard.tangent = [](TapeBuilder&, const TangentArgs&) { return kNoVar; };
   t.push_back(std::move(guard));
+
+  // guard_value(x, values): x's values read while tracing for a cache (item(),
+  // values()); running the tape where they differ throws reel::GuardFailure.
+  Primitive value;
+  value.name = "guard_value";
+  value.arity = 1;
+  value.attrs = {{"values", AttrKind::reals}};
+  value.any_dtype = true;
+  value.effect = true;
+  value.structure = Structure::opaque;
+  value.infer = [](std::span<const VarType> in, const Attrs& a) {
+    if (static_cast<int64_t>(a.reals("values").size()) != numel(in[0].shape))
+      throw Error(fmt::format("guard_value: expected {} values for {}, got {}", numel(in[0].shape), type_str(in[0]),
+                              a.reals("values").size()));
+    return in[0];
+  };
+  value.eager = [](std::span<const Tensor> in, const Attrs& a) {
+    const std::vector<double> want = a.reals("values"), got = in[0].values();
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const bool same = want[i] == got[i] || (want[i] != want[i] && got[i] != got[i]);  // NaN matches NaN
+      if (!same)
+        throw GuardFailure(fmt::format("guard_value: the tape was traced with element {} = {} (read with item() or "
+                                       "values()), here it is {}", i, want[i], got[i]));
+    }
+    return in[0];
+  };
+  value.adjoint = [](TapeBuilder&, const AdjointArgs&) { return std::vector<Var>{kNoVar}; };
+  value.tangent = [](TapeBuilder&, const TangentArgs&) { return kNoVar; };
+  t.push_back(std::move(value));
 }
 
 }  // namespace reel::prims

@@ -89,6 +89,8 @@ Tensor Tensor::borrow(const void* data, DType dtype, Shape shape) {
 
 std::vector<double> Tensor::values() const {
   if (!defined()) throw Error("values: the tensor is undefined");
+  if (!tags_.empty())
+    if (const detail::ValueReadRecorder record = detail::value_read_recorder()) record(*this);
   std::vector<double> out(static_cast<std::size_t>(numel_));
   if (dtype_ == DType::f64) {
     const double* p = data<double>();
@@ -108,6 +110,12 @@ double Tensor::item() const {
   if (numel_ != 1)
     throw Error(fmt::format("item: expected a tensor with one element, got {}",
                             type_str(dtype_, shape_)));
+  if (!tags_.empty())
+    if (const detail::ValueReadRecorder record = detail::value_read_recorder()) record(*this);
+  return first_value();
+}
+
+double Tensor::first_value() const {
   if (dtype_ == DType::i64) return static_cast<double>(data<int64_t>()[0]);
   return dtype_ == DType::f64 ? data<double>()[0] : data<float>()[0];
 }
@@ -172,10 +180,13 @@ namespace detail {
 namespace {
 std::atomic<TraceQuery> g_trace_query{nullptr};
 std::atomic<GuardRecorder> g_guard_recorder{nullptr};
+std::atomic<ValueReadRecorder> g_value_read_recorder{nullptr};
 }
 void set_trace_query(TraceQuery query) { g_trace_query.store(query); }
 void set_guard_recorder(GuardRecorder recorder) { g_guard_recorder.store(recorder); }
 GuardRecorder guard_recorder() { return g_guard_recorder.load(); }
+void set_value_read_recorder(ValueReadRecorder recorder) { g_value_read_recorder.store(recorder); }
+ValueReadRecorder value_read_recorder() { return g_value_read_recorder.load(); }
 bool in_active_trace(const Tensor& t) {
   const TraceQuery q = g_trace_query.load();
   return q != nullptr && !t.trace_tags().empty() && q(t);
@@ -187,8 +198,8 @@ Tensor::operator bool() const {
   if (numel_ != 1)
     throw Error(fmt::format("bool: expected a tensor with one element, got {} (reduce it first, e.g. with sum or max)",
                             type_str(dtype_, shape_)));
-  const double v = item();
-  const bool truth = v != 0.0;  // NaN is true, as in C++
+  const double v = first_value();  // not item(): the branch is guarded, not the value
+  const bool truth = v != 0.0;     // NaN is true, as in C++
   if (!tags_.empty())
     if (const detail::GuardRecorder record = detail::guard_recorder()) record(*this, truth);
   return truth;

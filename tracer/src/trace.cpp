@@ -19,15 +19,29 @@ void record_guard(const Tensor& t, bool value) {
     if (trace->owns(t)) (void)trace->builder.call(guard, {trace->var_of(t)}, {{"expected", value}});
 }
 
+// A traced tensor's values read with item()/values(): a guard on them, on the traces
+// made for a cache.
+void record_value_read(const Tensor& t) {
+  static const Primitive& guard = primitive("guard_value");
+  for (Trace* trace : active_traces()) {
+    if (!trace->value_guards || !trace->owns(t)) continue;
+    Tensor plain = t;
+    plain.clear_trace_tags();  // reading its values must not record again
+    (void)trace->builder.call(guard, {trace->var_of(t)}, {{"values", plain.values()}});
+  }
+}
+
 uint64_t next_trace_id() {
   static std::atomic<uint64_t> counter{1};
   return counter.fetch_add(1);
 }
 }  // namespace
 
-TraceScope::TraceScope(bool lift_captures) : trace_(new Trace(next_trace_id(), lift_captures)) {
+TraceScope::TraceScope(bool lift_captures, bool value_guards)
+    : trace_(new Trace(next_trace_id(), lift_captures, value_guards)) {
   set_trace_query(&reel::is_traced);  // lets compiled functions refuse traced tensors
   set_guard_recorder(&record_guard);   // lets Tensor::operator bool record branches
+  set_value_read_recorder(&record_value_read);
   active_traces().push_back(trace_);
 }
 

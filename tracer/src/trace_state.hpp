@@ -14,9 +14,11 @@ std::vector<Trace*>& active_traces();  // innermost last
 
 class Trace {
  public:
-  Trace(uint64_t id, bool lift_captures) : id(id), lift_captures(lift_captures) {}
+  Trace(uint64_t id, bool lift_captures, bool value_guards)
+      : id(id), lift_captures(lift_captures), value_guards(value_guards) {}
   const uint64_t id;
   const bool lift_captures;
+  const bool value_guards;  // values read with item()/values() become guards (cached functions)
   TapeBuilder builder;
   std::vector<Tensor> captured;  // lifted inputs' values
 

@@ -154,7 +154,7 @@ class JitFunction {
     const auto lock = core_->miss_lock();
     if (auto hit = core_->run(key, tensors, true)) return rebuilt<R>(*hit);  // another thread traced it
     R result = [&] {
-      detail::TraceScope scope;
+      detail::TraceScope scope(false, /*value_guards=*/true);
       std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
       R r = std::apply(f_, wrapped);
       detail::JitCore::Hit flat;
@@ -202,7 +202,12 @@ class CachedGrad {
       const auto lock = core_->miss_lock();
       hit = core_->run(key, tensors, true);
       if (!hit) {
-        Tape g = grad_tape(trace(f_, args...));
+        Tape g = grad_tape([&] {
+          detail::TraceScope scope(false, /*value_guards=*/true);
+          std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
+          detail::collect_outputs(scope, std::apply(f_, wrapped));
+          return scope.finish();
+        }());
         std::vector<Tensor> outs = play(g, tensors);  // the first call is interpreted
         core_->add(key, std::move(g), {});
         hit = detail::JitCore::Hit{std::move(outs), {}};

@@ -35,8 +35,12 @@ class Tensor {
   int64_t numel() const { return numel_; }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
 
-  std::vector<double> values() const;  // row-major copy, converted to double
-  double item() const;                 // the one value of a tensor with numel() == 1
+  // A row-major copy converted to double, and the one value of a tensor with
+  // numel() == 1. Read while tracing for a cache (reel::jit, reel::simplegrad(f)), a
+  // value becomes a guard on that exact value, so the cached code never runs on a
+  // value it was not traced with.
+  std::vector<double> values() const;
+  double item() const;
   // The truth of a one-element tensor (nonzero, NaN included, is true), so that
   // `if (reel::sum(x) > 0.0)` is ordinary C++. While the tensor is traced, the branch
   // taken is recorded on the tape as a guard (see reel::guard): a tape holds one path,
@@ -63,6 +67,7 @@ class Tensor {
   Shape shape_;
   int64_t numel_ = 0;
   std::vector<TraceTag> tags_;
+  double first_value() const;  // element 0 as a double, recording nothing
 };
 
 // Creation.
@@ -94,6 +99,11 @@ bool in_active_trace(const Tensor& t);
 using GuardRecorder = void (*)(const Tensor&, bool value);
 void set_guard_recorder(GuardRecorder recorder);
 GuardRecorder guard_recorder();
+// Records a guard on the values of a traced tensor read with item() or values() (the
+// tracer installs it; only traces made for a cache, such as reel::jit's, use it).
+using ValueReadRecorder = void (*)(const Tensor&);
+void set_value_read_recorder(ValueReadRecorder recorder);
+ValueReadRecorder value_read_recorder();
 }  // namespace detail
 
 // Largest |a - b| over elements; shapes must match.

@@ -29,7 +29,9 @@ class Trace;
 // and playing it on those tensors keeps the enclosing trace's dependence on them.
 class TraceScope {
  public:
-  explicit TraceScope(bool lift_captures = false);
+  // value_guards: values read with item() or values() become guards on those values
+  // (traces made for a cache, which must not reuse code traced with another value).
+  explicit TraceScope(bool lift_captures = false, bool value_guards = false);
   ~TraceScope();
   TraceScope(const TraceScope&) = delete;
   TraceScope& operator=(const TraceScope&) = delete;
