@@ -24,6 +24,9 @@
 #include <string>
 
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <random>
 
 #include "hand_written.hpp"
 
@@ -385,6 +388,93 @@ Row run_row(const std::string& self, const std::string& program, int steps, bool
 
 }  // namespace
 
+double current_rss_mb() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
+Tensor iterative(const Tensor& x, int n) {  // Yota's example
+  Tensor y = x;
+  for (int i = 0; i < n; ++i) y = y * 2.0;
+  return reel::sum(y);
+}
+
+// Cached functions (reel::simplegrad(f), reel::jit): what a hit costs over the bare
+// compiled call, what a guard costs, a dynamic program called with random loop counts,
+// the first call interpreted or compiled, and memory over many signatures.
+void cache_table(bool quick) {
+  fmt::print("\nCached functions (reel::simplegrad(f) / reel::jit):\n");
+  const Tensor a = reel::randn({5}, 1), b = reel::randn({5}, 2), c = reel::randn({5}, 3);
+  auto f = [](const Tensor& x, const Tensor& y, const Tensor& z) { return reel::sum(x * y + z); };
+  const auto bare = reel::simplegrad(f, a, b, c);
+  const auto cached = reel::simplegrad(f);
+  (void)cached(a, b, c);
+  (void)cached(a, b, c);  // compiled now
+  auto guarded = [](const Tensor& x, const Tensor& y, const Tensor& z) {
+    return reel::sum(x) > -1e9 ? reel::sum(x * y + z) : reel::sum(x);
+  };
+  const auto bare_guarded = reel::simplegrad(guarded, a, b, c);
+  const auto ns = median_ns<3>({[&] { bare(a, b, c); }, [&] { cached(a, b, c); }, [&] { bare_guarded(a, b, c); }});
+  fmt::print("  hit, 3 arguments of f64[5]: {} vs the bare compiled call {}: +{:.0f} ns\n", human(ns[1]), human(ns[0]),
+             ns[1] - ns[0]);
+  fmt::print("  a guard (sum(x) > c, checked in compiled code): {} vs {} without: +{:.0f} ns\n", human(ns[2]),
+             human(ns[0]), ns[2] - ns[0]);
+
+  // Yota's iterative(x, n) with n drawn from 1..50.
+  const int calls = quick ? 1000 : 10000, remade_calls = quick ? 20 : 200;
+  std::mt19937 rng(7);
+  std::vector<int> ns_drawn(static_cast<std::size_t>(calls));
+  for (int& n : ns_drawn) n = std::uniform_int_distribution<int>(1, 50)(rng);
+  const Tensor x = reel::randn({4}, 4);
+  auto g = reel::simplegrad(iterative);
+  auto t0 = Clock::now();
+  for (int n : ns_drawn) (void)g(x, n);
+  const double cached_us = seconds_since(t0) * 1e6 / calls;
+  t0 = Clock::now();
+  for (int n : ns_drawn) (void)reel::grad(iterative, x, n);  // re-trace and interpret every call (Yota's way)
+  const double retrace_us = seconds_since(t0) * 1e6 / calls;
+  t0 = Clock::now();
+  for (int i = 0; i < remade_calls; ++i) {
+    const int n = ns_drawn[static_cast<std::size_t>(i)];
+    (void)reel::simplegrad([n](const Tensor& v) { return iterative(v, n); }, x)(x);  // trace + compile every call
+  }
+  const double remade_us = seconds_since(t0) * 1e6 / remade_calls;
+  const reel::CacheInfo info = g.cache_info();
+  fmt::print("  iterative(x, n), n random in 1..50, {} calls: cached {:.1f} us/call, re-trace + interpret {:.1f} us/call "
+             "({:.1f}x), simplegrad(f, args...) re-made {:.0f} us/call ({:.0f}x); {} hits, {} misses, {} compilations, "
+             "{:.0f} ms compiling\n",
+             calls, cached_us, retrace_us, retrace_us / cached_us, remade_us, remade_us / cached_us, info.hits,
+             info.misses, info.compilations, info.compile_seconds * 1e3);
+
+  // A signature's first call: interpreted (compile_after = 2, the default) or compiled (1).
+  double first_interp = 0, first_compiled = 0;
+  for (int n = 30; n < 40; ++n) {
+    auto lazy = reel::simplegrad(iterative);
+    auto eager = reel::simplegrad(iterative, {.compile_after = 1});
+    t0 = Clock::now();
+    (void)lazy(x, n);
+    first_interp += seconds_since(t0);
+    t0 = Clock::now();
+    (void)eager(x, n);
+    first_compiled += seconds_since(t0);
+  }
+  fmt::print("  a signature's first call (iterative, n = 30..39): interpreted {:.0f} us, compiled {:.0f} us ({:.1f}x)\n",
+             first_interp * 1e5, first_compiled * 1e5, first_compiled / first_interp);
+
+  // Memory over many distinct signatures with a small bound.
+  const int signatures = quick ? 10000 : 100000;
+  auto h = reel::jit([](const Tensor& v, int n) { return v * static_cast<double>(n); }, {.max_entries = 64});
+  (void)h(x, 0);
+  const double before = current_rss_mb();
+  for (int n = 1; n <= signatures; ++n) (void)h(x, n);
+  const double after = current_rss_mb();
+  fmt::print("  {} distinct signatures through one jit function (max_entries 64): RSS {:.1f} MB before, {:.1f} MB after; "
+             "{} evictions\n",
+             signatures, before, after, h.cache_info().evictions);
+}
+
 int main(int argc, char** argv) {
   std::string out_path = REEL_BENCH_RESULTS;
   bool scaling = true, quick = false;
@@ -446,6 +536,8 @@ int main(int argc, char** argv) {
     fmt::print("\nconv2d layer gradient by hand (g): im2col + CBLAS {} vs direct loops {}: direct/im2col {:.2f}\n",
                human(ns[0]), human(ns[1]), ns[1] / ns[0]);
   }
+
+  cache_table(quick);
 
   fmt::print("\nRunning the schedule: a loop over its steps vs a generated driver function\n");
   fmt::print("{:<34} {:>7} {:>10} {:>10} {:>13} {:>16}\n", "gradient of", "steps", "loop", "driver",
