@@ -122,6 +122,19 @@ void check_indices_step(void* const* bases, const int64_t* r) {
                               r[5] ? "scatter_add" : "gather", idx[i], i, r[4], n));
 }
 
+// refs: the condition's ref, expected (0/1), then the ExternCall's address (its label).
+template <class T>
+void guard_step(void* const* bases, const int64_t* r) {
+  const double v = static_cast<double>(*at<const T>(bases, r));
+  const bool truth = v != 0.0, expected = r[2] != 0;
+  if (truth != expected) {
+    const auto& call = *reinterpret_cast<const codegen::ExternCall*>(r[3]);
+    throw GuardFailure(fmt::format("compiled {}: guard: the tape was traced with this condition {}, here it is {} "
+                                   "(value {}); trace the other path (reel::jit and reel::simplegrad(f) do)",
+                                   call.label, expected ? "true" : "false", truth ? "true" : "false", v));
+  }
+}
+
 StepFn step_fn(const codegen::ScheduledStep& s) {
   const bool f64 = s.dtype == DType::f64;
   switch (s.kind) {
@@ -130,6 +143,8 @@ StepFn step_fn(const codegen::ScheduledStep& s) {
     case codegen::StepKind::copy: return &copy_step;
     case codegen::StepKind::external: return &extern_step;
     case codegen::StepKind::check_indices: return &check_indices_step;
+    case codegen::StepKind::guard:
+      return s.dtype == DType::f64 ? &guard_step<double> : s.dtype == DType::f32 ? &guard_step<float> : &guard_step<int64_t>;
     case codegen::StepKind::kernel: break;
   }
   return nullptr;
@@ -253,7 +268,8 @@ CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
   for (std::size_t i = 0; i < p.schedule.steps.size(); ++i) {
     // A check step may throw too: such schedules run through the loop (below).
     if (p.schedule.steps[i].kind == codegen::StepKind::check_indices) impl->has_extern = true;
-    if (p.schedule.steps[i].kind != codegen::StepKind::external) continue;
+    if (p.schedule.steps[i].kind != codegen::StepKind::external && p.schedule.steps[i].kind != codegen::StepKind::guard)
+      continue;
     impl->has_extern = true;  // the last ref: the index of its call -> the call's address
     const std::size_t at = reinterpret_cast<std::size_t>(impl->calls[i].refs) + p.schedule.steps[i].refs.size() - 1;
     impl->refs[at] = reinterpret_cast<int64_t>(&impl->externs[static_cast<std::size_t>(impl->refs[at])]);

@@ -239,6 +239,18 @@ class Scheduler {
     slots.push_back(p_.slot_of[out]);
     add_kernel(std::move(k), slots);
   }
+  void schedule(const CheckStep& c) {
+    const Op& op = t_.op(c.guard);
+    const Var cond = op.args[0];
+    ScheduledStep step{StepKind::guard, t_.type(cond).dtype, -1, {}};
+    push_ref_of(step.refs, cond);
+    step.refs.push_back(op.attrs.boolean("expected") ? 1 : 0);
+    step.refs.push_back(static_cast<int64_t>(sched_.externs.size()));
+    sched_.externs.push_back(
+        ExternCall{op.prim, op.attrs, {t_.type(cond)}, {op.type}, fmt::format("%{} = guard(%{})", c.guard, cond)});
+    sched_.steps.push_back(std::move(step));
+  }
+
   void schedule(const GatherStep& g) { schedule_indexed(g.out, KernelSpec::Kind::gather); }
   void schedule(const ScatterStep& s) { schedule_indexed(s.out, KernelSpec::Kind::scatter); }
 

@@ -85,7 +85,9 @@ using KernelFn = void (*)(void* const* bases, const int64_t* refs);
 // What a step runs.
 // check_indices: a C++ step before a gather or scatter kernel that throws reel::Error
 // for an index out of range (JIT code must not read out of bounds, nor throw).
-enum class StepKind { kernel, gemm, gemv, copy, external, check_indices };
+// guard: a C++ step checking one element of a guard's condition (refs: its ref,
+// expected, then the index of an ExternCall whose label names it).
+enum class StepKind { kernel, gemm, gemv, copy, external, check_indices, guard };
 
 // An external step: a primitive's eager function called on the step's buffers.
 struct ExternCall {

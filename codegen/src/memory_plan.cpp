@@ -40,6 +40,8 @@ void for_each_access(const Tape& t, const Plan& p, const Step& step, F&& f) {
     f(tr->out, true);
   } else if (const auto* c = std::get_if<CopyStep>(&step)) {
     f(c->from, false);
+  } else if (const auto* cs = std::get_if<CheckStep>(&step)) {
+    f(t.op(cs->guard).args[0], false);
   } else if (const auto* gs = std::get_if<GatherStep>(&step)) {
     for (Var a : t.op(gs->out).args) f(a, false);
     f(gs->out, true);
@@ -288,6 +290,9 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
       out += fmt::format("transpose %{} = %{}^T", tr->out, tr->in);
     } else if (const auto* c = std::get_if<CopyStep>(&step)) {
       out += fmt::format("copy output {} = %{}", p.slots[static_cast<std::size_t>(c->slot)].index, c->from);
+    } else if (const auto* cs = std::get_if<CheckStep>(&step)) {
+      out += fmt::format("check %{} = guard(%{}), expected {}", cs->guard, t.op(cs->guard).args[0],
+                         t.op(cs->guard).attrs.boolean("expected") ? "true" : "false");
     } else if (const auto* gs = std::get_if<GatherStep>(&step)) {
       std::vector<Var> args(t.op(gs->out).args.begin(), t.op(gs->out).args.end());
       out += fmt::format("gather %{} = {}({}) (checked indices, loop)", gs->out, t.op(gs->out).prim->name, vars(args));

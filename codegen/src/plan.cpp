@@ -130,6 +130,12 @@ class Planner {
         if (structure == Structure::gather) plan_.steps.push_back(GatherStep{v});
         else plan_.steps.push_back(ScatterStep{v});
         return;
+      case Structure::check:
+        close_loop();
+        need(op.args[0]);
+        view_src_[v] = op.args[0];  // a guard's result is its condition
+        plan_.steps.push_back(CheckStep{v});
+        return;
       case Structure::opaque:
         close_loop();
         for (Var a : op.args) need(a);

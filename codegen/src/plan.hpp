@@ -66,7 +66,11 @@ struct GatherStep {
 struct ScatterStep {
   Var out;
 };
-using Step = std::variant<LoopStep, ReduceStep, MatmulStep, TransposeStep, CopyStep, ExternStep, GatherStep, ScatterStep>;
+// guard: a C++ check of one element, right after its condition is computed.
+struct CheckStep {
+  Var guard;  // its call: guard(cond, expected); its result is a view of cond
+};
+using Step = std::variant<LoopStep, ReduceStep, MatmulStep, TransposeStep, CopyStep, ExternStep, GatherStep, ScatterStep, CheckStep>;
 
 struct Plan {
   std::vector<Slot> slots;

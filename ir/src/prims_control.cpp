@@ -15,7 +15,7 @@ void add_control(std::vector<Primitive>& t) {
   guard.attrs = {{"expected", AttrKind::boolean}};
   guard.any_dtype = true;
   guard.effect = true;
-  guard.structure = Structure::opaque;
+  guard.structure = Structure::check;
   guard.infer = [](std::span<const VarType> in, const Attrs&) {
     if (numel(in[0].shape) != 1)
       throw Error(fmt::format("guard: expected a condition with one element, got {}", type_str(in[0])));

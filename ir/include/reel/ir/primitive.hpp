@@ -80,6 +80,7 @@ enum class Structure {
   view,         // reshape: the same elements in another shape
   gather,       // gather(x, indices, axis): x's elements at i64 indices along axis
   scatter,      // scatter_add(target, indices, values, axis): values added at the indexed positions
+  check,        // guard(cond, expected): the one element of cond is nonzero iff expected; its result is cond
   opaque,       // nothing known: compiled code calls the eager function
 };
 
