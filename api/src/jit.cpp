@@ -25,13 +25,20 @@ bool log_recompiles() {
   return v != nullptr && std::string_view(v).find("recompiles") != std::string_view::npos;
 }
 
-std::string joined(const std::vector<std::string>& key) {
-  std::string s;
-  for (const std::string& p : key) {
-    s += p;
-    s += '\x1f';  // a separator no part contains unescaped
+// A key's parts (one per argument), for explaining misses.
+std::vector<std::string> parts(const std::string& key) {
+  std::vector<std::string> out(1);
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    if (key[i] == '\\' && i + 1 < key.size()) {
+      out.back() += key[++i];
+    } else if (key[i] == '\x1f') {
+      out.emplace_back();
+    } else {
+      out.back() += key[i];
+    }
   }
-  return s;
+  out.pop_back();  // after the last separator
+  return out;
 }
 
 }  // namespace
@@ -60,7 +67,8 @@ struct JitCore::State {
   std::mutex miss_mutex;
   std::unordered_map<std::string, Entry> entries;
   std::list<std::string> recency;  // most recently used first
-  CacheInfo info;
+  CacheInfo info;                  // hits are counted in `hits`, without the lock
+  std::atomic<uint64_t> hits{0};
 };
 
 JitCore::JitCore(JitOptions options, const char* what) : s_(std::make_unique<State>()) {
@@ -75,9 +83,9 @@ JitCore::~JitCore() = default;
 
 std::unique_lock<std::mutex> JitCore::miss_lock() { return std::unique_lock<std::mutex>(s_->miss_mutex); }
 
-std::optional<JitCore::Hit> JitCore::run(const std::vector<std::string>& key, const std::vector<Tensor>& tensors,
+std::optional<JitCore::Hit> JitCore::run(const std::string& key, const std::vector<Tensor>& tensors,
                                          bool final) {
-  const std::string k = joined(key);
+  const std::string& k = key;
   std::vector<std::shared_ptr<Path>> paths;
   {
     std::lock_guard<std::mutex> lock(s_->mutex);
@@ -104,8 +112,7 @@ std::optional<JitCore::Hit> JitCore::run(const std::vector<std::string>& key, co
     try {
       std::vector<Tensor> outs =
           p->ready.load(std::memory_order_acquire) ? (*p->compiled)(tensors) : play(p->tape, tensors);
-      std::lock_guard<std::mutex> lock(s_->mutex);
-      s_->info.hits += 1;
+      s_->hits.fetch_add(1, std::memory_order_relaxed);
       return Hit{std::move(outs), p->lengths};
     } catch (const GuardFailure& e) {
       if (!failed.empty()) failed += "; ";
@@ -125,21 +132,22 @@ std::optional<JitCore::Hit> JitCore::run(const std::vector<std::string>& key, co
       why = "first call";
     } else {
       // The cached signature closest to this one (fewest differing arguments) says what is new.
+      const std::vector<std::string> mine = parts(key);
       const std::vector<std::string>* best = nullptr;
       std::size_t best_diff = SIZE_MAX;
       for (const auto& [_, e] : s_->entries) {
-        if (e.key.size() != key.size()) continue;
+        if (e.key.size() != mine.size()) continue;
         std::size_t diff = 0;
-        for (std::size_t i = 0; i < key.size(); ++i) diff += e.key[i] != key[i];
+        for (std::size_t i = 0; i < mine.size(); ++i) diff += e.key[i] != mine[i];
         if (diff < best_diff) best_diff = diff, best = &e.key;
       }
       if (best == nullptr) {
-        why = fmt::format("{} arguments, no cached signature has as many", key.size());
+        why = fmt::format("{} arguments, no cached signature has as many", mine.size());
       } else {
-        for (std::size_t i = 0; i < key.size(); ++i) {
-          if ((*best)[i] == key[i]) continue;
-          const bool tensor = key[i].rfind("tensor ", 0) == 0;
-          why = fmt::format("argument {}: new {} {} (cached: {})", i + 1, tensor ? "shape or dtype" : "value", key[i],
+        for (std::size_t i = 0; i < mine.size(); ++i) {
+          if ((*best)[i] == mine[i]) continue;
+          const bool tensor = mine[i].rfind("tensor ", 0) == 0;
+          why = fmt::format("argument {}: new {} {} (cached: {})", i + 1, tensor ? "shape or dtype" : "value", mine[i],
                             (*best)[i]);
           break;
         }
@@ -150,7 +158,7 @@ std::optional<JitCore::Hit> JitCore::run(const std::vector<std::string>& key, co
   return std::nullopt;
 }
 
-void JitCore::add(const std::vector<std::string>& key, Tape tape, std::vector<std::size_t> lengths) {
+void JitCore::add(const std::string& key, Tape tape, std::vector<std::size_t> lengths) {
   auto path = std::make_shared<Path>();
   path->tape = std::move(tape);
   path->lengths = std::move(lengths);
@@ -165,12 +173,12 @@ void JitCore::add(const std::vector<std::string>& key, Tape tape, std::vector<st
     s_->info.compilations += 1;
     s_->info.compile_seconds += seconds;
   }
-  const std::string k = joined(key);
+  const std::string& k = key;
   std::lock_guard<std::mutex> lock(s_->mutex);
   auto it = s_->entries.find(k);
   if (it == s_->entries.end()) {
     s_->recency.push_front(k);
-    it = s_->entries.emplace(k, Entry{key, {}, s_->recency.begin()}).first;
+    it = s_->entries.emplace(k, Entry{parts(key), {}, s_->recency.begin()}).first;
   } else {
     s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
   }
@@ -188,7 +196,9 @@ void JitCore::add(const std::vector<std::string>& key, Tape tape, std::vector<st
 
 CacheInfo JitCore::info() const {
   std::lock_guard<std::mutex> lock(s_->mutex);
-  return s_->info;
+  CacheInfo i = s_->info;
+  i.hits = s_->hits.load(std::memory_order_relaxed);
+  return i;
 }
 
 }  // namespace reel::detail

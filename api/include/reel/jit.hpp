@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -51,28 +52,51 @@ struct CacheInfo {
 
 namespace detail {
 
+// Appends one argument's part of the key, then the separator '\x1f' (a string's own
+// '\x1f' and '\\' are escaped, so parts never run together).
 template <class T>
-std::string key_part(const T& a) {
+void append_key(std::string& key, const T& a) {
   using D = std::decay_t<T>;
+  auto out = std::back_inserter(key);
   if constexpr (std::is_same_v<D, Tensor>) {
     if (!a.defined()) throw Error("jit: an argument is an undefined tensor");
-    return "tensor " + type_str(a.dtype(), a.shape());
+    key += "tensor ";
+    key += dtype_name(a.dtype());
+    key += '[';
+    for (std::size_t d = 0; d < a.shape().size(); ++d) {
+      if (d) key += ',';
+      fmt::format_to(out, "{}", a.shape()[d]);
+    }
+    key += ']';
   } else if constexpr (std::is_same_v<D, bool>) {
-    return a ? "bool true" : "bool false";
+    key += a ? "bool true" : "bool false";
   } else if constexpr (std::is_enum_v<D>) {
-    return fmt::format("enum {}", static_cast<long long>(a));
+    fmt::format_to(out, "enum {}", static_cast<long long>(a));
   } else if constexpr (std::is_integral_v<D>) {
-    return fmt::format("integer {}", a);
+    fmt::format_to(out, "integer {}", a);
   } else if constexpr (std::is_floating_point_v<D>) {
-    return fmt::format("number {}", a);  // shortest text that reads back as the same value
+    fmt::format_to(out, "number {}", a);  // shortest text that reads back as the same value
   } else if constexpr (std::is_convertible_v<const D&, std::string_view>) {
-    return fmt::format("string \"{}\"", std::string_view(a));
+    key += "string \"";
+    for (char c : std::string_view(a)) {
+      if (c == '\x1f' || c == '\\') key += '\\';
+      key += c;
+    }
+    key += '"';
   } else {
     static_assert(std::is_same_v<D, Tensor>,
                   "reel::jit: arguments are Tensors, integers, doubles, bools, enums or strings; pass other values "
                   "through a lambda's capture (they become constants of the trace)");
-    return {};
   }
+  key += '\x1f';
+}
+
+template <class... A>
+std::string make_key(const A&... args) {
+  std::string key;
+  key.reserve(32 * sizeof...(A));
+  (append_key(key, args), ...);
+  return key;
 }
 
 template <class T>
@@ -123,9 +147,9 @@ class JitCore {
   // Runs a path cached for this signature; nullopt for a miss. A final look (made
   // holding miss_lock, just before tracing) counts the miss and, under
   // REEL_LOG=recompiles, prints its reason.
-  std::optional<Hit> run(const std::vector<std::string>& key, const std::vector<Tensor>& tensors, bool final = false);
+  std::optional<Hit> run(const std::string& key, const std::vector<Tensor>& tensors, bool final = false);
   // Adds a newly traced path (its tape already run once: the trace) for the signature.
-  void add(const std::vector<std::string>& key, Tape tape, std::vector<std::size_t> lengths);
+  void add(const std::string& key, Tape tape, std::vector<std::size_t> lengths);
   // Held while a miss traces, so that a signature missed on several threads at once is
   // traced and compiled once (the others find it when they get the lock).
   std::unique_lock<std::mutex> miss_lock();
@@ -147,7 +171,7 @@ class JitFunction {
   template <class... A>
   auto operator()(const A&... args) const {
     using R = std::decay_t<std::invoke_result_t<const F&, const A&...>>;
-    const std::vector<std::string> key{detail::key_part(args)...};
+    const std::string key = detail::make_key(args...);
     std::vector<Tensor> tensors;
     (detail::push_tensor(tensors, args), ...);
     if (auto hit = core_->run(key, tensors)) return rebuilt<R>(*hit);
@@ -194,7 +218,7 @@ class CachedGrad {
 
   template <class... A>
   std::array<Tensor, sizeof...(A) + 1> operator()(const A&... args) const {
-    const std::vector<std::string> key{detail::key_part(args)...};
+    const std::string key = detail::make_key(args...);
     std::vector<Tensor> tensors;
     (detail::push_tensor(tensors, args), ...);
     std::optional<detail::JitCore::Hit> hit = core_->run(key, tensors);
