@@ -162,3 +162,11 @@ TEST_CASE("a value read with item() while tracing for the cache guards that valu
   CHECK(g(scalar(2.0))[1].item() == 2);  // d/dx (x * 2): the read value is a constant
   CHECK(g(scalar(5.0))[1].item() == 5);
 }
+
+TEST_CASE("a cached function may call itself (recursion through the cache does not deadlock)") {
+  std::function<Tensor(const Tensor&, int)> self;
+  auto jf = jit([&self](const Tensor& x, int n) { return n == 0 ? x : self(x, n - 1) * 2.0; });
+  self = [&jf](const Tensor& x, int n) { return jf(x, n); };
+  CHECK(jf(ones({2}), 3).values() == std::vector<double>{8, 8});
+  CHECK(jf(ones({2}), 3).values() == std::vector<double>{8, 8});
+}

@@ -64,7 +64,7 @@ struct JitCore::State {
   JitOptions options;
   const char* what;
   mutable std::mutex mutex;  // the map, the recency list, the counters
-  std::mutex miss_mutex;
+  std::recursive_mutex miss_mutex;  // recursive: f may call its own cached function
   std::unordered_map<std::string, Entry> entries;
   std::list<std::string> recency;  // most recently used first
   CacheInfo info;                  // hits are counted in `hits`, without the lock
@@ -81,7 +81,7 @@ JitCore::JitCore(JitOptions options, const char* what) : s_(std::make_unique<Sta
 
 JitCore::~JitCore() = default;
 
-std::unique_lock<std::mutex> JitCore::miss_lock() { return std::unique_lock<std::mutex>(s_->miss_mutex); }
+std::unique_lock<std::recursive_mutex> JitCore::miss_lock() { return std::unique_lock<std::recursive_mutex>(s_->miss_mutex); }
 
 std::optional<JitCore::Hit> JitCore::run(const std::string& key, const std::vector<Tensor>& tensors,
                                          bool final) {

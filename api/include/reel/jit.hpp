@@ -152,7 +152,7 @@ class JitCore {
   void add(const std::string& key, Tape tape, std::vector<std::size_t> lengths);
   // Held while a miss traces, so that a signature missed on several threads at once is
   // traced and compiled once (the others find it when they get the lock).
-  std::unique_lock<std::mutex> miss_lock();
+  std::unique_lock<std::recursive_mutex> miss_lock();
   CacheInfo info() const;
 
  private:
