@@ -137,7 +137,7 @@ TEST_CASE("eviction, concurrent misses, and REEL_LOG=recompiles") {
   unsetenv("REEL_LOG");
   CHECK(log.find("reel: jit miss: first call") != std::string::npos);
   CHECK(log.find("argument 1: new shape or dtype tensor f64[3] (cached: tensor f64[2])") != std::string::npos);
-  CHECK(log.find("argument 2: new value integer 4 (cached: integer 1)") != std::string::npos);
+  CHECK(log.find("argument 2: new value integer i32 4 (cached: integer i32 1)") != std::string::npos);
   CHECK(log.find("a guard failed on each of the 1 path cached for this signature") != std::string::npos);
   CHECK(log.find("traced with this condition true, here it is false") != std::string::npos);
   CHECK_THROWS_WITH_AS(jit([](const Tensor& a) { return a; }, {.compile_after = 0})(ones({1})),
@@ -169,4 +169,48 @@ TEST_CASE("a cached function may call itself (recursion through the cache does n
   self = [&jf](const Tensor& x, int n) { return jf(x, n); };
   CHECK(jf(ones({2}), 3).values() == std::vector<double>{8, 8});
   CHECK(jf(ones({2}), 3).values() == std::vector<double>{8, 8});
+}
+
+namespace {
+enum class Color { red, green };
+enum class Size { small, large };
+}  // namespace
+
+TEST_CASE("review fixes: cached functions inside other traces, typed keys, bounded paths") {
+  // A jit function called inside another trace runs as it is, so the outer trace
+  // records it (no stale constant, no compiled call on traced tensors).
+  auto inner = jit([](const Tensor& a) { return a * 2.0; });
+  auto outer = jit([&inner](const Tensor& a) { return inner(a) + 1.0; });
+  CHECK(outer(scalar(1.0)).item() == 3);
+  CHECK(outer(scalar(5.0)).item() == 11);
+  CHECK(outer(scalar(7.0)).item() == 15);
+  auto sq = jit([](const Tensor& a) { return a * a; });
+  for (int i = 0; i < 3; ++i) CHECK(grad([&sq](const Tensor& x) { return sum(sq(x)); }, scalar(3.0)).grads[0].item() == 6);
+  std::function<Tensor(const Tensor&, int)> self;
+  auto rec = jit([&self](const Tensor& x, int n) { return n == 0 ? x : self(x, n - 1) * 2.0; });
+  self = [&rec](const Tensor& x, int n) { return rec(x, n); };
+  CHECK(rec(scalar(1.0), 2).item() == 4);
+  CHECK(rec(scalar(3.0), 2).item() == 12);
+  auto g = simplegrad([](const Tensor& x) { return sum(x * x * x); });
+  for (int i = 0; i < 3; ++i) {
+    const auto h = grad([&g](const Tensor& x) { return g(x)[1]; }, scalar(2.0));  // second derivative 6x
+    CHECK(h.value.item() == 12);
+    CHECK(h.grads[0].item() == 12);
+  }
+  // The key has the argument's type: 0.1f and 0.1, two enums with equal values, int and long.
+  auto scaled = jit([](const Tensor& x, auto s) { return x * static_cast<double>(s); });
+  CHECK(scaled(scalar(1.0), 0.1f).item() == static_cast<double>(0.1f));
+  CHECK(scaled(scalar(1.0), 0.1).item() == 0.1);
+  auto colored = jit([](const Tensor& x, auto c) { return x + static_cast<double>(static_cast<int>(c)) + (std::is_same_v<decltype(c), Size> ? 1.0 : 0.0); });
+  CHECK(colored(scalar(1.0), Color::green).item() == 2);
+  CHECK(colored(scalar(1.0), Size::large).item() == 3);
+  // Paths per signature are bounded, and a path whose guard fails is not compiled for it.
+  auto valued = jit([](const Tensor& x) { return x * x.item(); }, {.max_paths = 3});
+  for (int i = 1; i <= 50; ++i) CHECK(valued(scalar(static_cast<double>(i))).item() == i * i);
+  const CacheInfo info = valued.cache_info();
+  CHECK(info.entries == 3);
+  CHECK(info.evictions == 47);
+  CHECK(info.compilations == 0);
+  CHECK(valued(scalar(50.0)).item() == 2500);  // the newest path is kept and tried first
+  CHECK(valued.cache_info().hits == 1);
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <list>
 #include <mutex>
 #include <string_view>
@@ -75,6 +76,7 @@ JitCore::JitCore(JitOptions options, const char* what) : s_(std::make_unique<Sta
   if (options.compile_after < 1)
     throw Error(fmt::format("{}: expected compile_after >= 1, got {}", what, options.compile_after));
   if (options.max_entries < 1) throw Error(fmt::format("{}: expected max_entries >= 1, got 0", what));
+  if (options.max_paths < 1) throw Error(fmt::format("{}: expected max_paths >= 1, got 0", what));
   s_->options = options;
   s_->what = what;
 }
@@ -84,7 +86,8 @@ JitCore::~JitCore() = default;
 std::unique_lock<std::recursive_mutex> JitCore::miss_lock() { return std::unique_lock<std::recursive_mutex>(s_->miss_mutex); }
 
 std::optional<JitCore::Hit> JitCore::run(const std::string& key, const std::vector<Tensor>& tensors,
-                                         bool final) {
+                                         bool final, std::size_t skip, std::size_t* tried,
+                                         std::string* failed_so_far) {
   const std::string& k = key;
   std::vector<std::shared_ptr<Path>> paths;
   {
@@ -95,24 +98,38 @@ std::optional<JitCore::Hit> JitCore::run(const std::string& key, const std::vect
       s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
     }
   }
-  std::string failed;  // the guards that failed, for the log
-  for (const std::shared_ptr<Path>& p : paths) {
-    const uint64_t call = p->calls.fetch_add(1) + 1;
-    if (call >= static_cast<uint64_t>(s_->options.compile_after)) {
-      std::call_once(p->compiled_once, [&] {
-        const auto t0 = std::chrono::steady_clock::now();
-        p->compiled.emplace(compile(p->tape, s_->options.compile));
-        p->ready.store(true, std::memory_order_release);
-        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::lock_guard<std::mutex> lock(s_->mutex);
-        s_->info.compilations += 1;
-        s_->info.compile_seconds += seconds;
-      });
-    }
+  std::string local;
+  std::string& failed = failed_so_far != nullptr ? *failed_so_far : local;  // the failed guards, for the log
+  if (tried != nullptr) *tried = paths.size();
+  for (std::size_t i = skip; i < paths.size(); ++i) {
+    const std::shared_ptr<Path>& p = paths[i];
     try {
-      std::vector<Tensor> outs =
-          p->ready.load(std::memory_order_acquire) ? (*p->compiled)(tensors) : play(p->tape, tensors);
+      const bool compiled = p->ready.load(std::memory_order_acquire);
+      std::vector<Tensor> outs = compiled ? (*p->compiled)(tensors) : play(p->tape, tensors);
+      // A path's calls count its successful runs; after its compile_after-th it is
+      // compiled, so a path whose guards fail is never compiled for nothing.
+      const uint64_t n = p->calls.fetch_add(1) + 1;
+      if (!compiled && n >= static_cast<uint64_t>(s_->options.compile_after)) {
+        std::call_once(p->compiled_once, [&] {
+          const auto t0 = std::chrono::steady_clock::now();
+          p->compiled.emplace(compile(p->tape, s_->options.compile));
+          p->ready.store(true, std::memory_order_release);
+          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          std::lock_guard<std::mutex> lock(s_->mutex);
+          s_->info.compilations += 1;
+          s_->info.compile_seconds += seconds;
+        });
+      }
       s_->hits.fetch_add(1, std::memory_order_relaxed);
+      if (i > 0) {  // most recently successful first: tried first next time, dropped last
+        std::lock_guard<std::mutex> lock(s_->mutex);
+        auto it = s_->entries.find(k);
+        if (it != s_->entries.end()) {
+          auto& ps = it->second.paths;
+          auto at = std::find(ps.begin(), ps.end(), p);
+          if (at != ps.end()) std::rotate(ps.begin(), at, at + 1);
+        }
+      }
       return Hit{std::move(outs), p->lengths};
     } catch (const GuardFailure& e) {
       if (!failed.empty()) failed += "; ";
@@ -182,8 +199,14 @@ void JitCore::add(const std::string& key, Tape tape, std::vector<std::size_t> le
   } else {
     s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
   }
-  it->second.paths.push_back(std::move(path));
+  auto& ps = it->second.paths;
+  ps.insert(ps.begin(), std::move(path));  // the newest first
   s_->info.entries += 1;
+  if (ps.size() > s_->options.max_paths) {  // drop the least recently successful path
+    ps.pop_back();
+    s_->info.entries -= 1;
+    s_->info.evictions += 1;
+  }
   while (s_->entries.size() > s_->options.max_entries) {  // evict the least recently used signature
     const std::string victim = s_->recency.back();
     s_->recency.pop_back();

@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <iterator>
+#include <typeinfo>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -39,6 +40,9 @@ struct JitOptions {
   // Signatures kept per function; the least recently used one is evicted (its
   // compiled code freed).
   std::size_t max_entries = 256;
+  // Paths (branches taken, values read) kept per signature; beyond, the least recently
+  // successful one is dropped.
+  std::size_t max_paths = 8;
   CompileOptions compile = {};
 };
 
@@ -70,12 +74,12 @@ void append_key(std::string& key, const T& a) {
     key += ']';
   } else if constexpr (std::is_same_v<D, bool>) {
     key += a ? "bool true" : "bool false";
-  } else if constexpr (std::is_enum_v<D>) {
-    fmt::format_to(out, "enum {}", static_cast<long long>(a));
-  } else if constexpr (std::is_integral_v<D>) {
-    fmt::format_to(out, "integer {}", a);
+  } else if constexpr (std::is_enum_v<D>) {  // the type too: two enums with equal values differ
+    fmt::format_to(out, "enum {} {}", typeid(D).name(), static_cast<long long>(a));
+  } else if constexpr (std::is_integral_v<D>) {  // the type too: 1 as int and as long differ
+    fmt::format_to(out, "integer {}{} {}", std::is_signed_v<D> ? 'i' : 'u', 8 * sizeof(D), a);
   } else if constexpr (std::is_floating_point_v<D>) {
-    fmt::format_to(out, "number {}", a);  // shortest text that reads back as the same value
+    fmt::format_to(out, "number f{} {}", 8 * sizeof(D), a);  // shortest text that reads back as the same value
   } else if constexpr (std::is_convertible_v<const D&, std::string_view>) {
     key += "string \"";
     for (char c : std::string_view(a)) {
@@ -89,6 +93,12 @@ void append_key(std::string& key, const T& a) {
                   "through a lambda's capture (they become constants of the trace)");
   }
   key += '\x1f';
+}
+
+inline bool any_traced(const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors)
+    if (in_active_trace(t)) return true;
+  return false;
 }
 
 template <class... A>
@@ -147,7 +157,11 @@ class JitCore {
   // Runs a path cached for this signature; nullopt for a miss. A final look (made
   // holding miss_lock, just before tracing) counts the miss and, under
   // REEL_LOG=recompiles, prints its reason.
-  std::optional<Hit> run(const std::string& key, const std::vector<Tensor>& tensors, bool final = false);
+  // The final look skips the first `skip` paths (tried by the first look of the same
+  // call); `tried` receives how many paths a look tried.
+  // `failed` collects the failed guards' messages across both looks (for the log).
+  std::optional<Hit> run(const std::string& key, const std::vector<Tensor>& tensors, bool final = false,
+                         std::size_t skip = 0, std::size_t* tried = nullptr, std::string* failed = nullptr);
   // Adds a newly traced path (its tape already run once: the trace) for the signature.
   void add(const std::string& key, Tape tape, std::vector<std::size_t> lengths);
   // Held while a miss traces, so that a signature missed on several threads at once is
@@ -171,12 +185,17 @@ class JitFunction {
   template <class... A>
   auto operator()(const A&... args) const {
     using R = std::decay_t<std::invoke_result_t<const F&, const A&...>>;
-    const std::string key = detail::make_key(args...);
     std::vector<Tensor> tensors;
     (detail::push_tensor(tensors, args), ...);
-    if (auto hit = core_->run(key, tensors)) return rebuilt<R>(*hit);
+    // Called inside another trace (a jit function calling one, reel::grad of one): no
+    // cache; f runs as it is, so the outer trace records its operations and guards.
+    if (detail::any_traced(tensors)) return f_(args...);
+    const std::string key = detail::make_key(args...);
+    std::size_t tried = 0;
+    std::string failed;
+    if (auto hit = core_->run(key, tensors, false, 0, &tried, &failed)) return rebuilt<R>(*hit);
     const auto lock = core_->miss_lock();
-    if (auto hit = core_->run(key, tensors, true)) return rebuilt<R>(*hit);  // another thread traced it
+    if (auto hit = core_->run(key, tensors, true, tried, nullptr, &failed)) return rebuilt<R>(*hit);  // another thread traced it
     R result = [&] {
       detail::TraceScope scope(false, /*value_guards=*/true);
       std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
@@ -218,13 +237,21 @@ class CachedGrad {
 
   template <class... A>
   std::array<Tensor, sizeof...(A) + 1> operator()(const A&... args) const {
-    const std::string key = detail::make_key(args...);
     std::vector<Tensor> tensors;
     (detail::push_tensor(tensors, args), ...);
-    std::optional<detail::JitCore::Hit> hit = core_->run(key, tensors);
+    std::optional<detail::JitCore::Hit> hit;
+    std::string key;
+    std::size_t tried = 0;
+    std::string failed;
+    if (detail::any_traced(tensors)) {  // inside another trace: no cache, recorded on it
+      hit = detail::JitCore::Hit{play(grad_tape(trace(f_, args...)), tensors), {}};
+    } else {
+      key = detail::make_key(args...);
+      hit = core_->run(key, tensors, false, 0, &tried, &failed);
+    }
     if (!hit) {
       const auto lock = core_->miss_lock();
-      hit = core_->run(key, tensors, true);
+      hit = core_->run(key, tensors, true, tried, nullptr, &failed);
       if (!hit) {
         Tape g = grad_tape([&] {
           detail::TraceScope scope(false, /*value_guards=*/true);
