@@ -83,6 +83,19 @@ JitCore::JitCore(JitOptions options, const char* what) : s_(std::make_unique<Sta
 
 JitCore::~JitCore() = default;
 
+// Compiles a path once (whichever thread gets there first), counting the time.
+void JitCore::compile_path(Path& p) {
+  std::call_once(p.compiled_once, [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    p.compiled.emplace(compile(p.tape, s_->options.compile));
+    p.ready.store(true, std::memory_order_release);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::lock_guard<std::mutex> lock(s_->mutex);
+    s_->info.compilations += 1;
+    s_->info.compile_seconds += seconds;
+  });
+}
+
 std::unique_lock<std::recursive_mutex> JitCore::miss_lock() { return std::unique_lock<std::recursive_mutex>(s_->miss_mutex); }
 
 std::optional<JitCore::Hit> JitCore::run(const std::string& key, const std::vector<Tensor>& tensors,
@@ -109,17 +122,7 @@ std::optional<JitCore::Hit> JitCore::run(const std::string& key, const std::vect
       // A path's calls count its successful runs; after its compile_after-th it is
       // compiled, so a path whose guards fail is never compiled for nothing.
       const uint64_t n = p->calls.fetch_add(1) + 1;
-      if (!compiled && n >= static_cast<uint64_t>(s_->options.compile_after)) {
-        std::call_once(p->compiled_once, [&] {
-          const auto t0 = std::chrono::steady_clock::now();
-          p->compiled.emplace(compile(p->tape, s_->options.compile));
-          p->ready.store(true, std::memory_order_release);
-          const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          std::lock_guard<std::mutex> lock(s_->mutex);
-          s_->info.compilations += 1;
-          s_->info.compile_seconds += seconds;
-        });
-      }
+      if (!compiled && n >= static_cast<uint64_t>(s_->options.compile_after)) compile_path(*p);
       s_->hits.fetch_add(1, std::memory_order_relaxed);
       if (i > 0) {  // most recently successful first: tried first next time, dropped last
         std::lock_guard<std::mutex> lock(s_->mutex);
@@ -179,17 +182,7 @@ void JitCore::add(const std::string& key, Tape tape, std::vector<std::size_t> le
   auto path = std::make_shared<Path>();
   path->tape = std::move(tape);
   path->lengths = std::move(lengths);
-  if (s_->options.compile_after == 1) {  // compiled at once: counted as the first call's
-    const auto t0 = std::chrono::steady_clock::now();
-    std::call_once(path->compiled_once, [&] {
-      path->compiled.emplace(compile(path->tape, s_->options.compile));
-      path->ready.store(true, std::memory_order_release);
-    });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::lock_guard<std::mutex> lock(s_->mutex);
-    s_->info.compilations += 1;
-    s_->info.compile_seconds += seconds;
-  }
+  if (s_->options.compile_after == 1) compile_path(*path);  // compiled at once: counted as the first call's
   const std::string& k = key;
   std::lock_guard<std::mutex> lock(s_->mutex);
   auto it = s_->entries.find(k);

@@ -257,10 +257,7 @@ class Emitter {
   llvm::AllocaInst* new_accumulator(kernels::ReduceOp op = kernels::ReduceOp::sum) {
     llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
     llvm::AllocaInst* acc = entry.CreateAlloca(b_.getDoubleTy());
-    const double inf = std::numeric_limits<double>::infinity();
-    const double init = op == kernels::ReduceOp::sum ? 0.0 : op == kernels::ReduceOp::prod ? 1.0
-                        : op == kernels::ReduceOp::max ? -inf : inf;
-    b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), init), acc);
+    b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), kernels::reduce_identity(op)), acc);
     return acc;
   }
   void accumulate(llvm::AllocaInst* acc, Value* x, kernels::ReduceOp op = kernels::ReduceOp::sum) {

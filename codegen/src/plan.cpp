@@ -70,9 +70,7 @@ class Planner {
   bool touches_i64(const Op& op) const {
     if (!is_float(op.type.dtype)) return true;
     for (std::size_t i = 0; i < op.args.size(); ++i) {
-      const bool index = std::find(op.prim->index_args.begin(), op.prim->index_args.end(), static_cast<int>(i)) !=
-                         op.prim->index_args.end();
-      if (!index && !is_float(t_.type(op.args[i]).dtype)) return true;
+      if (!op.prim->is_index_arg(i) && !is_float(t_.type(op.args[i]).dtype)) return true;
     }
     return false;
   }

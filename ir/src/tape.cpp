@@ -47,8 +47,7 @@ const char* kind_name(AttrKind k) {
 namespace {
 void check_call_attrs(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
   for (std::size_t i = 0; i < args.size(); ++i) {
-    const bool index = std::find(prim.index_args.begin(), prim.index_args.end(), static_cast<int>(i)) !=
-                       prim.index_args.end();
+    const bool index = prim.is_index_arg(i);
     if (index && args[i].dtype != DType::i64)
       throw Error(fmt::format("{}: expected i64 indices for argument {}, got {}", prim.name, i + 1,
                               type_str(args[i])));

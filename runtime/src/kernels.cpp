@@ -96,51 +96,37 @@ inline void combine(double& a, double v) {
   else a = e.min(a, v);
 }
 
+// Combines x into acc (n numbers, one per element of keep); a plain loop when n is 1.
 template <ReduceOp op, class T>
-void reduce_into(const Tensor& x, const Shape& keep, std::vector<double>& acc) {
+void reduce_into(const Tensor& x, const Shape& keep, double* acc, int64_t n) {
   const T* in = x.data<T>();
-  for_each_broadcast(x.shape(), keep, [&](int64_t i, int64_t j) {
-    combine<op>(acc[static_cast<std::size_t>(j)], static_cast<double>(in[i]));
-  });
+  if (n == 1) {
+    double a = acc[0];
+    for (int64_t i = 0; i < x.numel(); ++i) combine<op>(a, static_cast<double>(in[i]));
+    acc[0] = a;
+    return;
+  }
+  for_each_broadcast(x.shape(), keep, [&](int64_t i, int64_t j) { combine<op>(acc[j], static_cast<double>(in[i])); });
 }
 }  // namespace
 
 Tensor reduce_to(const Tensor& x, const Shape& keep, ReduceOp op, double scale) {
-  if (keep.empty() || numel(keep) == 1) {  // one number: no accumulator vector
-    Tensor out(x.dtype(), keep);
-    by_dtype(x.dtype(), [&](auto t) {
-      using T = decltype(t);
-      double a = op == ReduceOp::sum ? 0.0 : op == ReduceOp::prod ? 1.0
-                 : op == ReduceOp::max ? -std::numeric_limits<double>::infinity()
-                                       : std::numeric_limits<double>::infinity();
-      const T* in = x.data<T>();
-      const int64_t n = x.numel();
-      switch (op) {
-        case ReduceOp::sum: for (int64_t i = 0; i < n; ++i) combine<ReduceOp::sum>(a, static_cast<double>(in[i])); break;
-        case ReduceOp::prod: for (int64_t i = 0; i < n; ++i) combine<ReduceOp::prod>(a, static_cast<double>(in[i])); break;
-        case ReduceOp::max: for (int64_t i = 0; i < n; ++i) combine<ReduceOp::max>(a, static_cast<double>(in[i])); break;
-        case ReduceOp::min: for (int64_t i = 0; i < n; ++i) combine<ReduceOp::min>(a, static_cast<double>(in[i])); break;
-      }
-      out.mutable_data<T>()[0] = static_cast<T>(scale == 1.0 ? a : a * scale);
-    });
-    return out;
-  }
   Tensor out(x.dtype(), keep);
-  const double init = op == ReduceOp::sum ? 0.0
-                      : op == ReduceOp::prod ? 1.0
-                      : op == ReduceOp::max  ? -std::numeric_limits<double>::infinity()
-                                             : std::numeric_limits<double>::infinity();
-  std::vector<double> acc(static_cast<std::size_t>(out.numel()), init);
+  const int64_t n = out.numel();
+  // One number (the common full reduction) needs no accumulator vector.
+  double one = reduce_identity(op);
+  std::vector<double> many(n == 1 ? 0 : static_cast<std::size_t>(n), reduce_identity(op));
+  double* acc = n == 1 ? &one : many.data();
   by_dtype(x.dtype(), [&](auto t) {
     using T = decltype(t);
     switch (op) {
-      case ReduceOp::sum: reduce_into<ReduceOp::sum, T>(x, keep, acc); break;
-      case ReduceOp::prod: reduce_into<ReduceOp::prod, T>(x, keep, acc); break;
-      case ReduceOp::max: reduce_into<ReduceOp::max, T>(x, keep, acc); break;
-      case ReduceOp::min: reduce_into<ReduceOp::min, T>(x, keep, acc); break;
+      case ReduceOp::sum: reduce_into<ReduceOp::sum, T>(x, keep, acc, n); break;
+      case ReduceOp::prod: reduce_into<ReduceOp::prod, T>(x, keep, acc, n); break;
+      case ReduceOp::max: reduce_into<ReduceOp::max, T>(x, keep, acc, n); break;
+      case ReduceOp::min: reduce_into<ReduceOp::min, T>(x, keep, acc, n); break;
     }
     T* o = out.mutable_data<T>();
-    for (std::size_t j = 0; j < acc.size(); ++j) o[j] = static_cast<T>(scale == 1.0 ? acc[j] : acc[j] * scale);
+    for (int64_t j = 0; j < n; ++j) o[j] = static_cast<T>(scale == 1.0 ? acc[j] : acc[j] * scale);
   });
   return out;
 }

@@ -171,6 +171,7 @@ class JitCore {
 
  private:
   struct State;
+  void compile_path(struct Path& p);
   std::unique_ptr<State> s_;
 };
 

@@ -1,4 +1,5 @@
 #pragma once
+#include <limits>
 // Eager kernels: plain loops (and CBLAS for matrix products) that compute one
 // primitive on concrete tensors. The interpreter and the tracer run these; the JIT
 // generates its own code from the same primitive table.
@@ -19,6 +20,11 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 // (from -inf) or minimum (from +inf; NaN if any element is NaN). Every one
 // accumulates in double, as compiled code does.
 enum class ReduceOp { sum, prod, max, min };
+// Where a reduction starts: 0, 1, -inf or +inf (also what it gives for no elements).
+constexpr double reduce_identity(ReduceOp op) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  return op == ReduceOp::sum ? 0.0 : op == ReduceOp::prod ? 1.0 : op == ReduceOp::max ? -inf : inf;
+}
 // x reduced into `keep`, a shape that broadcasts to x's (reduced axes are 1), then
 // multiplied by `scale`.
 Tensor reduce_to(const Tensor& x, const Shape& keep, ReduceOp op, double scale = 1.0);

@@ -101,6 +101,11 @@ struct Primitive {
   // checks this before the type rule runs. No gradient flows through i64 values.
   bool any_dtype = false;
   std::vector<int> index_args;
+  bool is_index_arg(std::size_t i) const {
+    for (int a : index_args)
+      if (static_cast<std::size_t>(a) == i) return true;
+    return false;
+  }
   // Several results (like JAX's multiple_results): a primitive with results > 1 gives
   // infer_results and eager_results instead of infer and eager, and
   // tangent_results (one tangent per result, kNoVar for zero) instead of tangent;
