@@ -2,13 +2,18 @@
 
 #include <fmt/format.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/DynamicLibrary.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
+
+#include <unordered_map>
 
 #include "reel/error.hpp"
 
@@ -68,6 +73,11 @@ struct Jit::State {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> tm;  // for the optimisation pipeline's cost model
   bool avx2 = false, avx512 = false;
+  // The tracker of each object added by add_object, by symbol prefix, until its code
+  // is freed. Identical code may be added again after the last user of the previous
+  // copy dropped it but before that copy's release (which waits for the mutex) ran:
+  // then the new add removes the old copy first, so the symbols never clash.
+  std::unordered_map<std::string, llvm::orc::ResourceTrackerSP> objects;
 };
 
 Jit& Jit::get() {
@@ -87,11 +97,15 @@ Jit::Jit() : state_(std::make_unique<State>()) {
 
   auto jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting the host CPU");
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  // Fixed here, as objects made by emit_object must link the same way in any process.
+  jtmb.setRelocationModel(llvm::Reloc::PIC_);
+  jtmb.setCodeModel(llvm::CodeModel::Small);
   for (const std::string& f : jtmb.getFeatures().getFeatures()) {
     state_->avx2 |= f == "+avx2";
     state_->avx512 |= f == "+avx512f";
   }
   cpu_ = jtmb.getCPU();
+  features_ = jtmb.getFeatures().getString();
   triple_ = jtmb.getTargetTriple().str();
   state_->tm = unwrap(jtmb.createTargetMachine(), "creating the target machine");
   state_->jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(),
@@ -131,6 +145,57 @@ void Jit::optimize(llvm::Module& module, bool vector_math) {
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
   pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(module, mam);
+}
+
+std::string Jit::descriptor(bool vector_math) const {
+  // The codegen revision changes when this file's optimisation pipeline or target
+  // settings change in ways the IR does not show.
+  constexpr int kCodegenRevision = 1;
+  return fmt::format("reel {} codegen {}; llvm {}; {}; cpu {}; features {}; vector math {}", REEL_VERSION,
+                     kCodegenRevision, LLVM_VERSION_STRING, triple_, cpu_, features_, vector_math ? 1 : 0);
+}
+
+std::string Jit::emit_object(llvm::Module& module) {
+  llvm::orc::SimpleCompiler compiler(*state_->tm);
+  auto object = unwrap(compiler(module), "generating machine code");
+  return std::string(object->getBuffer());
+}
+
+Jit::Added Jit::add_object(const std::string& object, const std::string& prefix,
+                           const std::vector<std::string>& functions) {
+  auto& jit = *state_->jit;
+  auto& objects = state_->objects;
+  if (auto it = objects.find(prefix); it != objects.end()) {
+    llvm::consumeError(it->second->remove());
+    objects.erase(it);
+  }
+  llvm::orc::ResourceTrackerSP tracker = jit.getMainJITDylib().createResourceTracker();
+  auto forget = [this, tracker, prefix] {
+    auto& objects = state_->objects;
+    if (auto it = objects.find(prefix); it != objects.end() && it->second == tracker) {
+      llvm::consumeError(tracker->remove());
+      objects.erase(it);
+    }
+  };
+  if (auto e = jit.addObjectFile(tracker, llvm::MemoryBuffer::getMemBufferCopy(object, prefix))) {
+    llvm::consumeError(tracker->remove());
+    throw Error(fmt::format("compile: adding an object to the JIT: {}", message(std::move(e))));
+  }
+  objects[prefix] = tracker;
+  Added added{{}, std::shared_ptr<void>(nullptr, [this, forget](void*) {
+                std::lock_guard<std::recursive_mutex> lock(mutex_);
+                forget();
+              })};
+  for (const std::string& f : functions) {
+    auto address = jit.lookup(f);
+    if (!address) {
+      const std::string why = message(address.takeError());
+      added.handle.reset();
+      throw Error(fmt::format("compile: linking compiled kernel {}: {}", f, why));
+    }
+    added.addresses.push_back(address->toPtr<void*>());
+  }
+  return added;
 }
 
 Jit::Added Jit::add(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm::LLVMContext> context,

@@ -17,6 +17,10 @@ class Jit {
   const llvm::DataLayout& data_layout() const;
   const std::string& triple() const { return triple_; }
   const std::string& cpu() const { return cpu_; }
+  // What the code generated here depends on besides the IR: Reel's and LLVM's
+  // versions, the target, the CPU and its features, and `vector_math`. Part of the
+  // persistent code cache's key.
+  std::string descriptor(bool vector_math) const;
   // Runs LLVM's O3 pipeline for the host; with vector_math, glibc's libmvec is the
   // vector math library, so loops calling exp/log/sin/cos/pow/tanh vectorize.
   void optimize(llvm::Module& module, bool vector_math);
@@ -30,6 +34,14 @@ class Jit {
   Added add(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm::LLVMContext> context,
             const std::vector<std::string>& functions);
 
+  // The machine code of an optimised module, as a relocatable object file.
+  std::string emit_object(llvm::Module& module);
+
+  // Adds an object made by emit_object (in this process or an earlier one) whose
+  // symbols all start with `prefix`, and returns the addresses of `functions`. Throws
+  // reel::Error if it does not link (the JIT keeps nothing of it then).
+  Added add_object(const std::string& object, const std::string& prefix, const std::vector<std::string>& functions);
+
   // Compilation holds this; LLVM's pass objects are not shared across threads.
   std::recursive_mutex& mutex() { return mutex_; }
 
@@ -37,7 +49,7 @@ class Jit {
   Jit();
   struct State;
   std::unique_ptr<State> state_;
-  std::string triple_, cpu_;
+  std::string triple_, cpu_, features_;
   std::recursive_mutex mutex_;  // recursive: freeing code (which locks it) may happen under it
 };
 

@@ -4,8 +4,10 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include <atomic>
+#include <optional>
 #include <unordered_map>
 
+#include "disk_cache.hpp"
 #include "emit.hpp"
 #include "jit.hpp"
 #include "reel/compile.hpp"
@@ -55,22 +57,45 @@ std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool
   if (missing.empty()) return out;
 
   auto& jit = Jit::get();
-  auto context = std::make_unique<llvm::LLVMContext>();
-  const uint64_t id = g_module_counter++;
-  auto module = new_module(*context, fmt::format("reel_kernels_{}", id), jit.data_layout(), jit.triple());
-  std::vector<std::string> names;
-  for (std::size_t i : missing) {
-    names.push_back(fmt::format("reel_k{}_{}", id, names.size()));
-    emit_kernel(*module, kernels[i], names.back());
-  }
+  llvm::LLVMContext context;
+  auto module = new_module(context, "reel_kernels", jit.data_layout(), jit.triple());
+  for (std::size_t j = 0; j < missing.size(); ++j) emit_kernel(*module, kernels[missing[j]], fmt::format("reel_kernel_{}", j));
   verify_module(*module);
-  jit.optimize(*module, vector_math);
-  auto added = jit.add(std::move(module), std::move(context), names);
+  // Named by content: the same kernels give the same module, object file and symbols
+  // in every process, which is what the disk cache keys on.
+  std::string ir;
+  {
+    llvm::raw_string_ostream os(ir);
+    module->print(os, nullptr);
+  }
+  const std::string descriptor = fmt::format("{}; ir {} bytes {}", jit.descriptor(vector_math), ir.size(), content_hash(ir));
+  const std::string id = content_hash(descriptor);
+  std::vector<std::string> names;
+  for (std::size_t j = 0; j < missing.size(); ++j) {
+    names.push_back(fmt::format("reel_{}_{}", id, j));
+    module->getFunction(fmt::format("reel_kernel_{}", j))->setName(names.back());
+  }
+  DiskCache& disk = DiskCache::get();
+  std::optional<Jit::Added> added;
+  if (std::optional<std::string> object = disk.load(id, descriptor)) {
+    try {
+      added = jit.add_object(*object, id, names);
+      c.stats.loaded += compiled;
+    } catch (const Error&) {  // intact but unlinkable: compile it anew (and replace it)
+      disk.reject(id);
+    }
+  }
+  if (!added) {
+    jit.optimize(*module, vector_math);
+    const std::string object = jit.emit_object(*module);
+    disk.store(id, descriptor, object);
+    added = jit.add_object(object, id, names);
+  }
   for (std::size_t j = 0; j < missing.size(); ++j) {
     const std::size_t i = missing[j];
-    const auto fn = reinterpret_cast<KernelFn>(added.addresses[j]);
-    out[i] = {fn, added.handle};
-    c.entries[std::move(keys[i])] = {fn, added.handle};
+    const auto fn = reinterpret_cast<KernelFn>(added->addresses[j]);
+    out[i] = {fn, added->handle};
+    c.entries[std::move(keys[i])] = {fn, added->handle};
   }
   c.stats.compiled += compiled;
   c.stats.modules += 1;

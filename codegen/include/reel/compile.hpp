@@ -29,12 +29,37 @@ struct CompileOptions {
 // transpose is compiled once per structural key and shared by every compiled
 // function that uses it.
 struct KernelCacheStats {
-  int64_t compiled = 0;  // kernels compiled since the process started
+  int64_t compiled = 0;  // kernels not in memory when a compile needed them (built or loaded)
   int64_t hits = 0;      // kernels a compile found already compiled
-  int64_t modules = 0;   // LLVM modules built for them (one per compile that missed)
+  int64_t modules = 0;   // modules made for them (one per compile that missed)
+  int64_t loaded = 0;    // of `compiled`, kernels whose module the disk cache supplied
   int64_t cached = 0;    // kernels whose code is alive now
 };
 KernelCacheStats kernel_cache_stats();
+
+// The persistent code cache (docs/codegen.md): the kernels' optimised machine code is
+// also kept on disk, so a new process compiling the same programs skips LLVM. One
+// file per module, named by a hash of what was compiled (the module's IR), the
+// options, Reel's and LLVM's versions and the host CPU and its features. A file that
+// is truncated, corrupt (checksum) or holds another program is ignored and replaced;
+// writes are atomic (a temporary file renamed into place); the directory is kept
+// under a size bound, least recently used files removed first.
+// Where: REEL_CACHE_DIR, else $XDG_CACHE_HOME/reel, else ~/.cache/reel;
+// REEL_CACHE_DIR=off disables it. Bound: REEL_CACHE_MAX_MB (default 512).
+struct CodeCacheInfo {
+  std::string dir;        // empty when the cache is off
+  int64_t hits = 0;       // modules loaded from disk instead of compiled
+  int64_t misses = 0;     // modules looked up and not found whole (then compiled)
+  int64_t writes = 0;     // modules written
+  int64_t rejected = 0;   // files ignored: truncated, corrupt, another program's, unlinkable
+  int64_t removed = 0;    // files removed to keep the directory under max_bytes
+  int64_t bytes = 0;      // the directory's entries after the last write (0 before one)
+  int64_t max_bytes = 0;  // the bound
+};
+CodeCacheInfo code_cache_info();
+// For this process, overriding the environment: a directory, or "off" (or "") for none.
+void set_code_cache_dir(const std::string& dir);
+void set_code_cache_max_bytes(int64_t bytes);
 
 // A tape compiled to native code. Call it like the tape: f(args) -> outputs. Copies
 // share the code, which is freed when the last copy goes. It may be called from
@@ -53,7 +78,7 @@ class CompiledFunction {
   std::size_t num_steps() const;       // steps of the schedule (kernel, CBLAS and copy calls)
   bool uses_driver() const;            // runs its steps through a generated driver
   std::size_t num_kernels() const;     // distinct kernels the schedule calls
-  int kernels_compiled() const;        // of those, how many this compile had to build
+  int kernels_compiled() const;        // of those, how many were not in memory (built, or loaded from disk)
   // The optimised LLVM IR of the kernels this function calls; built when first asked.
   const std::string& llvm_ir() const;
 
