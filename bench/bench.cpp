@@ -7,7 +7,7 @@
 // kernels compiled are its own): trace, grad_tape and compile times, kernels, call
 // time, workspace against its liveness lower bound.
 //
-//   ./build/bench/reel_bench [--quick] [--no-scaling] [--out FILE]
+//   ./build/bench/reel_bench [--quick] [--no-scaling] [--cache-only] [--out FILE]
 #include <fmt/core.h>
 #include <fmt/format.h>
 #include <reel/reel.hpp>
@@ -475,9 +475,88 @@ void cache_table(bool quick) {
              signatures, before, after, h.cache_info().evictions);
 }
 
+// The MLP gradient of (d) compiled in this process, with the persistent code cache in
+// `dir`: prints the first compile's time (cold if `dir` is empty, a disk hit if an
+// earlier process filled it), a second compile's while the first is alive (the
+// in-memory kernel cache), and the disk cache's hits.
+int compile_probe(const std::string& dir) {
+  reel::set_code_cache_dir(dir);
+  reel::compile(reel::trace([](const Tensor& v) { return v * 3.0; }, reel::zeros({1})));  // JIT start-up
+  const int64_t h = 128, k = 784, o = 10, n = 100;
+  const Tensor W1 = reel::randn({h, k}, 1) * 0.05, b1 = reel::randn({h, 1}, 2);
+  const Tensor W2 = reel::randn({o, h}, 3) * 0.1, b2 = reel::randn({o, 1}, 4);
+  const Tensor x = reel::randn({k, n}, 5), y = reel::randn({o, n}, 6);
+  auto loss = [&](const Tensor& w1, const Tensor& c1, const Tensor& w2, const Tensor& c2) {
+    return reel::sum(reel::square(reel::matmul(w2, reel::tanh(reel::matmul(w1, x) + c1)) + c2 - y));
+  };
+  const int64_t hits_before = reel::code_cache_info().hits;
+  auto t0 = Clock::now();
+  const reel::Tape g = reel::grad_tape(reel::trace(loss, W1, b1, W2, b2));
+  const double trace_ms = seconds_since(t0) * 1e3;
+  t0 = Clock::now();
+  const reel::CompiledFunction first = reel::compile(g);
+  const double first_ms = seconds_since(t0) * 1e3;
+  t0 = Clock::now();
+  const reel::CompiledFunction second = reel::compile(g);
+  const double second_ms = seconds_since(t0) * 1e3;
+  const double v1 = first({W1, b1, W2, b2})[0].item(), v2 = reel::play(g, {W1, b1, W2, b2})[0].item();
+  fmt::print("{} {} {} {} {} {}\n", trace_ms, first_ms, second_ms, reel::code_cache_info().hits - hits_before,
+             first.kernels_compiled(), std::abs(v1 - v2) / std::abs(v2));
+  return 0;
+}
+
+// Cold compile, in-memory cache and disk cache (in a fresh process) for the MLP gradient.
+void disk_cache_rows(const std::string& self) {
+  struct Probe {
+    double trace_ms = 0, first_ms = 0, second_ms = 0, rel_diff = 0;
+    long hits = 0;
+    int kernels = 0;
+  };
+  auto probe = [&](const std::string& dir) {
+    const std::string cmd = fmt::format("'{}' --compile-probe '{}'", self, dir);
+    FILE* pipe = popen(cmd.c_str(), "r");
+    if (pipe == nullptr) throw std::runtime_error("cannot run " + cmd);
+    char line[512] = {};
+    const bool got = std::fgets(line, sizeof line, pipe) != nullptr;
+    if (pclose(pipe) != 0 || !got) throw std::runtime_error("failed: " + cmd);
+    Probe p;
+    std::sscanf(line, "%lf %lf %lf %ld %d %lf", &p.trace_ms, &p.first_ms, &p.second_ms, &p.hits, &p.kernels,
+                &p.rel_diff);
+    return p;
+  };
+  std::vector<double> cold, memory, disk, trace;
+  long disk_hits = 0;
+  int kernels = 0;
+  double worst = 0;
+  for (int round = 0; round < 5; ++round) {
+    const std::string dir = fmt::format("{}/reel-bench-cache-{}-{}", std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp",
+                                        getpid(), round);
+    std::system(fmt::format("rm -rf '{}'", dir).c_str());
+    const Probe a = probe(dir), b = probe(dir);
+    std::system(fmt::format("rm -rf '{}'", dir).c_str());
+    cold.push_back(a.first_ms);
+    memory.push_back(a.second_ms);
+    memory.push_back(b.second_ms);
+    disk.push_back(b.first_ms);
+    trace.push_back(a.trace_ms);
+    disk_hits += b.hits;
+    kernels = a.kernels;
+    worst = std::max({worst, a.rel_diff, b.rel_diff});
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  fmt::print("  MLP gradient (d, f64), reel::compile of its gradient tape ({} kernels), median of 5 fresh-process pairs:\n"
+             "    cold {:.2f} ms | in-memory kernel cache {:.3f} ms ({:.0f}x faster) | disk cache, fresh process {:.2f} ms "
+             "({:.1f}x faster than cold; {} of 5 loaded from disk); trace + grad_tape {:.2f} ms; max rel diff {:.1e}\n",
+             kernels, median(cold), median(memory), median(cold) / median(memory), median(disk),
+             median(cold) / median(disk), disk_hits, median(trace), worst);
+}
+
 int main(int argc, char** argv) {
   std::string out_path = REEL_BENCH_RESULTS;
-  bool scaling = true, quick = false;
+  bool scaling = true, quick = false, cache_only = false;
   std::string row_program;
   int row_steps = 0;
   for (int i = 1; i < argc; ++i) {
@@ -486,11 +565,17 @@ int main(int argc, char** argv) {
     else if (a == "--no-scaling") scaling = false;
     else if (a == "--out" && i + 1 < argc) out_path = argv[++i];
     else if (a == "--row" && i + 2 < argc) row_program = argv[++i], row_steps = std::atoi(argv[++i]);
+    else if (a == "--compile-probe" && i + 1 < argc) return compile_probe(argv[++i]);
+    else if (a == "--cache-only") cache_only = true;
     else {
-      fmt::print(stderr, "usage: reel_bench [--quick] [--no-scaling] [--out FILE]\n");
+      fmt::print(stderr, "usage: reel_bench [--quick] [--no-scaling] [--cache-only] [--out FILE]\n");
       return 2;
     }
   }
+  // Compile times here are cold ones: the persistent code cache is off (for this
+  // process and the rows' child processes) except where it is measured.
+  setenv("REEL_CACHE_DIR", "off", 1);
+  reel::set_code_cache_dir("off");
   if (!row_program.empty()) {  // one row of the scaling table, for the parent process
     const Row r = measure_row(row_program, row_steps);
     fmt::print("{} {} {} {} {} {} {} {} {} {} {}\n", r.ops, r.trace_ms, r.grad_ms, r.compile_ms, r.call_ns,
@@ -501,6 +586,11 @@ int main(int argc, char** argv) {
     const auto t0 = Clock::now();
     reel::compile(reel::trace([](const Tensor& v) { return v * 2.0; }, reel::zeros({1})));
     fmt::print("JIT start-up: {:.1f} ms, host CPU {}\n\n", seconds_since(t0) * 1e3, reel::jit_cpu());
+  }
+  if (cache_only) {  // just the cached-function and code-cache rows
+    cache_table(quick);
+    disk_cache_rows(argv[0]);
+    return 0;
   }
   std::vector<Result> results;
   results.push_back(sigmoid_sum(5, DType::f64));
@@ -538,6 +628,7 @@ int main(int argc, char** argv) {
   }
 
   cache_table(quick);
+  disk_cache_rows(argv[0]);
 
   fmt::print("\nRunning the schedule: a loop over its steps vs a generated driver function\n");
   fmt::print("{:<34} {:>7} {:>10} {:>10} {:>13} {:>16}\n", "gradient of", "steps", "loop", "driver",

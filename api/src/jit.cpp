@@ -26,21 +26,11 @@ bool log_recompiles() {
   return v != nullptr && std::string_view(v).find("recompiles") != std::string_view::npos;
 }
 
-// A key's parts (one per argument), for explaining misses.
-std::vector<std::string> parts(const std::string& key) {
-  std::vector<std::string> out(1);
-  for (std::size_t i = 0; i < key.size(); ++i) {
-    if (key[i] == '\\' && i + 1 < key.size()) {
-      out.back() += key[++i];
-    } else if (key[i] == '\x1f') {
-      out.emplace_back();
-    } else {
-      out.back() += key[i];
-    }
-  }
-  out.pop_back();  // after the last separator
-  return out;
-}
+// Lookup by string_view: a hit's key is built on the stack and never copied.
+struct KeyHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
 
 }  // namespace
 
@@ -52,11 +42,11 @@ struct Path {
   std::once_flag compiled_once;
   std::optional<CompiledFunction> compiled;  // set once, under compiled_once
   std::atomic<bool> ready{false};             // compiled is set (other threads read it after this)
-  std::atomic<uint64_t> calls{1};             // the trace was the first
+  std::atomic<uint64_t> calls{1};             // successful interpreted runs; the trace was the first
 };
 
 struct Entry {
-  std::vector<std::string> key;
+  std::vector<std::string> key;  // its parts as text, for explaining misses
   std::vector<std::shared_ptr<Path>> paths;
   std::list<std::string>::iterator recency;
 };
@@ -66,7 +56,7 @@ struct JitCore::State {
   const char* what;
   mutable std::mutex mutex;  // the map, the recency list, the counters
   std::recursive_mutex miss_mutex;  // recursive: f may call its own cached function
-  std::unordered_map<std::string, Entry> entries;
+  std::unordered_map<std::string, Entry, KeyHash, std::equal_to<>> entries;
   std::list<std::string> recency;  // most recently used first
   CacheInfo info;                  // hits are counted in `hits`, without the lock
   std::atomic<uint64_t> hits{0};
@@ -98,61 +88,85 @@ void JitCore::compile_path(Path& p) {
 
 std::unique_lock<std::recursive_mutex> JitCore::miss_lock() { return std::unique_lock<std::recursive_mutex>(s_->miss_mutex); }
 
-std::optional<JitCore::Hit> JitCore::run(const std::string& key, const std::vector<Tensor>& tensors,
-                                         bool final, std::size_t skip, std::size_t* tried,
-                                         std::string* failed_so_far) {
-  const std::string& k = key;
-  std::vector<std::shared_ptr<Path>> paths;
+std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const Tensor* const> tensors,
+                                         const Look& look) {
+  // The hit path: one lookup under the lock, and the first path (the most recently
+  // successful) tried; the others are copied out only when its guards fail.
+  std::shared_ptr<Path> first;
+  std::size_t count = 0;
   {
     std::lock_guard<std::mutex> lock(s_->mutex);
-    auto it = s_->entries.find(k);
+    auto it = s_->entries.find(key);
     if (it != s_->entries.end()) {
-      paths = it->second.paths;
-      s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
+      count = it->second.paths.size();
+      if (look.skip < count) first = it->second.paths[look.skip];
+      if (it->second.recency != s_->recency.begin()) s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
     }
   }
   std::string local;
-  std::string& failed = failed_so_far != nullptr ? *failed_so_far : local;  // the failed guards, for the log
-  if (tried != nullptr) *tried = paths.size();
-  for (std::size_t i = skip; i < paths.size(); ++i) {
-    const std::shared_ptr<Path>& p = paths[i];
+  std::string& failed = look.failed != nullptr ? *look.failed : local;  // the failed guards, for the log
+  if (look.tried != nullptr) *look.tried = count;
+  std::vector<std::shared_ptr<Path>> rest;
+  for (std::size_t i = look.skip; i < count; ++i) {
+    if (i > look.skip && rest.empty()) {  // the first failed: the others, as they are now
+      std::lock_guard<std::mutex> lock(s_->mutex);
+      auto it = s_->entries.find(key);
+      if (it == s_->entries.end()) break;
+      rest = it->second.paths;
+      count = std::min(count, rest.size());
+      if (i >= count) break;
+    }
+    const std::shared_ptr<Path> p = i == look.skip ? first : rest[i];
     try {
       const bool compiled = p->ready.load(std::memory_order_acquire);
-      std::vector<Tensor> outs = compiled ? (*p->compiled)(tensors) : play(p->tape, tensors);
-      // A path's calls count its successful runs; after its compile_after-th it is
-      // compiled, so a path whose guards fail is never compiled for nothing.
-      const uint64_t n = p->calls.fetch_add(1) + 1;
-      if (!compiled && n >= static_cast<uint64_t>(s_->options.compile_after)) compile_path(*p);
+      Hit hit{{}, p->lengths};
+      const std::size_t made = compiled ? p->compiled->num_outputs() : p->tape.outputs.size();
+      if (!look.out.empty() && look.out.size() != made)
+        throw Error(fmt::format("{}: a cached path makes {} outputs, the call expects {}", s_->what, made,
+                                look.out.size()));
+      if (compiled) {
+        if (look.out.empty()) hit.outputs.resize(made);
+        p->compiled->run(tensors, look.out.empty() ? std::span<Tensor>(hit.outputs) : look.out);
+      } else {
+        hit.outputs = play(p->tape, tensor_list(tensors));
+        if (!look.out.empty()) std::move(hit.outputs.begin(), hit.outputs.end(), look.out.begin()), hit.outputs.clear();
+        // A path's calls count its successful runs; after its compile_after-th it is
+        // compiled, so a path whose guards fail is never compiled for nothing.
+        if (p->calls.fetch_add(1) + 1 >= static_cast<uint64_t>(s_->options.compile_after)) compile_path(*p);
+      }
       s_->hits.fetch_add(1, std::memory_order_relaxed);
       if (i > 0) {  // most recently successful first: tried first next time, dropped last
         std::lock_guard<std::mutex> lock(s_->mutex);
-        auto it = s_->entries.find(k);
+        auto it = s_->entries.find(key);
         if (it != s_->entries.end()) {
           auto& ps = it->second.paths;
           auto at = std::find(ps.begin(), ps.end(), p);
           if (at != ps.end()) std::rotate(ps.begin(), at, at + 1);
         }
       }
-      return Hit{std::move(outs), p->lengths};
+      return hit;
     } catch (const GuardFailure& e) {
       if (!failed.empty()) failed += "; ";
       failed += e.what();
     }
   }
+  const bool final = look.final;
+  const std::size_t cached = count;
   if (!final) return std::nullopt;
   std::string why;
   {
     std::lock_guard<std::mutex> lock(s_->mutex);
     s_->info.misses += 1;
     if (!log_recompiles()) return std::nullopt;
-    if (!paths.empty()) {
-      why = fmt::format("a guard failed on each of the {} path{} cached for this signature: {}", paths.size(),
-                        paths.size() == 1 ? "" : "s", failed);
+    if (cached > 0) {
+      why = fmt::format("a guard failed on each of the {} path{} cached for this signature: {}", cached,
+                        cached == 1 ? "" : "s", failed);
     } else if (s_->entries.empty()) {
       why = "first call";
     } else {
       // The cached signature closest to this one (fewest differing arguments) says what is new.
-      const std::vector<std::string> mine = parts(key);
+      static const std::vector<std::string> none;
+      const std::vector<std::string>& mine = look.parts != nullptr ? *look.parts : none;
       const std::vector<std::string>* best = nullptr;
       std::size_t best_diff = SIZE_MAX;
       for (const auto& [_, e] : s_->entries) {
@@ -178,17 +192,16 @@ std::optional<JitCore::Hit> JitCore::run(const std::string& key, const std::vect
   return std::nullopt;
 }
 
-void JitCore::add(const std::string& key, Tape tape, std::vector<std::size_t> lengths) {
+void JitCore::add(std::string_view key, std::vector<std::string> parts, Tape tape, std::vector<std::size_t> lengths) {
   auto path = std::make_shared<Path>();
   path->tape = std::move(tape);
   path->lengths = std::move(lengths);
   if (s_->options.compile_after == 1) compile_path(*path);  // compiled at once: counted as the first call's
-  const std::string& k = key;
   std::lock_guard<std::mutex> lock(s_->mutex);
-  auto it = s_->entries.find(k);
+  auto it = s_->entries.find(key);
   if (it == s_->entries.end()) {
-    s_->recency.push_front(k);
-    it = s_->entries.emplace(k, Entry{parts(key), {}, s_->recency.begin()}).first;
+    s_->recency.emplace_front(key);
+    it = s_->entries.emplace(std::string(key), Entry{std::move(parts), {}, s_->recency.begin()}).first;
   } else {
     s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
   }

@@ -15,11 +15,13 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <typeinfo>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -56,62 +58,139 @@ struct CacheInfo {
 
 namespace detail {
 
-// Appends one argument's part of the key, then the separator '\x1f' (a string's own
-// '\x1f' and '\\' are escaped, so parts never run together).
+// The cache key of a call, built on the stack: each argument's part is a tag, then
+// fixed-size fields (a tensor's dtype, rank and dims; a plain value's bytes; a
+// string's length then its bytes), so parts never run together.
+class KeyBuffer {
+ public:
+  KeyBuffer() = default;
+  KeyBuffer(const KeyBuffer&) = delete;
+  KeyBuffer& operator=(const KeyBuffer&) = delete;
+  void append(const void* p, std::size_t n) {
+    if (!on_heap_ && size_ + n > kInline) heap_.assign(inline_, size_), on_heap_ = true;
+    if (on_heap_) heap_.append(static_cast<const char*>(p), n);
+    else std::memcpy(inline_ + size_, p, n);
+    size_ += n;
+  }
+  template <class T>
+  void put(const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    if (!on_heap_ && size_ + sizeof(T) <= kInline) {  // a fixed-size copy: a move instruction
+      std::memcpy(inline_ + size_, &v, sizeof(T));
+      size_ += sizeof(T);
+    } else {
+      append(&v, sizeof(T));
+    }
+  }
+  std::string_view view() const { return on_heap_ ? std::string_view(heap_) : std::string_view(inline_, size_); }
+
+ private:
+  static constexpr std::size_t kInline = 240;
+  char inline_[kInline];
+  std::size_t size_ = 0;
+  bool on_heap_ = false;
+  std::string heap_;
+};
+
 template <class T>
-void append_key(std::string& key, const T& a) {
+void append_key(KeyBuffer& key, const T& a) {
   using D = std::decay_t<T>;
-  auto out = std::back_inserter(key);
   if constexpr (std::is_same_v<D, Tensor>) {
     if (!a.defined()) throw Error("jit: an argument is an undefined tensor");
-    key += "tensor ";
-    key += dtype_name(a.dtype());
-    key += '[';
-    for (std::size_t d = 0; d < a.shape().size(); ++d) {
-      if (d) key += ',';
-      fmt::format_to(out, "{}", a.shape()[d]);
-    }
-    key += ']';
+    key.put('T');
+    key.put(static_cast<uint8_t>(a.dtype()));
+    key.put(static_cast<uint64_t>(a.shape().size()));
+    if (!a.shape().empty()) key.append(a.shape().data(), a.shape().size() * sizeof(int64_t));
   } else if constexpr (std::is_same_v<D, bool>) {
-    key += a ? "bool true" : "bool false";
+    key.put('b');
+    key.put(static_cast<uint8_t>(a));
   } else if constexpr (std::is_enum_v<D>) {  // the type too: two enums with equal values differ
-    fmt::format_to(out, "enum {} {}", typeid(D).name(), static_cast<long long>(a));
+    key.put('e');
+    const char* name = typeid(D).name();
+    key.put(std::strlen(name));
+    key.append(name, std::strlen(name));
+    key.put(static_cast<std::underlying_type_t<D>>(a));
   } else if constexpr (std::is_integral_v<D>) {  // the type too: 1 as int and as long differ
-    fmt::format_to(out, "integer {}{} {}", std::is_signed_v<D> ? 'i' : 'u', 8 * sizeof(D), a);
-  } else if constexpr (std::is_floating_point_v<D>) {
-    fmt::format_to(out, "number f{} {}", 8 * sizeof(D), a);  // shortest text that reads back as the same value
+    key.put(std::is_signed_v<D> ? 'i' : 'u');
+    key.put(a);
+  } else if constexpr (std::is_floating_point_v<D>) {  // the bits: -0.0 and 0.0 differ, as do NaNs
+    key.put('f');
+    key.put(a);
   } else if constexpr (std::is_convertible_v<const D&, std::string_view>) {
-    key += "string \"";
-    for (char c : std::string_view(a)) {
-      if (c == '\x1f' || c == '\\') key += '\\';
-      key += c;
-    }
-    key += '"';
+    const std::string_view v(a);
+    key.put('s');
+    key.put(v.size());
+    key.append(v.data(), v.size());
   } else {
     static_assert(std::is_same_v<D, Tensor>,
                   "reel::jit: arguments are Tensors, integers, doubles, bools, enums or strings; pass other values "
                   "through a lambda's capture (they become constants of the trace)");
   }
-  key += '\x1f';
 }
 
-inline bool any_traced(const std::vector<Tensor>& tensors) {
-  for (const Tensor& t : tensors)
-    if (in_active_trace(t)) return true;
-  return false;
+// An argument's part of the key as text, for explaining misses (made on misses only).
+template <class T>
+std::string describe_arg(const T& a) {
+  using D = std::decay_t<T>;
+  if constexpr (std::is_same_v<D, Tensor>) {
+    return fmt::format("tensor {}", type_str(a.dtype(), a.shape()));
+  } else if constexpr (std::is_same_v<D, bool>) {
+    return a ? "bool true" : "bool false";
+  } else if constexpr (std::is_enum_v<D>) {
+    return fmt::format("enum {} {}", typeid(D).name(), static_cast<long long>(a));
+  } else if constexpr (std::is_integral_v<D>) {
+    return fmt::format("integer {}{} {}", std::is_signed_v<D> ? 'i' : 'u', 8 * sizeof(D), a);
+  } else if constexpr (std::is_floating_point_v<D>) {
+    return fmt::format("number f{} {}", 8 * sizeof(D), a);  // shortest text that reads back as the same value
+  } else {
+    return fmt::format("string \"{}\"", std::string_view(a));
+  }
 }
 
 template <class... A>
-std::string make_key(const A&... args) {
-  std::string key;
-  key.reserve(32 * sizeof...(A));
-  (append_key(key, args), ...);
-  return key;
+std::vector<std::string> describe_args(const A&... args) {
+  return {describe_arg(args)...};
 }
 
-template <class T>
-void push_tensor(std::vector<Tensor>& out, const T& a) {
-  if constexpr (std::is_same_v<std::decay_t<T>, Tensor>) out.push_back(a);
+// The tensor arguments of a call, by pointer, in order.
+template <class... A>
+constexpr std::size_t count_tensors() {
+  return (std::size_t{std::is_same_v<std::decay_t<A>, Tensor>} + ... + 0);
+}
+template <class... A>
+std::array<const Tensor*, count_tensors<A...>()> tensor_pointers(const A&... args) {
+  std::array<const Tensor*, count_tensors<A...>()> out{};
+  std::size_t at = 0;
+  auto one = [&](const auto& a) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(a)>, Tensor>) out[at++] = &a;
+  };
+  (one(args), ...);
+  return out;
+}
+
+inline bool any_traced(std::span<const Tensor* const> tensors) {
+  for (const Tensor* t : tensors)
+    if (in_active_trace(*t)) return true;
+  return false;
+}
+
+inline std::vector<Tensor> tensor_list(std::span<const Tensor* const> tensors) {
+  std::vector<Tensor> out;
+  out.reserve(tensors.size());
+  for (const Tensor* t : tensors) out.push_back(*t);
+  return out;
+}
+
+// A gradient tape's outputs (the value, one gradient per tensor argument) into place.
+inline void move_outputs(std::vector<Tensor> from, std::span<Tensor> to) {
+  if (from.size() != to.size())
+    throw Error(fmt::format("simplegrad: the gradient tape made {} outputs, expected {}", from.size(), to.size()));
+  std::move(from.begin(), from.end(), to.begin());
+}
+
+template <class... A>
+void make_key(KeyBuffer& key, const A&... args) {
+  (append_key(key, args), ...);
 }
 
 // A result's tensors as a list, with the lengths of its vectors in order.
@@ -130,12 +209,14 @@ void flatten(const R& r, std::vector<Tensor>& out, std::vector<std::size_t>& len
 }
 
 template <class R>
-R rebuild(const std::vector<Tensor>& in, std::size_t& pos, const std::vector<std::size_t>& lengths, std::size_t& vec) {
+R rebuild(std::vector<Tensor>& in, std::size_t& pos, const std::vector<std::size_t>& lengths, std::size_t& vec) {
   if constexpr (std::is_same_v<R, Tensor>) {
-    return in.at(pos++);
+    return std::move(in.at(pos++));
   } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
     const std::size_t n = lengths.at(vec++);
-    std::vector<Tensor> v(in.begin() + static_cast<std::ptrdiff_t>(pos), in.begin() + static_cast<std::ptrdiff_t>(pos + n));
+    if (pos + n > in.size()) throw Error("jit: a cached path made fewer outputs than its result needs");
+    std::vector<Tensor> v(std::make_move_iterator(in.begin() + static_cast<std::ptrdiff_t>(pos)),
+                          std::make_move_iterator(in.begin() + static_cast<std::ptrdiff_t>(pos + n)));
     pos += n;
     return v;
   } else {
@@ -156,14 +237,23 @@ class JitCore {
   };
   // Runs a path cached for this signature; nullopt for a miss. A final look (made
   // holding miss_lock, just before tracing) counts the miss and, under
-  // REEL_LOG=recompiles, prints its reason.
+  // REEL_LOG=recompiles, prints its reason (`parts`: the key's parts as text).
   // The final look skips the first `skip` paths (tried by the first look of the same
   // call); `tried` receives how many paths a look tried.
   // `failed` collects the failed guards' messages across both looks (for the log).
-  std::optional<Hit> run(const std::string& key, const std::vector<Tensor>& tensors, bool final = false,
-                         std::size_t skip = 0, std::size_t* tried = nullptr, std::string* failed = nullptr);
+  // With `out` set (the caller knows how many outputs its paths make), the outputs
+  // are written there and the hit's `outputs` stay empty: no vector on a hit.
+  struct Look {
+    std::span<Tensor> out = {};
+    bool final = false;
+    std::size_t skip = 0;
+    std::size_t* tried = nullptr;
+    std::string* failed = nullptr;
+    const std::vector<std::string>* parts = nullptr;
+  };
+  std::optional<Hit> run(std::string_view key, std::span<const Tensor* const> tensors, const Look& look);
   // Adds a newly traced path (its tape already run once: the trace) for the signature.
-  void add(const std::string& key, Tape tape, std::vector<std::size_t> lengths);
+  void add(std::string_view key, std::vector<std::string> parts, Tape tape, std::vector<std::size_t> lengths);
   // Held while a miss traces, so that a signature missed on several threads at once is
   // traced and compiled once (the others find it when they get the lock).
   std::unique_lock<std::recursive_mutex> miss_lock();
@@ -186,17 +276,25 @@ class JitFunction {
   template <class... A>
   auto operator()(const A&... args) const {
     using R = std::decay_t<std::invoke_result_t<const F&, const A&...>>;
-    std::vector<Tensor> tensors;
-    (detail::push_tensor(tensors, args), ...);
+    const auto tensors = detail::tensor_pointers(args...);
     // Called inside another trace (a jit function calling one, reel::grad of one): no
     // cache; f runs as it is, so the outer trace records its operations and guards.
     if (detail::any_traced(tensors)) return f_(args...);
-    const std::string key = detail::make_key(args...);
+    detail::KeyBuffer key;
+    detail::make_key(key, args...);
     std::size_t tried = 0;
     std::string failed;
-    if (auto hit = core_->run(key, tensors, false, 0, &tried, &failed)) return rebuilt<R>(*hit);
+    if constexpr (std::is_same_v<R, Tensor>) {  // one output: no vector on a hit
+      Tensor out;
+      if (core_->run(key.view(), tensors, {.out = std::span<Tensor>(&out, 1), .tried = &tried, .failed = &failed}))
+        return out;
+    } else if (auto hit = core_->run(key.view(), tensors, {.tried = &tried, .failed = &failed})) {
+      return rebuilt<R>(*hit);
+    }
     const auto lock = core_->miss_lock();
-    if (auto hit = core_->run(key, tensors, true, tried, nullptr, &failed)) return rebuilt<R>(*hit);  // another thread traced it
+    std::vector<std::string> parts = detail::describe_args(args...);
+    if (auto hit = core_->run(key.view(), tensors, {.final = true, .skip = tried, .failed = &failed, .parts = &parts}))
+      return rebuilt<R>(*hit);  // another thread traced it
     R result = [&] {
       detail::TraceScope scope(false, /*value_guards=*/true);
       std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
@@ -204,7 +302,7 @@ class JitFunction {
       detail::JitCore::Hit flat;
       detail::flatten(r, flat.outputs, flat.lengths);
       for (const Tensor& t : flat.outputs) scope.output(t);
-      core_->add(key, scope.finish(), flat.lengths);
+      core_->add(key.view(), std::move(parts), scope.finish(), flat.lengths);
       for (Tensor& t : flat.outputs) t.clear_trace_tags();
       return rebuilt<R>(flat);
     }();
@@ -215,7 +313,7 @@ class JitFunction {
 
  private:
   template <class R>
-  static R rebuilt(const detail::JitCore::Hit& h) {
+  static R rebuilt(detail::JitCore::Hit& h) {
     std::size_t pos = 0, vec = 0;
     return detail::rebuild<R>(h.outputs, pos, h.lengths, vec);
   }
@@ -238,21 +336,29 @@ class CachedGrad {
 
   template <class... A>
   std::array<Tensor, sizeof...(A) + 1> operator()(const A&... args) const {
-    std::vector<Tensor> tensors;
-    (detail::push_tensor(tensors, args), ...);
-    std::optional<detail::JitCore::Hit> hit;
-    std::string key;
+    constexpr std::size_t T = detail::count_tensors<A...>();
+    const auto tensors = detail::tensor_pointers(args...);
+    // The value and the tensor arguments' gradients; written straight into the result
+    // when every argument is a tensor.
+    std::array<Tensor, sizeof...(A) + 1> result;
+    std::array<Tensor, T + 1> spare;
+    const std::span<Tensor> outs = T == sizeof...(A) ? std::span<Tensor>(result.data(), T + 1) : std::span<Tensor>(spare);
+    bool hit = false;
+    detail::KeyBuffer key;
     std::size_t tried = 0;
     std::string failed;
     if (detail::any_traced(tensors)) {  // inside another trace: no cache, recorded on it
-      hit = detail::JitCore::Hit{play(grad_tape(trace(f_, args...)), tensors), {}};
+      detail::move_outputs(play(grad_tape(trace(f_, args...)), detail::tensor_list(tensors)), outs);
+      hit = true;
     } else {
-      key = detail::make_key(args...);
-      hit = core_->run(key, tensors, false, 0, &tried, &failed);
+      detail::make_key(key, args...);
+      hit = core_->run(key.view(), tensors, {.out = outs, .tried = &tried, .failed = &failed}).has_value();
     }
     if (!hit) {
       const auto lock = core_->miss_lock();
-      hit = core_->run(key, tensors, true, tried, nullptr, &failed);
+      std::vector<std::string> parts = detail::describe_args(args...);
+      hit = core_->run(key.view(), tensors, {.out = outs, .final = true, .skip = tried, .failed = &failed, .parts = &parts})
+                .has_value();
       if (!hit) {
         Tape g = grad_tape([&] {
           detail::TraceScope scope(false, /*value_guards=*/true);
@@ -260,16 +366,16 @@ class CachedGrad {
           detail::collect_outputs(scope, std::apply(f_, wrapped));
           return scope.finish();
         }());
-        std::vector<Tensor> outs = play(g, tensors);  // the first call is interpreted
-        core_->add(key, std::move(g), {});
-        hit = detail::JitCore::Hit{std::move(outs), {}};
+        std::vector<Tensor> v = play(g, detail::tensor_list(tensors));  // the first call is interpreted
+        core_->add(key.view(), std::move(parts), std::move(g), {});
+        detail::move_outputs(std::move(v), outs);
       }
     }
-    // Spread the tensor arguments' gradients over all argument positions.
-    std::array<Tensor, sizeof...(A) + 1> result;
-    result[0] = hit->outputs.at(0);
-    std::size_t next = 1, at = 1;
-    ((result[at++] = std::is_same_v<std::decay_t<A>, Tensor> ? hit->outputs.at(next++) : Tensor()), ...);
+    if constexpr (T != sizeof...(A)) {  // spread the gradients over all argument positions
+      result[0] = std::move(spare[0]);
+      std::size_t next = 1, at = 1;
+      ((result[at++] = std::is_same_v<std::decay_t<A>, Tensor> ? std::move(spare[next++]) : Tensor()), ...);
+    }
     return result;
   }
 
