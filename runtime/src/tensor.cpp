@@ -1,5 +1,7 @@
 #include "reel/tensor.hpp"
 
+#include <cstring>
+
 #include "storage.hpp"
 
 #include <fmt/format.h>
@@ -128,7 +130,30 @@ Tensor Tensor::reshaped(Shape shape) const {
   Tensor t = *this;
   t.shape_ = std::move(shape);
   t.tags_.clear();
+  t.track_.reset();
   return t;
+}
+
+bool Tensor::is_param() const { return track_ != nullptr && track_->param; }
+
+Tensor Tensor::grad() const {
+  if (!is_param())
+    throw Error(fmt::format("grad: expected a param (made by reel::param), got {} {}",
+                            is_tracked() ? "a tensor computed from params" : "a plain tensor",
+                            defined() ? type_str(dtype_, shape_) : "(undefined)"));
+  if (!track_->grad.defined()) {
+    Tensor z(dtype_, shape_);
+    if (z.nbytes() > 0) std::memset(z.mutable_raw(), 0, z.nbytes());
+    return z;
+  }
+  return track_->grad;
+}
+
+void Tensor::zero_grad() {
+  if (!is_param())
+    throw Error(fmt::format("zero_grad: expected a param (made by reel::param), got {}",
+                            is_tracked() ? "a tensor computed from params" : "a plain tensor"));
+  track_->grad = Tensor();
 }
 
 Tensor tensor(const std::vector<double>& values) {

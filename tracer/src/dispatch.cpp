@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "reel/ir/tape.hpp"
+#include "reel/track.hpp"
 #include "trace_state.hpp"
 
 namespace reel {
@@ -26,6 +27,7 @@ template <class F>
 auto untraced(F f) {
   std::vector<detail::Trace*> paused;
   paused.swap(detail::active_traces());
+  const detail::TrackingPause no_tracking;
   struct Resume {
     std::vector<detail::Trace*>& paused;
     ~Resume() { paused.swap(detail::active_traces()); }
@@ -39,6 +41,7 @@ void check_result(const Primitive& prim, Tensor& out, const VarType& want, int i
                             out.defined() ? type_str(out.dtype(), out.shape()) : "undefined",
                             index >= 0 ? fmt::format(" for result {}", index + 1) : "", type_str(want)));
   out.clear_trace_tags();
+  out.set_track_node(nullptr);  // an eager function may hand back a tracked argument
 }
 
 // Records the call on every active trace that one of the inputs belongs to and tags
@@ -59,6 +62,13 @@ void record(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& 
   }
 }
 
+// Records the call for reel::back when an argument is a param or computed from one.
+void track(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> outs) {
+  bool tracked = false;
+  for (const Tensor& in : inputs) tracked = tracked || in.is_tracked();
+  if (tracked && !detail::tracking_paused()) detail::track_call(prim, inputs, attrs, outs);
+}
+
 }  // namespace
 
 Tensor apply(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs) {
@@ -70,6 +80,7 @@ Tensor apply(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs)
   Tensor out = untraced([&] { return prim.eager(inputs, attrs); });
   check_result(prim, out, type, -1);
   record(prim, inputs, attrs, std::span<Tensor>(&out, 1));
+  track(prim, inputs, attrs, std::span<Tensor>(&out, 1));
   return out;
 }
 
@@ -84,6 +95,7 @@ std::vector<Tensor> apply_results(const Primitive& prim, std::span<const Tensor>
                             outs.size(), results.size()));
   for (std::size_t i = 0; i < outs.size(); ++i) check_result(prim, outs[i], results[i], static_cast<int>(i));
   record(prim, inputs, attrs, outs);
+  track(prim, inputs, attrs, outs);
   return outs;
 }
 

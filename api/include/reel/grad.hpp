@@ -4,6 +4,7 @@
 // are cheapest that way; reel::simplegrad compiles for gradients asked for again).
 #include <array>
 #include <span>
+#include <tuple>
 #include <utility>
 #include <type_traits>
 #include <vector>
@@ -21,13 +22,12 @@ struct GradResult {
 
 namespace detail {
 
+// Every tensor of the arguments (in structs and containers too), in walk order: the
+// traced tape's inputs.
 template <class... Args>
 std::vector<Tensor> tensor_args(const Args&... args) {
   std::vector<Tensor> out;
-  auto add = [&](const auto& a) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(a)>, Tensor>) out.push_back(a);
-  };
-  (add(args), ...);
+  (for_each_tensor(args, [&](const Tensor& t) { out.push_back(t); }), ...);
   return out;
 }
 
@@ -62,13 +62,62 @@ Tape own_gradients(const Tape& gradient_tape, std::size_t num_args);
 
 }  // namespace detail
 
+// The gradient of an argument that holds no tensors.
+struct NoGradient {};
+
+template <class T>
+using gradient_type = std::conditional_t<detail::may_hold_tensors<T>(), T, NoGradient>;
+
+// The value of f and the gradients of its arguments (Yota's GradientResult).
+template <class... G>
+struct WithGradient {
+  Tensor value;
+  std::tuple<G...> grad;
+};
+
+namespace detail {
+
+// An argument's gradient rebuilt from the flat gradients (walk order), from `next` on.
+template <class T>
+gradient_type<T> rebuild_gradient(const T& arg, const std::vector<Tensor>& flat, std::size_t& next) {
+  if constexpr (may_hold_tensors<T>()) {
+    T g = arg;
+    for_each_tensor(g, [&](Tensor& t) { t = flat.at(next++); });
+    return g;
+  } else {
+    return NoGradient{};
+  }
+}
+
+// outs = [value, the flat gradients of all arguments].
+template <class... A>
+WithGradient<gradient_type<A>...> gradients_of(const std::vector<Tensor>& outs, const A&... args) {
+  std::size_t next = 1;
+  // Braced initialisation evaluates left to right, in walk order.
+  return {outs.at(0), std::tuple<gradient_type<A>...>{rebuild_gradient(args, outs, next)...}};
+}
+
+template <class... A>
+constexpr bool only_tensors_and_plain() {
+  return ((std::is_same_v<A, Tensor> || !may_hold_tensors<A>()) && ...);
+}
+
+}  // namespace detail
+
+// With tensor and plain arguments: a GradResult (.value, .grads: one tensor per
+// argument, undefined for plain ones). With a struct or container argument
+// (reel/fields.hpp): what reel::withgradient returns (.value, .grad: a tuple with
+// each argument's gradient of its own type).
 template <class F, class... Args>
-GradResult grad(F&& f, const Args&... args) {
+auto grad(F&& f, const Args&... args) {
   const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
   std::vector<Tensor> in = detail::tensor_args(args...);
   const Tape g = detail::own_gradients(grad_tape(t.tape), in.size());
   in.insert(in.end(), t.captured.begin(), t.captured.end());
-  return detail::spread_grads<Args...>(play(g, in));
+  if constexpr (detail::only_tensors_and_plain<Args...>())
+    return detail::spread_grads<Args...>(play(g, in));
+  else
+    return detail::gradients_of(play(g, in), args...);
 }
 
 // Vector-Jacobian product for a function with a non-scalar output: the gradients of

@@ -13,6 +13,10 @@
 
 namespace reel {
 
+namespace detail {
+struct TrackNode;
+}
+
 // While a function is traced, tensors carry tags saying which tape variable they are
 // in which active trace. The runtime only stores them; the tracer gives them meaning.
 struct TraceTag {
@@ -61,12 +65,26 @@ class Tensor {
   void add_trace_tag(TraceTag tag) { tags_.push_back(tag); }
   void clear_trace_tags() { tags_.clear(); }
 
+  // Tracker's tracked parameters (reel::param, reel::back; see reel/track.hpp). A
+  // param's gradient accumulated by reel::back (zeros before the first), and clearing
+  // it; both are a reel::Error for a tensor that is not a param. Copies of a param are
+  // the same param.
+  Tensor grad() const;
+  void zero_grad();
+  bool is_param() const;
+  // A param, or computed from one outside any trace: its operations are recorded
+  // for reel::back. The node is the tracer's; the runtime only stores it.
+  bool is_tracked() const { return track_ != nullptr; }
+  const std::shared_ptr<detail::TrackNode>& track_node() const { return track_; }
+  void set_track_node(std::shared_ptr<detail::TrackNode> node) { track_ = std::move(node); }
+
  private:
   std::shared_ptr<void> storage_;
   DType dtype_ = DType::f64;
   Shape shape_;
   int64_t numel_ = 0;
   std::vector<TraceTag> tags_;
+  std::shared_ptr<detail::TrackNode> track_;
   double first_value() const;  // element 0 as a double, recording nothing
 };
 
@@ -88,6 +106,14 @@ Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::f64);   // U
 void release_cached_memory();
 
 namespace detail {
+// What a tracked tensor refers to: for a param, its accumulated gradient; the tracer
+// derives the nodes of recorded operations from it.
+struct TrackNode {
+  virtual ~TrackNode() = default;
+  bool param = false;
+  Tensor grad;  // a param's, undefined until the first reel::back reaches it
+};
+
 // Whether a tensor belongs to a trace active on this thread. The tracer installs the
 // answer when its first trace starts (before that, no tensor can be traced), so that
 // code below the tracer, such as compiled functions, can refuse traced tensors

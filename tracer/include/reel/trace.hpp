@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "reel/fields.hpp"
 #include "reel/ir/tape.hpp"
 
 namespace reel {
@@ -41,10 +42,20 @@ class TraceScope {
   Tape finish();
   const std::vector<Tensor>& captured() const;
 
+  // A tensor argument becomes an input; a struct or container of tensors (listed
+  // with REEL_FIELDS, reel/fields.hpp) a copy whose tensors are inputs, in walk order;
+  // anything else is passed on as it is.
   template <class T>
   decltype(auto) wrap(const T& arg) {
-    if constexpr (std::is_same_v<std::decay_t<T>, Tensor>) return input(arg);
-    else return (arg);
+    if constexpr (std::is_same_v<std::decay_t<T>, Tensor>) {
+      return input(arg);
+    } else if constexpr (may_hold_tensors<T>()) {
+      T copy = arg;
+      for_each_tensor(copy, [&](Tensor& t) { t = input(t); });
+      return copy;
+    } else {
+      return (arg);
+    }
   }
 
  private:

@@ -1,0 +1,113 @@
+#include "reel/tracker.hpp"
+
+#include <fmt/format.h>
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "reel/ir/builder.hpp"
+#include "reel/ops.hpp"
+#include "reel/passes.hpp"
+#include "reel/play.hpp"
+
+namespace reel {
+
+namespace {
+
+using detail::OpNode;
+using detail::TrackedCall;
+using detail::TrackNode;
+
+const OpNode* op_node(const Tensor& t) { return dynamic_cast<const OpNode*>(t.track_node().get()); }
+
+Tensor untracked(const Tensor& t) {
+  Tensor u = t;
+  u.set_track_node(nullptr);
+  u.clear_trace_tags();
+  return u;
+}
+
+void back_impl(const Tensor& y, const Tensor& seed) {
+  // The recorded calls y depends on, in an order where each follows its arguments
+  // (an iterative depth-first walk: recorded chains may be very long), and the params.
+  std::vector<const TrackedCall*> order;
+  std::vector<Tensor> params;  // one tensor per distinct param node, in order of discovery
+  std::unordered_set<const TrackNode*> seen_params;
+  std::unordered_set<const TrackedCall*> visited;
+  auto note_param = [&](const Tensor& t) {
+    if (seen_params.insert(t.track_node().get()).second) params.push_back(t);
+  };
+  struct Frame {
+    const TrackedCall* call;
+    std::size_t next = 0;
+  };
+  std::vector<Frame> stack;
+  auto visit = [&](const Tensor& t) {
+    if (t.is_param()) note_param(t);
+    else if (const OpNode* n = op_node(t); n != nullptr && visited.insert(n->call.get()).second)
+      stack.push_back({n->call.get()});
+  };
+  visit(y);
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    if (f.next < f.call->args.size()) {
+      const Tensor& a = f.call->args[f.next++];
+      visit(a);  // may grow the stack (f is not used after)
+      continue;
+    }
+    order.push_back(f.call);
+    stack.pop_back();
+  }
+  if (params.empty()) throw Error("back: y depends on no param (make them with reel::param)");
+
+  // The tape: params as inputs, the calls, y as the output.
+  TapeBuilder b;
+  std::unordered_map<const TrackNode*, Var> param_vars;
+  for (const Tensor& p : params) param_vars[p.track_node().get()] = b.input({p.dtype(), p.shape()});
+  std::unordered_map<const TrackedCall*, std::vector<Var>> results;
+  auto var_of = [&](const Tensor& t) -> Var {
+    if (t.is_param()) return param_vars.at(t.track_node().get());
+    if (const OpNode* n = op_node(t)) return results.at(n->call.get()).at(n->index);
+    return b.constant(untracked(t));
+  };
+  for (const TrackedCall* c : order) {
+    std::vector<Var> args;
+    args.reserve(c->args.size());
+    for (const Tensor& a : c->args) args.push_back(var_of(a));
+    if (c->results == 1) results[c] = {b.call(*c->prim, std::move(args), c->attrs)};
+    else results[c] = b.call_results(*c->prim, std::move(args), c->attrs);
+  }
+  b.set_outputs({var_of(y)});
+  const Tape g = vjp_tape(b.finish());
+
+  std::vector<Tensor> in;
+  in.reserve(params.size() + 1);
+  for (const Tensor& p : params) in.push_back(untracked(p));
+  in.push_back(untracked(seed));
+  const std::vector<Tensor> out = play(g, in);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    TrackNode& leaf = *params[i].track_node();
+    const Tensor& d = out.at(i + 1);
+    leaf.grad = leaf.grad.defined() ? untracked(add(leaf.grad, d)) : untracked(d);
+  }
+}
+
+}  // namespace
+
+void back(const Tensor& y) {
+  if (!y.defined()) throw Error("back: expected a tensor computed from params, got an undefined tensor");
+  if (y.numel() != 1)
+    throw Error(fmt::format("back: expected a one-element y (or a seed: back(y, seed)), got {}",
+                            type_str(y.dtype(), y.shape())));
+  back_impl(y, ones(y.shape(), y.dtype()));
+}
+
+void back(const Tensor& y, const Tensor& seed) {
+  if (!y.defined()) throw Error("back: expected a tensor computed from params, got an undefined tensor");
+  if (!seed.defined() || seed.dtype() != y.dtype() || seed.shape() != y.shape())
+    throw Error(fmt::format("back: expected a seed of y's type {}, got {}", type_str(y.dtype(), y.shape()),
+                            seed.defined() ? type_str(seed.dtype(), seed.shape()) : "an undefined tensor"));
+  back_impl(y, seed);
+}
+
+}  // namespace reel

@@ -1,0 +1,227 @@
+#pragma once
+// Structs of tensors: a user type becomes differentiable by listing its fields once,
+// after its definition, at namespace scope in its own namespace:
+//
+//   struct Linear { Tensor W, b; };
+//   REEL_FIELDS(Linear, W, b)
+//
+// Listed fields may be tensors, other listed structs, std::vector, std::array,
+// std::pair, std::tuple, std::optional and std::map<std::string, T> of them, and
+// plain values (numbers, enums, strings, std::function, pointers), which are carried
+// along untouched. A type that is none of these is a compile-time error saying how to
+// make it differentiable (REEL_FIELDS) or declare it plain (REEL_PLAIN(Type)).
+//
+// Each tensor in such a value has a path: "W", "layers.0.weight", "blocks.conv.b"
+// (field names, indices, map keys, joined by dots), the field paths of Yota's
+// GradientResult. Tracing, reel::grad/gradient/withgradient, reel::simplegrad and
+// reel::jit walk arguments in this order.
+#include <array>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "reel/tensor.hpp"
+
+namespace reel {
+
+// Specialise (or use REEL_PLAIN) to declare a type a plain value: carried along
+// untouched, holding no tensors.
+template <class T>
+struct plain_type : std::false_type {};
+
+namespace detail {
+
+template <class S, class M>
+struct Field {
+  const char* name;
+  M S::*member;
+};
+
+template <class T>
+concept Described = requires { reel_fields(static_cast<const T*>(nullptr)); };
+
+template <class T> struct is_std_vector : std::false_type {};
+template <class E, class A> struct is_std_vector<std::vector<E, A>> : std::true_type {};
+template <class T> struct is_std_array : std::false_type {};
+template <class E, std::size_t N> struct is_std_array<std::array<E, N>> : std::true_type {};
+template <class T> struct is_std_tuple : std::false_type {};
+template <class... E> struct is_std_tuple<std::tuple<E...>> : std::true_type {};
+template <class A, class B> struct is_std_tuple<std::pair<A, B>> : std::true_type {};
+template <class T> struct is_std_optional : std::false_type {};
+template <class E> struct is_std_optional<std::optional<E>> : std::true_type {};
+template <class T> struct is_string_map : std::false_type {};
+template <class E, class C, class A> struct is_string_map<std::map<std::string, E, C, A>> : std::true_type {};
+template <class T> struct is_std_function : std::false_type {};
+template <class F> struct is_std_function<std::function<F>> : std::true_type {};
+
+template <class T>
+constexpr bool is_plain_v = std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_pointer_v<T> ||
+                            std::is_member_pointer_v<T> || std::is_same_v<T, std::string> ||
+                            std::is_same_v<T, std::string_view> || std::is_same_v<T, std::nullptr_t> ||
+                            is_std_function<T>::value || plain_type<T>::value;
+
+// What a type is to the walk; `unknown` is a compile-time error where it is walked.
+enum class Kind { tensor, described, sequence, tuple, optional, string_map, plain, unknown };
+
+template <class T>
+constexpr Kind kind_of() {
+  using D = std::remove_cv_t<T>;
+  if constexpr (std::is_same_v<D, Tensor>) return Kind::tensor;
+  else if constexpr (Described<D>) return Kind::described;
+  else if constexpr (is_plain_v<D>) return Kind::plain;
+  else if constexpr (is_std_vector<D>::value || is_std_array<D>::value) return Kind::sequence;
+  else if constexpr (is_std_tuple<D>::value) return Kind::tuple;
+  else if constexpr (is_std_optional<D>::value) return Kind::optional;
+  else if constexpr (is_string_map<D>::value) return Kind::string_map;
+  else return Kind::unknown;
+}
+
+// Whether a value of type T may hold tensors (a tensor, a listed struct, or a
+// container of such): arguments that may are differentiable; the others are plain.
+template <class T>
+constexpr bool may_hold_tensors() {
+  using D = std::remove_cv_t<T>;
+  constexpr Kind k = kind_of<D>();
+  if constexpr (k == Kind::tensor || k == Kind::described) return true;
+  else if constexpr (k == Kind::sequence || k == Kind::optional) return may_hold_tensors<typename D::value_type>();
+  else if constexpr (k == Kind::string_map) return may_hold_tensors<typename D::mapped_type>();
+  else if constexpr (k == Kind::tuple)
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return (may_hold_tensors<std::tuple_element_t<I, D>>() || ...);
+    }(std::make_index_sequence<std::tuple_size_v<D>>{});
+  else if constexpr (k == Kind::plain) return false;
+  else return true;  // unknown: reported by the walk
+}
+
+template <class T>
+inline constexpr bool always_false = false;
+
+// Paths are built only when asked for.
+struct NoFieldPath {
+  void push(std::string_view) {}
+  void pop() {}
+  const std::string& str() const {
+    static const std::string empty;
+    return empty;
+  }
+};
+class FieldPath {
+ public:
+  void push(std::string_view part) {
+    sizes_.push_back(path_.size());
+    if (!path_.empty()) path_ += '.';
+    path_ += part;
+  }
+  void pop() {
+    path_.resize(sizes_.back());
+    sizes_.pop_back();
+  }
+  const std::string& str() const { return path_; }
+
+ private:
+  std::string path_;
+  std::vector<std::size_t> sizes_;
+};
+
+// Calls fn(tensor, path) for each tensor in x, in order (x const or not: fn gets
+// `const Tensor&` or `Tensor&` accordingly).
+template <class T, class P, class Fn>
+void walk(T& x, P& path, Fn& fn) {
+  using D = std::remove_cv_t<T>;
+  constexpr Kind k = kind_of<D>();
+  if constexpr (k == Kind::plain || (k != Kind::unknown && !may_hold_tensors<D>())) {
+    // Holds no tensor (a number, a std::vector<int>, ...): a visitor may want it (the
+    // cache key of reel::jit), the others skip it.
+    if constexpr (requires { fn.plain(x); }) fn.plain(x);
+  } else if constexpr (k == Kind::tensor) {
+    fn(x, path.str());
+  } else if constexpr (k == Kind::described) {
+    std::apply(
+        [&](const auto&... field) {
+          ((path.push(field.name), walk(x.*(field.member), path, fn), path.pop()), ...);
+        },
+        reel_fields(static_cast<const D*>(nullptr)));
+  } else if constexpr (k == Kind::sequence) {
+    std::size_t i = 0;
+    for (auto& e : x) {
+      path.push(std::to_string(i++));
+      walk(e, path, fn);
+      path.pop();
+    }
+  } else if constexpr (k == Kind::tuple) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      ((path.push(std::to_string(I)), walk(std::get<I>(x), path, fn), path.pop()), ...);
+    }(std::make_index_sequence<std::tuple_size_v<D>>{});
+  } else if constexpr (k == Kind::optional) {
+    if (x.has_value()) walk(*x, path, fn);
+  } else if constexpr (k == Kind::string_map) {
+    for (auto& [key, e] : x) {
+      path.push(key);
+      walk(e, path, fn);
+      path.pop();
+    }
+  } else {
+    static_assert(always_false<D>,
+                  "reel: this type is not differentiable: list its fields once after its definition with "
+                  "REEL_FIELDS(Type, field1, field2, ...) (tensor fields get gradients, other fields are carried "
+                  "along), or declare it a plain value with REEL_PLAIN(Type)");
+  }
+}
+
+}  // namespace detail
+
+// Calls fn(tensor) for each tensor in x, in walk order.
+template <class T, class Fn>
+void for_each_tensor(T& x, Fn&& fn) {
+  detail::NoFieldPath path;
+  auto f = [&](auto& t, const std::string&) { fn(t); };
+  detail::walk(x, path, f);
+}
+
+// The (path, tensor) pairs of x: ("layers.0.weight", ...); a lone tensor's path is "".
+template <class T>
+std::vector<std::pair<std::string, Tensor>> named_tensors(const T& x) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  detail::FieldPath path;
+  auto f = [&](const Tensor& t, const std::string& p) { out.emplace_back(p, t); };
+  detail::walk(x, path, f);
+  return out;
+}
+
+// The tensors of x, in walk order.
+template <class T>
+std::vector<Tensor> tensors_of(const T& x) {
+  std::vector<Tensor> out;
+  for_each_tensor(x, [&](const Tensor& t) { out.push_back(t); });
+  return out;
+}
+
+}  // namespace reel
+
+// REEL_FIELDS(Type, field...): see the top of this file. Up to 256 fields.
+#define REEL_DETAIL_PARENS ()
+#define REEL_DETAIL_EXPAND(...) REEL_DETAIL_EXPAND4(REEL_DETAIL_EXPAND4(REEL_DETAIL_EXPAND4(REEL_DETAIL_EXPAND4(__VA_ARGS__))))
+#define REEL_DETAIL_EXPAND4(...) REEL_DETAIL_EXPAND3(REEL_DETAIL_EXPAND3(REEL_DETAIL_EXPAND3(REEL_DETAIL_EXPAND3(__VA_ARGS__))))
+#define REEL_DETAIL_EXPAND3(...) REEL_DETAIL_EXPAND2(REEL_DETAIL_EXPAND2(REEL_DETAIL_EXPAND2(REEL_DETAIL_EXPAND2(__VA_ARGS__))))
+#define REEL_DETAIL_EXPAND2(...) REEL_DETAIL_EXPAND1(REEL_DETAIL_EXPAND1(REEL_DETAIL_EXPAND1(REEL_DETAIL_EXPAND1(__VA_ARGS__))))
+#define REEL_DETAIL_EXPAND1(...) __VA_ARGS__
+#define REEL_DETAIL_FOR_EACH(macro, T, ...) __VA_OPT__(REEL_DETAIL_EXPAND(REEL_DETAIL_FOR_EACH_STEP(macro, T, __VA_ARGS__)))
+#define REEL_DETAIL_FOR_EACH_STEP(macro, T, a, ...) \
+  macro(T, a) __VA_OPT__(, REEL_DETAIL_FOR_EACH_AGAIN REEL_DETAIL_PARENS(macro, T, __VA_ARGS__))
+#define REEL_DETAIL_FOR_EACH_AGAIN() REEL_DETAIL_FOR_EACH_STEP
+#define REEL_DETAIL_FIELD(T, f) ::reel::detail::Field<T, decltype(T::f)>{#f, &T::f}
+
+#define REEL_FIELDS(Type, ...)                                              \
+  [[maybe_unused]] inline auto reel_fields(const Type*) {                   \
+    return std::make_tuple(REEL_DETAIL_FOR_EACH(REEL_DETAIL_FIELD, Type, __VA_ARGS__)); \
+  }
+
+#define REEL_PLAIN(Type)                           \
+  template <>                                      \
+  struct reel::plain_type<Type> : std::true_type {};
