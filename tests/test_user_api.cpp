@@ -223,3 +223,82 @@ TEST_CASE("Params: Zygote's predict example; unused and unlisted tensors") {
   check_values(W, {0, 0, 0, 3, 3, 3}, "W after update");
   check_values(b, {-0.5, -1.5}, "b after update");
 }
+
+TEST_CASE("structs through the compiled paths: simplegrad(f, args...), reel::simplegrad(f), reel::jit") {
+  const Chain c = make_chain();
+  const Tensor x = randn({2, 5}, 4);
+  auto [dc, dx] = gradient(chain_loss, c, x);
+  auto check = [&](const auto& result, const std::string& what) {
+    const auto& [dc2, dx2] = result.grad;
+    const auto a = named_tensors(dc2), b = named_tensors(dc);
+    REQUIRE(a.size() == b.size());
+    for (std::size_t k = 0; k < a.size(); ++k) {
+      CHECK(a[k].first == b[k].first);
+      test::check_close(a[k].second, b[k].second, 1e-12, 1e-13, what + ": " + a[k].first);
+    }
+    test::check_close(dx2, dx, 1e-12, 1e-13, what + ": dx");
+    CHECK(result.value.item() == doctest::Approx(chain_loss(c, x).item()).epsilon(1e-12));
+  };
+  const auto compiled = simplegrad(chain_loss, c, x);
+  check(compiled(c, x), "simplegrad(f, args...)");
+  Chain other = c;
+  other.layers[0].act = Act::none;  // a plain field traced as a constant
+  CHECK_THROWS_WITH_AS(compiled(other, x), doctest::Contains("differ from those traced"), Error);
+  Chain longer = c;
+  longer.layers.push_back(c.layers[1]);
+  CHECK_THROWS_WITH_AS(compiled(longer, x), doctest::Contains("differ from those traced"), Error);
+
+  const auto cached = reel::simplegrad(chain_loss);
+  for (int i = 0; i < 3; ++i) check(cached(c, x), "reel::simplegrad(f), call " + std::to_string(i));
+  CHECK(cached.cache_info().compilations == 1);
+  // A changed plain field is another signature, traced anew.
+  const auto with_other = cached(other, x);
+  CHECK(with_other.value.item() == doctest::Approx(chain_loss(other, x).item()).epsilon(1e-12));
+  CHECK(cached.cache_info().misses == 2);
+
+  const auto forward = reel::jit([](const Chain& ch, const Tensor& v) { return run_chain(ch, v); });
+  for (int i = 0; i < 3; ++i) test::check_close(forward(c, x), run_chain(c, x), 1e-12, 1e-13, "jit");
+  CHECK(forward.cache_info().hits == 2);
+}
+
+TEST_CASE("in-place operators: recorded while tracing; a param is updated in its own memory") {
+  auto f = [](const Tensor& x, const Tensor& y) {
+    Tensor h = x;
+    h += y;
+    h *= x;
+    h -= 1.0;
+    h /= 2.0;
+    h += 3.0;
+    h *= y;
+    h -= x;
+    h /= y;
+    return sum(h);  // ((x + y) x - 1) / 2 + 3) y - x) / y
+  };
+  const Tensor x = tensor({1, 2, 3}), y = tensor({0.5, -1.5, 2});
+  auto r = grad(f, x, y);
+  const auto fd = test::finite_diff([&](const std::vector<Tensor>& a) { return f(a[0], a[1]); }, {x, y});
+  test::check_close(r.grads[0], fd[0], 1e-6, 1e-8, "d/dx");
+  test::check_close(r.grads[1], fd[1], 1e-6, 1e-8, "d/dy");
+  const Tape t = trace(f, x, y);
+  CHECK(play(t, {x, y})[0].item() == doctest::Approx(f(x, y).item()));
+
+  Tensor W = param(tensor({1, 2, 3}));
+  Tensor alias = W;
+  back(sum(W * W));
+  W -= 0.5 * W.grad();  // Tracker's update: in place, not recorded
+  check_values(W, {0, 0, 0}, "W after the update");
+  check_values(alias, {0, 0, 0}, "a copy of the param sees it");
+  CHECK(W.is_param());
+  check_values(W.grad(), {2, 4, 6}, "the gradient is kept");
+  Tensor y2 = sum(W * 3.0);
+  W += 1.0;
+  CHECK_THROWS_WITH_AS(back(y2), doctest::Contains("updated in place after y was computed"), Error);
+  CHECK_THROWS_WITH_AS(W += ones({2}), doctest::Contains("do not broadcast"), Error);
+  CHECK_THROWS_WITH_AS(W += ones({2, 3}), doctest::Contains("must keep its type f64[3]"), Error);
+  // A tensor computed from a param is rebound and recorded.
+  Tensor h = W * 1.0;
+  h *= 2.0;
+  W.zero_grad();
+  back(sum(h));
+  check_values(W.grad(), {2, 2, 2}, "through h *= 2");
+}

@@ -51,7 +51,12 @@ void back_impl(const Tensor& y, const Tensor& seed) {
   while (!stack.empty()) {
     Frame& f = stack.back();
     if (f.next < f.call->args.size()) {
-      const Tensor& a = f.call->args[f.next++];
+      const std::size_t i = f.next++;
+      const Tensor& a = f.call->args[i];
+      if (a.is_param() && a.track_node()->version != f.call->versions[i])
+        throw Error(fmt::format("back: a param ({}) was updated in place after y was computed from it; compute y "
+                                "again",
+                                type_str(a.dtype(), a.shape())));
       visit(a);  // may grow the stack (f is not used after)
       continue;
     }

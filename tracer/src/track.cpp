@@ -64,6 +64,7 @@ void track_call(const Primitive& prim, std::span<const Tensor> inputs, const Att
   for (const Tensor& in : inputs) {
     call->args.push_back(in);
     call->args.back().clear_trace_tags();
+    call->versions.push_back(in.is_param() ? in.track_node()->version : 0);
   }
   for (std::size_t i = 0; i < outs.size(); ++i) {
     auto node = std::make_shared<OpNode>();

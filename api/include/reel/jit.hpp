@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "reel/compile.hpp"
+#include "reel/grad.hpp"
 #include "reel/passes.hpp"
 #include "reel/play.hpp"
 #include "reel/trace.hpp"
@@ -92,6 +93,33 @@ class KeyBuffer {
   std::string heap_;
 };
 
+// Plain values a key can hold.
+template <class P>
+constexpr bool keyable() {
+  if constexpr (std::is_arithmetic_v<P> || std::is_enum_v<P> || std::is_convertible_v<const P&, std::string_view>)
+    return true;
+  else if constexpr (is_std_vector<P>::value || is_std_array<P>::value) return keyable<typename P::value_type>();
+  else return false;
+}
+
+template <class T>
+void append_key(KeyBuffer& key, const T& a);
+
+// Appends a struct's parts (see append_key).
+struct KeyVisitor {
+  KeyBuffer& key;
+  void operator()(const Tensor& t, const std::string&) { append_key(key, t); }
+  void count(std::size_t n) {
+    key.put('n');
+    key.put(n);
+  }
+  template <class P>
+  void plain(const P& p) {
+    if constexpr (keyable<P>()) append_key(key, p);
+    else key.put('?');
+  }
+};
+
 template <class T>
 void append_key(KeyBuffer& key, const T& a) {
   using D = std::decay_t<T>;
@@ -121,10 +149,24 @@ void append_key(KeyBuffer& key, const T& a) {
     key.put('s');
     key.put(v.size());
     key.append(v.data(), v.size());
+  } else if constexpr (is_std_vector<D>::value || is_std_array<D>::value) {  // of plain values (else below)
+    key.put('v');
+    key.put(a.size());
+    for (const auto& e : a) append_key(key, e);
+  } else if constexpr (may_hold_tensors<D>()) {  // a struct or container of tensors
+    // Its tensors' types, its containers' sizes and its plain values that can be
+    // keyed (numbers, enums, strings, vectors of them); other plain fields
+    // (functions, pointers) are not part of the key.
+    key.put('{');
+    KeyVisitor v{key};
+    NoFieldPath path;
+    walk(a, path, v);
+    key.put('}');
   } else {
     static_assert(std::is_same_v<D, Tensor>,
-                  "reel::jit: arguments are Tensors, integers, doubles, bools, enums or strings; pass other values "
-                  "through a lambda's capture (they become constants of the trace)");
+                  "reel::jit: arguments are Tensors, structs of them (REEL_FIELDS), containers, integers, doubles, "
+                  "bools, enums or strings; pass other values through a lambda's capture (they become constants "
+                  "of the trace)");
   }
 }
 
@@ -142,8 +184,15 @@ std::string describe_arg(const T& a) {
     return fmt::format("integer {}{} {}", std::is_signed_v<D> ? 'i' : 'u', 8 * sizeof(D), a);
   } else if constexpr (std::is_floating_point_v<D>) {
     return fmt::format("number f{} {}", 8 * sizeof(D), a);  // shortest text that reads back as the same value
-  } else {
+  } else if constexpr (std::is_convertible_v<const D&, std::string_view>) {
     return fmt::format("string \"{}\"", std::string_view(a));
+  } else if constexpr (may_hold_tensors<D>()) {
+    std::string out;
+    for (const auto& [path, t] : named_tensors(a))
+      out += fmt::format("{}{} {}", out.empty() ? "" : ", ", path.empty() ? "-" : path, type_str(t.dtype(), t.shape()));
+    return fmt::format("struct {{{}}}", out);
+  } else {
+    return "a value";
   }
 }
 
@@ -157,15 +206,22 @@ template <class... A>
 constexpr std::size_t count_tensors() {
   return (std::size_t{std::is_same_v<std::decay_t<A>, Tensor>} + ... + 0);
 }
+// (On the stack for tensor and plain arguments; a vector when structs hold them.)
 template <class... A>
-std::array<const Tensor*, count_tensors<A...>()> tensor_pointers(const A&... args) {
-  std::array<const Tensor*, count_tensors<A...>()> out{};
-  std::size_t at = 0;
-  auto one = [&](const auto& a) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(a)>, Tensor>) out[at++] = &a;
-  };
-  (one(args), ...);
-  return out;
+auto tensor_pointers(const A&... args) {
+  if constexpr (only_tensors_and_plain<A...>()) {
+    std::array<const Tensor*, count_tensors<A...>()> out{};
+    std::size_t at = 0;
+    auto one = [&](const auto& a) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(a)>, Tensor>) out[at++] = &a;
+    };
+    (one(args), ...);
+    return out;
+  } else {
+    std::vector<const Tensor*> out;
+    (for_each_tensor(args, [&](const Tensor& t) { out.push_back(&t); }), ...);
+    return out;
+  }
 }
 
 inline bool any_traced(std::span<const Tensor* const> tensors) {
@@ -334,54 +390,67 @@ class CachedGrad {
  public:
   CachedGrad(F f, JitOptions options) : f_(std::move(f)), core_(std::make_shared<detail::JitCore>(options, "simplegrad")) {}
 
+  // With tensor and plain arguments: std::array<Tensor, n + 1>. With a struct or
+  // container argument: what reel::withgradient returns ({value, tuple of each
+  // argument's gradient of its own type}).
   template <class... A>
-  std::array<Tensor, sizeof...(A) + 1> operator()(const A&... args) const {
-    constexpr std::size_t T = detail::count_tensors<A...>();
+  auto operator()(const A&... args) const {
     const auto tensors = detail::tensor_pointers(args...);
-    // The value and the tensor arguments' gradients; written straight into the result
-    // when every argument is a tensor.
-    std::array<Tensor, sizeof...(A) + 1> result;
-    std::array<Tensor, T + 1> spare;
-    const std::span<Tensor> outs = T == sizeof...(A) ? std::span<Tensor>(result.data(), T + 1) : std::span<Tensor>(spare);
+    if constexpr (detail::only_tensors_and_plain<A...>()) {
+      constexpr std::size_t T = detail::count_tensors<A...>();
+      // The value and the tensor arguments' gradients; written straight into the
+      // result when every argument is a tensor.
+      std::array<Tensor, sizeof...(A) + 1> result;
+      std::array<Tensor, T + 1> spare;
+      const std::span<Tensor> outs =
+          T == sizeof...(A) ? std::span<Tensor>(result.data(), T + 1) : std::span<Tensor>(spare);
+      fill(outs, tensors, args...);
+      if constexpr (T != sizeof...(A)) {  // spread the gradients over all argument positions
+        result[0] = std::move(spare[0]);
+        std::size_t next = 1, at = 1;
+        ((result[at++] = std::is_same_v<std::decay_t<A>, Tensor> ? std::move(spare[next++]) : Tensor()), ...);
+      }
+      return result;
+    } else {
+      std::vector<Tensor> outs(tensors.size() + 1);
+      fill(outs, tensors, args...);
+      return detail::gradients_of(outs, args...);
+    }
+  }
+
+  CacheInfo cache_info() const { return core_->info(); }
+
+ private:
+  // The value and the gradients of the tensors (in walk order) into `outs`.
+  template <class... A>
+  void fill(std::span<Tensor> outs, std::span<const Tensor* const> tensors, const A&... args) const {
     bool hit = false;
     detail::KeyBuffer key;
     std::size_t tried = 0;
     std::string failed;
     if (detail::any_traced(tensors)) {  // inside another trace: no cache, recorded on it
       detail::move_outputs(play(grad_tape(trace(f_, args...)), detail::tensor_list(tensors)), outs);
-      hit = true;
-    } else {
-      detail::make_key(key, args...);
-      hit = core_->run(key.view(), tensors, {.out = outs, .tried = &tried, .failed = &failed}).has_value();
+      return;
     }
-    if (!hit) {
-      const auto lock = core_->miss_lock();
-      std::vector<std::string> parts = detail::describe_args(args...);
-      hit = core_->run(key.view(), tensors, {.out = outs, .final = true, .skip = tried, .failed = &failed, .parts = &parts})
-                .has_value();
-      if (!hit) {
-        Tape g = grad_tape([&] {
-          detail::TraceScope scope(false, /*value_guards=*/true);
-          std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
-          detail::collect_outputs(scope, std::apply(f_, wrapped));
-          return scope.finish();
-        }());
-        std::vector<Tensor> v = play(g, detail::tensor_list(tensors));  // the first call is interpreted
-        core_->add(key.view(), std::move(parts), std::move(g), {});
-        detail::move_outputs(std::move(v), outs);
-      }
-    }
-    if constexpr (T != sizeof...(A)) {  // spread the gradients over all argument positions
-      result[0] = std::move(spare[0]);
-      std::size_t next = 1, at = 1;
-      ((result[at++] = std::is_same_v<std::decay_t<A>, Tensor> ? std::move(spare[next++]) : Tensor()), ...);
-    }
-    return result;
+    detail::make_key(key, args...);
+    hit = core_->run(key.view(), tensors, {.out = outs, .tried = &tried, .failed = &failed}).has_value();
+    if (hit) return;
+    const auto lock = core_->miss_lock();
+    std::vector<std::string> parts = detail::describe_args(args...);
+    hit = core_->run(key.view(), tensors, {.out = outs, .final = true, .skip = tried, .failed = &failed, .parts = &parts})
+              .has_value();
+    if (hit) return;
+    Tape g = grad_tape([&] {
+      detail::TraceScope scope(false, /*value_guards=*/true);
+      std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
+      detail::collect_outputs(scope, std::apply(f_, wrapped));
+      return scope.finish();
+    }());
+    std::vector<Tensor> v = play(g, detail::tensor_list(tensors));  // the first call is interpreted
+    core_->add(key.view(), std::move(parts), std::move(g), {});
+    detail::move_outputs(std::move(v), outs);
   }
 
-  CacheInfo cache_info() const { return core_->info(); }
-
- private:
   F f_;
   std::shared_ptr<detail::JitCore> core_;
 };

@@ -7,6 +7,8 @@
 #include <type_traits>
 
 #include "reel/compile.hpp"
+#include "reel/grad.hpp"
+#include "reel/jit.hpp"
 #include "reel/passes.hpp"
 #include "reel/trace.hpp"
 
@@ -35,11 +37,50 @@ class GradFunction {
   CompiledFunction compiled_;
 };
 
+// simplegrad(f, args...) with struct or container arguments (REEL_FIELDS): g(args...)
+// returns what reel::withgradient returns ({value, tuple of each argument's gradient
+// of its own type}). The arguments' tensors must have the traced types, and their
+// plain fields (numbers, enums, strings) the traced values, which are constants of
+// the compiled code (a reel::Error otherwise: reel::simplegrad(f) retraces instead).
+template <class... Args>
+class StructGradFunction {
+ public:
+  StructGradFunction(CompiledFunction compiled, std::string key)
+      : compiled_(std::move(compiled)), key_(std::move(key)) {}
+
+  auto operator()(const Args&... args) const {
+    detail::KeyBuffer key;
+    detail::make_key(key, args...);
+    if (key.view() != key_)
+      throw Error(fmt::format("simplegrad: the arguments' structure, tensor types or plain values differ from those "
+                              "traced ({}); reel::simplegrad(f) without example arguments traces each signature",
+                              fmt::join(detail::describe_args(args...), "; ")));
+    const auto tensors = detail::tensor_pointers(args...);
+    std::vector<Tensor> outs(tensors.size() + 1);
+    compiled_.run(tensors, outs);
+    return detail::gradients_of(outs, args...);
+  }
+
+  const Tape& tape() const { return compiled_.tape(); }
+  const CompiledFunction& compiled() const { return compiled_; }
+
+ private:
+  CompiledFunction compiled_;
+  std::string key_;
+};
+
 template <class F, class... Args>
-GradFunction<sizeof...(Args)> simplegrad(F&& f, const Args&... args) {
-  static_assert((std::is_same_v<Args, Tensor> && ...),
-                "simplegrad: every argument must be a Tensor (capture other values in f)");
-  return GradFunction<sizeof...(Args)>(compile(grad_tape(trace(std::forward<F>(f), args...))));
+auto simplegrad(F&& f, const Args&... args) {
+  if constexpr ((std::is_same_v<Args, Tensor> && ...)) {
+    return GradFunction<sizeof...(Args)>(compile(grad_tape(trace(std::forward<F>(f), args...))));
+  } else {
+    static_assert((detail::may_hold_tensors<Args>() && ...),
+                  "simplegrad: every argument must be a Tensor or a struct or container of them (REEL_FIELDS); "
+                  "capture other values in f, or use reel::simplegrad(f), which keys on them");
+    detail::KeyBuffer key;
+    detail::make_key(key, args...);
+    return StructGradFunction<Args...>(compile(grad_tape(trace(std::forward<F>(f), args...))), std::string(key.view()));
+  }
 }
 
 }  // namespace reel

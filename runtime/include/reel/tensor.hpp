@@ -111,7 +111,8 @@ namespace detail {
 struct TrackNode {
   virtual ~TrackNode() = default;
   bool param = false;
-  Tensor grad;  // a param's, undefined until the first reel::back reaches it
+  Tensor grad;           // a param's, undefined until the first reel::back reaches it
+  uint64_t version = 0;  // a param's in-place updates (x -= ...), counted
 };
 
 // Whether a tensor belongs to a trace active on this thread. The tracer installs the

@@ -148,6 +148,7 @@ void walk(T& x, P& path, Fn& fn) {
         },
         reel_fields(static_cast<const D*>(nullptr)));
   } else if constexpr (k == Kind::sequence) {
+    if constexpr (requires { fn.count(x.size()); }) fn.count(x.size());  // structure, for a cache key
     std::size_t i = 0;
     for (auto& e : x) {
       path.push(std::to_string(i++));
@@ -159,9 +160,12 @@ void walk(T& x, P& path, Fn& fn) {
       ((path.push(std::to_string(I)), walk(std::get<I>(x), path, fn), path.pop()), ...);
     }(std::make_index_sequence<std::tuple_size_v<D>>{});
   } else if constexpr (k == Kind::optional) {
+    if constexpr (requires { fn.count(std::size_t{1}); }) fn.count(x.has_value() ? 1 : 0);
     if (x.has_value()) walk(*x, path, fn);
   } else if constexpr (k == Kind::string_map) {
+    if constexpr (requires { fn.count(x.size()); }) fn.count(x.size());
     for (auto& [key, e] : x) {
+      if constexpr (requires { fn.plain(key); }) fn.plain(key);
       path.push(key);
       walk(e, path, fn);
       path.pop();

@@ -27,6 +27,7 @@ struct TrackedCall {
   const Primitive* prim = nullptr;
   Attrs attrs;
   std::vector<Tensor> args;
+  std::vector<uint64_t> versions;  // each param argument's version when recorded
   std::size_t results = 1;
 };
 
