@@ -1,0 +1,108 @@
+#include "idx.hpp"
+
+#include <fmt/format.h>
+#include <zlib.h>
+
+#include <limits>
+#include <memory>
+
+namespace idx {
+
+namespace {
+
+struct GzCloser {
+  void operator()(gzFile f) const { gzclose(f); }
+};
+using Gz = std::unique_ptr<std::remove_pointer_t<gzFile>, GzCloser>;
+
+// Reads exactly n bytes, or throws naming what was being read.
+void read_exactly(gzFile f, void* out, std::size_t n, const std::string& path, const char* what) {
+  auto* p = static_cast<unsigned char*>(out);
+  while (n > 0) {
+    const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(n, 1u << 30));
+    const int got = gzread(f, p, chunk);
+    if (got < 0) {
+      int err = 0;
+      throw reel::Error(fmt::format("idx: {}: cannot read {}: {}", path, what, gzerror(f, &err)));
+    }
+    if (got == 0) throw reel::Error(fmt::format("idx: {}: the file ends inside the {}", path, what));
+    p += got;
+    n -= static_cast<std::size_t>(got);
+  }
+}
+
+}  // namespace
+
+Array read(const std::string& path) {
+  Gz f(gzopen(path.c_str(), "rb"));
+  if (!f) throw reel::Error(fmt::format("idx: cannot open {}", path));
+  unsigned char magic[4];
+  read_exactly(f.get(), magic, 4, path, "header");
+  if (magic[0] != 0 || magic[1] != 0)
+    throw reel::Error(fmt::format("idx: {}: expected an IDX file (magic 00 00 tt nn), got {:02x} {:02x} {:02x} {:02x}",
+                                  path, magic[0], magic[1], magic[2], magic[3]));
+  if (magic[2] != 0x08)
+    throw reel::Error(fmt::format("idx: {}: expected unsigned bytes (type 0x08), got type 0x{:02x}", path, magic[2]));
+  if (magic[3] < 1 || magic[3] > 4)
+    throw reel::Error(fmt::format("idx: {}: expected 1 to 4 dimensions, got {}", path, magic[3]));
+  Array a;
+  int64_t total = 1;
+  for (int d = 0; d < magic[3]; ++d) {
+    unsigned char b[4];
+    read_exactly(f.get(), b, 4, path, "dimensions");
+    const uint32_t n = (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | b[3];
+    if (n > static_cast<uint32_t>(std::numeric_limits<int32_t>::max()))
+      throw reel::Error(fmt::format("idx: {}: dimension {} is {}, more than 2^31 - 1", path, d + 1, n));
+    if (n != 0 && total > (int64_t{1} << 34) / n)
+      throw reel::Error(fmt::format("idx: {}: the dimensions make more than 2^34 elements", path));
+    total *= n;
+    a.dims.push_back(n);
+  }
+  a.data.resize(static_cast<std::size_t>(total));
+  read_exactly(f.get(), a.data.data(), a.data.size(), path, "elements");
+  unsigned char extra;
+  if (gzread(f.get(), &extra, 1) != 0)
+    throw reel::Error(fmt::format("idx: {}: expected {} elements, the file has more bytes", path, total));
+  return a;
+}
+
+void write(const std::string& path, const Array& a) {
+  Gz f(gzopen(path.c_str(), "wb"));
+  if (!f) throw reel::Error(fmt::format("idx: cannot write {}", path));
+  std::vector<unsigned char> head{0, 0, 0x08, static_cast<unsigned char>(a.dims.size())};
+  for (int64_t d : a.dims)
+    for (int shift : {24, 16, 8, 0}) head.push_back(static_cast<unsigned char>((d >> shift) & 0xff));
+  if (gzwrite(f.get(), head.data(), static_cast<unsigned>(head.size())) != static_cast<int>(head.size()) ||
+      (!a.data.empty() &&
+       gzwrite(f.get(), a.data.data(), static_cast<unsigned>(a.data.size())) != static_cast<int>(a.data.size())))
+    throw reel::Error(fmt::format("idx: cannot write {}", path));
+}
+
+reel::Tensor images(const Array& a, reel::DType dtype) {
+  if (a.dims.size() != 3)
+    throw reel::Error(fmt::format("idx: expected images [n, rows, cols], got {} dimensions", a.dims.size()));
+  const int64_t n = a.dims[0], pixels = a.dims[1] * a.dims[2];
+  std::vector<double> v(a.data.begin(), a.data.end());
+  for (double& x : v) x /= 255.0;
+  return reel::tensor(v, {n, pixels}, dtype);
+}
+
+reel::Tensor labels(const Array& a) {
+  if (a.dims.size() != 1) throw reel::Error(fmt::format("idx: expected labels [n], got {} dimensions", a.dims.size()));
+  reel::Tensor t(reel::DType::i64, {a.dims[0]});
+  for (std::size_t i = 0; i < a.data.size(); ++i) t.mutable_data<int64_t>()[i] = a.data[i];
+  return t;
+}
+
+reel::Tensor one_hot(const Array& a, int64_t classes, reel::DType dtype) {
+  if (a.dims.size() != 1) throw reel::Error(fmt::format("idx: expected labels [n], got {} dimensions", a.dims.size()));
+  std::vector<double> v(a.data.size() * static_cast<std::size_t>(classes), 0.0);
+  for (std::size_t i = 0; i < a.data.size(); ++i) {
+    if (a.data[i] >= classes)
+      throw reel::Error(fmt::format("idx: label {} (element {}) is not below {} classes", a.data[i], i, classes));
+    v[i * static_cast<std::size_t>(classes) + a.data[i]] = 1.0;
+  }
+  return reel::tensor(v, {a.dims[0], classes}, dtype);
+}
+
+}  // namespace idx

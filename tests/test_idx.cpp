@@ -1,0 +1,77 @@
+// The Fashion-MNIST example's IDX loader, on small files the test writes itself (CI
+// does not need the data set): values, scaling, one-hot labels, and a reel::Error for
+// every kind of bad file.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "idx.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return (fs::temp_directory_path() / fmt::format("reel-idx-{}-{}", ::getpid(), name)).string();
+}
+
+void write_raw(const std::string& path, const std::vector<unsigned char>& bytes) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                              static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace
+
+TEST_CASE("idx: images and labels written and read back") {
+  idx::Array im{{2, 2, 3}, {0, 51, 102, 153, 204, 255, 255, 0, 0, 0, 0, 255}};
+  idx::Array lab{{2}, {7, 1}};
+  const std::string ip = temp_path("images.gz"), lp = temp_path("labels.gz");
+  idx::write(ip, im);
+  idx::write(lp, lab);
+  const idx::Array im2 = idx::read(ip), lab2 = idx::read(lp);
+  CHECK(im2.dims == im.dims);
+  CHECK(im2.data == im.data);
+  const reel::Tensor x = idx::images(im2, reel::DType::f64);
+  CHECK(x.shape() == reel::Shape{2, 6});
+  CHECK(x.values() == std::vector<double>{0, 0.2, 0.4, 0.6, 0.8, 1, 1, 0, 0, 0, 0, 1});
+  const reel::Tensor y = idx::one_hot(lab2, 10, reel::DType::f64);
+  CHECK(y.shape() == reel::Shape{2, 10});
+  CHECK(y.values()[7] == 1);
+  CHECK(y.values()[11] == 1);
+  CHECK(reel::sum(y).item() == 2);
+  CHECK(idx::labels(lab2).values() == std::vector<double>{7, 1});
+  CHECK_THROWS_WITH_AS(idx::one_hot(lab2, 5), doctest::Contains("label 7 (element 0) is not below 5 classes"), reel::Error);
+  CHECK_THROWS_WITH_AS(idx::images(lab2), doctest::Contains("expected images [n, rows, cols]"), reel::Error);
+  // An uncompressed file reads the same.
+  write_raw(temp_path("plain"), {0, 0, 8, 1, 0, 0, 0, 2, 7, 1});
+  CHECK(idx::read(temp_path("plain")).data == lab.data);
+  fs::remove(ip);
+  fs::remove(lp);
+  fs::remove(temp_path("plain"));
+}
+
+TEST_CASE("idx: bad files are errors naming the problem") {
+  const std::string p = temp_path("bad");
+  CHECK_THROWS_WITH_AS(idx::read(temp_path("missing")), doctest::Contains("cannot open"), reel::Error);
+  write_raw(p, {0, 0});
+  CHECK_THROWS_WITH_AS(idx::read(p), doctest::Contains("the file ends inside the header"), reel::Error);
+  write_raw(p, {1, 2, 8, 1, 0, 0, 0, 1, 0});
+  CHECK_THROWS_WITH_AS(idx::read(p), doctest::Contains("expected an IDX file"), reel::Error);
+  write_raw(p, {0, 0, 0x0d, 1, 0, 0, 0, 1, 0, 0, 0, 0});
+  CHECK_THROWS_WITH_AS(idx::read(p), doctest::Contains("expected unsigned bytes (type 0x08), got type 0x0d"), reel::Error);
+  write_raw(p, {0, 0, 8, 9});
+  CHECK_THROWS_WITH_AS(idx::read(p), doctest::Contains("expected 1 to 4 dimensions, got 9"), reel::Error);
+  write_raw(p, {0, 0, 8, 1, 0, 0});
+  CHECK_THROWS_WITH_AS(idx::read(p), doctest::Contains("the file ends inside the dimensions"), reel::Error);
+  write_raw(p, {0, 0, 8, 1, 0, 0, 0, 5, 1, 2});
+  CHECK_THROWS_WITH_AS(idx::read(p), doctest::Contains("the file ends inside the elements"), reel::Error);
+  write_raw(p, {0, 0, 8, 1, 0, 0, 0, 1, 1, 2});
+  CHECK_THROWS_WITH_AS(idx::read(p), doctest::Contains("the file has more bytes"), reel::Error);
+  write_raw(p, {0, 0, 8, 1, 0x80, 0, 0, 0});
+  CHECK_THROWS_WITH_AS(idx::read(p), doctest::Contains("more than 2^31 - 1"), reel::Error);
+  write_raw(p, {0, 0, 8, 3, 0x7f, 0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff});
+  CHECK_THROWS_WITH_AS(idx::read(p), doctest::Contains("more than 2^34 elements"), reel::Error);
+  fs::remove(p);
+}
