@@ -475,6 +475,33 @@ void cache_table(bool quick) {
              signatures, before, after, h.cache_info().evictions);
 }
 
+// Tracker's param/back: steps of a small regression trained with back and in-place
+// updates; what is recorded must be released with the loss of each step.
+void tracker_rows(bool quick) {
+  const int steps = quick ? 10000 : 100000;
+  Tensor W = reel::param(reel::randn({8, 16}, 1) * 0.1), b = reel::param(reel::zeros({8}));
+  const Tensor x = reel::randn({16}, 2), target = reel::randn({8}, 3);
+  auto step = [&] {
+    Tensor loss = reel::sum(reel::square(reel::matmul(W, x) + b - target));
+    reel::back(loss);
+    W -= 0.01 * W.grad();
+    b -= 0.01 * b.grad();
+    W.zero_grad();
+    b.zero_grad();
+    return loss;
+  };
+  const double first = step().item();
+  for (int i = 0; i < 1000; ++i) step();  // warm: allocator caches settle
+  const double before = current_rss_mb();
+  const auto t0 = Clock::now();
+  double last = 0;
+  for (int i = 0; i < steps; ++i) last = step().item();
+  const double us = seconds_since(t0) * 1e6 / steps;
+  fmt::print("  Tracker: {} training steps of param/back (8x16 regression): {:.1f} us/step; RSS {:.1f} MB before, "
+             "{:.1f} MB after; loss {:.3g} -> {:.3g}\n",
+             steps, us, before, current_rss_mb(), first, last);
+}
+
 // The MLP gradient of (d) compiled in this process, with the persistent code cache in
 // `dir`: prints the first compile's time (cold if `dir` is empty, a disk hit if an
 // earlier process filled it), a second compile's while the first is alive (the
@@ -590,6 +617,7 @@ int main(int argc, char** argv) {
   if (cache_only) {  // just the cached-function and code-cache rows
     cache_table(quick);
     disk_cache_rows(argv[0]);
+    tracker_rows(quick);
     return 0;
   }
   std::vector<Result> results;
@@ -629,6 +657,7 @@ int main(int argc, char** argv) {
 
   cache_table(quick);
   disk_cache_rows(argv[0]);
+  tracker_rows(quick);
 
   fmt::print("\nRunning the schedule: a loop over its steps vs a generated driver function\n");
   fmt::print("{:<34} {:>7} {:>10} {:>10} {:>13} {:>16}\n", "gradient of", "steps", "loop", "driver",

@@ -1,0 +1,96 @@
+#!/usr/bin/python3
+"""One training epoch of the Fashion-MNIST MLP (784-256-128-10, relu, softmax
+cross-entropy, SGD lr 0.1, batches of 100, f32), Reel against PyTorch, in one run and
+one thread each: Reel is examples/fashion_mnist/train.cpp (./build/examples/
+fashion_mnist_train, OPENBLAS_NUM_THREADS=1), PyTorch the same model, data order and
+update written here. Each trains for --epochs epochs (default 3); the table shows
+every epoch's time (the first includes Reel's trace and compile, unless the disk code
+cache has it) and the test accuracy after the last, then Reel/PyTorch for the
+steady-state epoch (the median of the epochs after the first).
+Needs dataset-fashion-mnist, python3-torch and a build (README, Benchmark)."""
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    ndim = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def torch_epochs(epochs, batch, lr):
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    x = torch.from_numpy(read_idx(f"{DATA}/train-images-idx3-ubyte.gz").reshape(-1, 784).astype(np.float32) / 255)
+    y = torch.from_numpy(read_idx(f"{DATA}/train-labels-idx1-ubyte.gz").astype(np.int64))
+    tx = torch.from_numpy(read_idx(f"{DATA}/t10k-images-idx3-ubyte.gz").reshape(-1, 784).astype(np.float32) / 255)
+    ty = torch.from_numpy(read_idx(f"{DATA}/t10k-labels-idx1-ubyte.gz").astype(np.int64))
+    model = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128),
+                                torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    for m in model:
+        if isinstance(m, torch.nn.Linear):  # He initialisation, zero biases, as in train.cpp
+            torch.nn.init.kaiming_normal_(m.weight)
+            torch.nn.init.zeros_(m.bias)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    seconds = []
+    n = x.shape[0] // batch * batch
+    for _ in range(epochs):
+        order = torch.randperm(x.shape[0])
+        t0 = time.perf_counter()
+        for b in range(0, n, batch):
+            idx = order[b:b + batch]
+            loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        seconds.append(time.perf_counter() - t0)
+    with torch.no_grad():
+        accuracy = (model(tx).argmax(1) == ty).float().mean().item()
+    return seconds, accuracy
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "build"))
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "train_epoch.json"))
+    args = parser.parse_args()
+    exe = os.path.join(args.build, "examples", "fashion_mnist_train")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    out = subprocess.run([exe, "--epochs", str(args.epochs), "--quiet", "--summary", "--out",
+                          os.path.join(args.build, "fashion_mnist_bench")],
+                         env=env, check=True, capture_output=True, text=True).stdout
+    reel = json.loads(out.strip().splitlines()[-1])
+    torch_seconds, torch_accuracy = torch_epochs(args.epochs, 100, 0.1)
+
+    steady = lambda s: statistics.median(s[1:]) if len(s) > 1 else s[0]  # noqa: E731
+    print("Fashion-MNIST MLP 784-256-128-10, batches of 100, SGD, f32, one thread each")
+    print(f"{'':10} " + " ".join(f"{'epoch ' + str(i + 1):>9}" for i in range(args.epochs)) +
+          f" {'accuracy':>9}")
+    print(f"{'Reel':10} " + " ".join(f"{s:8.2f}s" for s in reel["epoch_seconds"]) +
+          f" {100 * reel['test_accuracy']:8.2f}%")
+    print(f"{'PyTorch':10} " + " ".join(f"{s:8.2f}s" for s in torch_seconds) + f" {100 * torch_accuracy:8.2f}%")
+    ratio = steady(reel["epoch_seconds"]) / steady(torch_seconds)
+    print(f"Reel/PyTorch, steady-state epoch: {ratio:.2f}")
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump({"reel": reel, "torch": {"epoch_seconds": torch_seconds, "test_accuracy": torch_accuracy},
+                   "reel_over_torch_steady_epoch": ratio}, f, indent=1)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
