@@ -302,3 +302,15 @@ TEST_CASE("in-place operators: recorded while tracing; a param is updated in its
   back(sum(h));
   check_values(W.grad(), {2, 2, 2}, "through h *= 2");
 }
+
+TEST_CASE("a std::vector<Tensor> argument is differentiated (it was silently undefined)") {
+  const std::vector<Tensor> xs{tensor({1, 2}), tensor({3})};
+  auto f = [](const std::vector<Tensor>& v) { return sum(v[0] * v[0]) + sum(v[1]) * 2.0; };
+  auto r = grad(f, xs);
+  const auto& [dxs] = r.grad;
+  REQUIRE(dxs.size() == 2);
+  check_values(dxs[0], {2, 4}, "d v[0]");
+  check_values(dxs[1], {2}, "d v[1]");
+  auto [g] = gradient(f, xs);
+  check_values(g[0], {2, 4}, "gradient");
+}

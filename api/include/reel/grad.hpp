@@ -110,6 +110,9 @@ constexpr bool only_tensors_and_plain() {
 // each argument's gradient of its own type).
 template <class F, class... Args>
 auto grad(F&& f, const Args&... args) {
+  static_assert(sizeof...(Args) > 0,
+                "reel::grad(f): f has no arguments, so there is nothing to differentiate; to differentiate tensors f "
+                "captures, list them: reel::gradient(f, reel::Params{W, b})");
   const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
   std::vector<Tensor> in = detail::tensor_args(args...);
   const Tape g = detail::own_gradients(grad_tape(t.tape), in.size());
