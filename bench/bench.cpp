@@ -484,8 +484,8 @@ void tracker_rows(bool quick) {
   auto step = [&] {
     Tensor loss = reel::sum(reel::square(reel::matmul(W, x) + b - target));
     reel::back(loss);
-    W -= 0.01 * W.grad();
-    b -= 0.01 * b.grad();
+    W.assign(W - 0.01 * W.grad());
+    b.assign(b - 0.01 * b.grad());
     W.zero_grad();
     b.zero_grad();
     return loss;

@@ -181,7 +181,6 @@ TEST_CASE("disk cache: the directory stays under its size bound, least recently 
   for (int64_t n = 1042; n < 1050; ++n) compile_and_check(n);
   CHECK(cache.bytes() <= 3 * one + one / 2);
   CHECK(code_cache_info().removed > before.removed);
-  CHECK(code_cache_info().bytes == cache.bytes());
   // The newest entry survived; the oldest did not.
   const int64_t hits = code_cache_info().hits;
   compile_and_check(1049);

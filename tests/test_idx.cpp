@@ -72,6 +72,12 @@ TEST_CASE("idx: bad files are errors naming the problem") {
   write_raw(p, {0, 0, 8, 1, 0x80, 0, 0, 0});
   CHECK_THROWS_WITH_AS(idx::read(p), doctest::Contains("more than 2^31 - 1"), reel::Error);
   write_raw(p, {0, 0, 8, 3, 0x7f, 0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff});
-  CHECK_THROWS_WITH_AS(idx::read(p), doctest::Contains("more than 2^34 elements"), reel::Error);
+  CHECK_THROWS_WITH_AS(idx::read(p), doctest::Contains("more than 2^32 elements"), reel::Error);
+  // A header claiming 2^32 elements in a file of 16 bytes: an error at the end of the
+  // data, not an allocation of what it claims.
+  write_raw(p, {0, 0, 8, 2, 0, 1, 0, 0, 0, 1, 0, 0, 1, 2, 3, 4});
+  CHECK_THROWS_WITH_AS(idx::read(p), doctest::Contains("the file ends inside the elements"), reel::Error);
+  CHECK_THROWS_WITH_AS(idx::one_hot(idx::Array{{1}, {0}}, -1), doctest::Contains("expected 1 to 256 classes"),
+                       reel::Error);
   fs::remove(p);
 }

@@ -214,3 +214,40 @@ TEST_CASE("review fixes: cached functions inside other traces, typed keys, bound
   CHECK(valued(scalar(50.0)).item() == 2500);  // the newest path is kept and tried first
   CHECK(valued.cache_info().hits == 1);
 }
+
+TEST_CASE("review fixes: equal code under different kernel keys is shared, not freed under its user") {
+  // Loops over no elements compile to the same empty function whatever they compute.
+  auto f = jit([](const Tensor& a) { return exp(a) * 2.0; }, {.compile_after = 1});
+  const Tensor empty = zeros({0, 4});
+  for (int i = 0; i < 3; ++i) CHECK(f(empty).numel() == 0);
+  {
+    auto g = jit([](const Tensor& a) { return sin(a) + 1.0; }, {.compile_after = 1});
+    for (int i = 0; i < 3; ++i) CHECK(g(empty).numel() == 0);
+  }  // g's code goes; f's is the same object, still in use
+  for (int i = 0; i < 3; ++i) CHECK(f(empty).shape() == Shape{0, 4});
+  test::check_close(f(ones({2})), full({2}, 2 * std::exp(1.0)), 1e-12, 1e-13, "f still right");
+}
+
+TEST_CASE("review fixes: keys of different argument types never collide") {
+  auto jf = jit([](const Tensor& x, auto a, auto b) { return x * static_cast<double>(a) + static_cast<double>(b); },
+                {.compile_after = 1});
+  const Tensor x = ones({1});
+  CHECK(jf(x, int16_t{1}, int64_t{0x69} << 40).item() == doctest::Approx(1.0 + static_cast<double>(int64_t{0x69} << 40)));
+  CHECK(jf(x, int64_t{6881281}, int16_t{0}).item() == 6881281.0);
+  CHECK(jf(x, 1.5f, 0.0).item() == 1.5);
+  CHECK(jf(x, 1.5, 0.0f).item() == 1.5);
+  CHECK(jf.cache_info().misses == 4);
+  // Equal long doubles are one signature.
+  auto jl = jit([](const Tensor& v, long double s) { return v * static_cast<double>(s); });
+  for (int i = 0; i < 5; ++i) (void)jl(x, 2.5L);
+  CHECK(jl.cache_info().misses == 1);
+  // A miss whose text shows no difference still says something.
+  setenv("REEL_LOG", "recompiles", 1);
+  auto jn = jit([](const Tensor& v, double s) { return v * 0.0 * s; });
+  const std::string log = captured_stderr([&] {
+    (void)jn(x, std::nan("1"));
+    (void)jn(x, std::nan("2"));
+  });
+  unsetenv("REEL_LOG");
+  CHECK(log.find("whose difference its text does not show") != std::string::npos);
+}

@@ -282,25 +282,48 @@ TEST_CASE("in-place operators: recorded while tracing; a param is updated in its
   const Tape t = trace(f, x, y);
   CHECK(play(t, {x, y})[0].item() == doctest::Approx(f(x, y).item()));
 
+  // On a param, x op= y rebinds too: the param itself and its other copies are untouched.
+  Tensor P = param(tensor({1, 2}));
+  Tensor h0 = P;
+  h0 += tensor({0.5, -1.5});
+  h0 *= P;
+  check_values(P, {1, 2}, "P untouched by h0 += ...");
+  CHECK(P.is_param());
+  CHECK(h0.is_tracked());
+  CHECK_FALSE(h0.is_param());
+  back(sum(h0));
+  check_values(P.grad(), {2 * 1 + 0.5, 2 * 2 - 1.5}, "d/dP sum((P + y) * P) = 2P + y");
+}
+
+TEST_CASE("Tracker: W.assign updates a param in its own memory; back of an older y is an error") {
   Tensor W = param(tensor({1, 2, 3}));
   Tensor alias = W;
   back(sum(W * W));
-  W -= 0.5 * W.grad();  // Tracker's update: in place, not recorded
+  W.assign(W - 0.5 * W.grad());  // Tracker's W.data .-= lr .* grad(W)
   check_values(W, {0, 0, 0}, "W after the update");
   check_values(alias, {0, 0, 0}, "a copy of the param sees it");
   CHECK(W.is_param());
   check_values(W.grad(), {2, 4, 6}, "the gradient is kept");
   Tensor y2 = sum(W * 3.0);
-  W += 1.0;
+  W.assign(W + 1.0);
   CHECK_THROWS_WITH_AS(back(y2), doctest::Contains("updated in place after y was computed"), Error);
-  CHECK_THROWS_WITH_AS(W += ones({2}), doctest::Contains("do not broadcast"), Error);
-  CHECK_THROWS_WITH_AS(W += ones({2, 3}), doctest::Contains("must keep its type f64[3]"), Error);
-  // A tensor computed from a param is rebound and recorded.
-  Tensor h = W * 1.0;
-  h *= 2.0;
-  W.zero_grad();
-  back(sum(h));
-  check_values(W.grad(), {2, 2, 2}, "through h *= 2");
+  CHECK_THROWS_WITH_AS(W.assign(ones({2})), doctest::Contains("assign: expected values of the param's type f64[3]"),
+                       Error);
+  Tensor plain = ones({3});
+  CHECK_THROWS_WITH_AS(plain.assign(ones({3})), doctest::Contains("assign: expected a param"), Error);
+  CHECK_THROWS_WITH_AS(back(argmax(W)), doctest::Contains("back: expected a floating-point y"), Error);
+  CHECK_THROWS_WITH_AS(grad([](const Tensor& a) { return sum(param(a)); }, ones({2})),
+                       doctest::Contains("param: the values are being traced"), Error);
+  // A captured param is a constant of a trace with the value it had then.
+  Tensor V = param(tensor({2}));
+  auto jf = reel::jit([&](const Tensor& x) { return x * V; }, {.compile_after = 1});
+  CHECK_THROWS_WITH_AS(jf(V), doctest::Contains("is a param or computed from one"), Error);
+  CHECK(jf(detach(V)).item() == 4);
+  V.assign(tensor({5}));
+  CHECK(jf(tensor({1})).item() == 2);  // the trace's constant, in compiled code
+  CHECK(play(trace([&](const Tensor& x) { return x * V; }, ones({1})), {ones({1})})[0].item() == 5);
+  CHECK_THROWS_WITH_AS(compile(trace([](const Tensor& x) { return x * 2.0; }, ones({1})))({V}),
+                       doctest::Contains("argument 1 is a param"), Error);
 }
 
 TEST_CASE("a std::vector<Tensor> argument is differentiated (it was silently undefined)") {
@@ -313,4 +336,85 @@ TEST_CASE("a std::vector<Tensor> argument is differentiated (it was silently und
   check_values(dxs[1], {2}, "d v[1]");
   auto [g] = gradient(f, xs);
   check_values(g[0], {2, 4}, "gradient");
+}
+
+TEST_CASE("review fixes: Params listed twice or captured by value, Grads lookups, update structure") {
+  Tensor W = tensor({1, 2});
+  CHECK_THROWS_WITH_AS((Params{W, W}), doctest::Contains("listed twice"), Error);
+  CHECK_THROWS_WITH_AS(gradient([W] { return sum(W * W); }, Params{W}), doctest::Contains("captured by value"), Error);
+  Linear m{W, ones({1})};
+  CHECK_THROWS_WITH_AS(gradient([&] { return sum(m.W * m.W); }, Params{W}), doctest::Contains("captured by value"),
+                       Error);
+  Grads g = gradient([&] { return sum(W * W); }, Params{W});
+  check_values(g[W], {2, 4}, "g[W]");
+  const Tensor copy = W;
+  check_values(g[copy], {2, 4}, "g[copy of W]");
+  W = tensor({7, 8});  // W's old memory is held by g, so no new tensor can take its address
+  const Tensor other = tensor({0, 0});
+  CHECK_THROWS_WITH_AS(g[other], doctest::Contains("not one of the 1 Params"), Error);
+
+  struct Box {
+    std::vector<Tensor> xs;
+  };
+  std::vector<Tensor> a{ones({3}), ones({1})}, b{ones({1}), ones({3})};
+  CHECK_THROWS_WITH_AS(update(a, b, [](const Tensor& x, const Tensor& d) { return x - d; }),
+                       doctest::Contains("fn must keep each tensor's type"), Error);
+  std::vector<Tensor> c{ones({3})};
+  CHECK_THROWS_WITH_AS(update(a, c, [](const Tensor& x, const Tensor& d) { return x - d; }),
+                       doctest::Contains("expected a gradient with m's 2 tensors, got 1"), Error);
+  Chain one = make_chain(), two = make_chain();
+  two.layers[0].bias.reset();
+  two.layers[1].bias = ones({1, 1});
+  CHECK_THROWS_WITH_AS(update(one, two, [](const Tensor& x, const Tensor& d) { return x - d; }),
+                       doctest::Contains("tensor 2 is layers.0.bias in m, layers.1.weight in the gradient"), Error);
+}
+
+namespace userapi {
+struct SameA {
+  Tensor W;
+};
+REEL_FIELDS(SameA, W)
+struct SameB {
+  Tensor W;
+};
+REEL_FIELDS(SameB, W)
+struct WithPlain {
+  Tensor W;
+  std::pair<int, int> stride{1, 1};
+  const char* name = nullptr;
+  std::map<std::string, double> scales;
+};
+REEL_FIELDS(WithPlain, W, stride, name, scales)
+Tensor apply_same(const SameA& a, const Tensor& x) { return a.W * x; }
+Tensor apply_same(const SameB& b, const Tensor& x) { return b.W + x; }
+}  // namespace userapi
+
+TEST_CASE("review fixes: cache keys hold the struct type and every plain field") {
+  auto jf = reel::jit([](const auto& s, const Tensor& x) { return apply_same(s, x); }, {.compile_after = 1});
+  const Tensor x = tensor({1, 2});
+  check_values(jf(SameA{tensor({2, 2})}, x), {2, 4}, "A: W * x");
+  check_values(jf(SameB{tensor({2, 2})}, x), {3, 4}, "B: W + x, not A's path");
+  auto jp = reel::jit([](const WithPlain& p, const Tensor& v) {
+    double scale = 1;
+    for (const auto& [k, s] : p.scales) scale *= s;
+    return p.W * v * static_cast<double>(p.stride.first) * scale + (p.name == nullptr ? 0.0 : 1.0);
+  }, {.compile_after = 1});
+  WithPlain p{tensor({1, 1}), {1, 1}, nullptr, {}};
+  check_values(jp(p, x), {1, 2}, "stride 1");
+  p.stride = {5, 5};
+  check_values(jp(p, x), {5, 10}, "stride 5: another signature");
+  p.name = "named";
+  check_values(jp(p, x), {6, 11}, "a name");
+  p.scales["a"] = 2;
+  check_values(jp(p, x), {11, 21}, "a scale");
+  CHECK(jp.cache_info().misses == 4);
+  // simplegrad(f, args...) checks them against the traced values.
+  auto sg = simplegrad([](const WithPlain& q, const Tensor& v) { return sum(q.W * v) * q.stride.first; }, p, x);
+  WithPlain q = p;
+  q.stride = {2, 2};
+  CHECK_THROWS_WITH_AS(sg(q, x), doctest::Contains("differ from those traced"), Error);
+  // A string literal argument is a plain value again.
+  auto r = grad([](const Tensor& v, const char* act) { return std::string(act) == "relu" ? sum(relu(v)) : sum(v); },
+                tensor({-1, 2}), "relu");
+  check_values(r.grads[0], {0, 1}, "relu");
 }

@@ -91,32 +91,41 @@ std::unique_lock<std::recursive_mutex> JitCore::miss_lock() { return std::unique
 std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const Tensor* const> tensors,
                                          const Look& look) {
   // The hit path: one lookup under the lock, and the first path (the most recently
-  // successful) tried; the others are copied out only when its guards fail.
+  // successful) tried; the others are copied out only when its guards fail. Paths are
+  // told apart by identity (look.tried), not position: other threads may add or
+  // reorder paths meanwhile, and a later look skips exactly the paths tried before.
   std::shared_ptr<Path> first;
-  std::size_t count = 0;
   {
     std::lock_guard<std::mutex> lock(s_->mutex);
     auto it = s_->entries.find(key);
     if (it != s_->entries.end()) {
-      count = it->second.paths.size();
-      if (look.skip < count) first = it->second.paths[look.skip];
+      if (!it->second.paths.empty()) first = it->second.paths.front();
       if (it->second.recency != s_->recency.begin()) s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
     }
   }
-  std::string local;
-  std::string& failed = look.failed != nullptr ? *look.failed : local;  // the failed guards, for the log
-  if (look.tried != nullptr) *look.tried = count;
-  std::vector<std::shared_ptr<Path>> rest;
-  for (std::size_t i = look.skip; i < count; ++i) {
-    if (i > look.skip && rest.empty()) {  // the first failed: the others, as they are now
-      std::lock_guard<std::mutex> lock(s_->mutex);
-      auto it = s_->entries.find(key);
-      if (it == s_->entries.end()) break;
-      rest = it->second.paths;
-      count = std::min(count, rest.size());
-      if (i >= count) break;
+  std::string local_failed;
+  std::string& failed = look.failed != nullptr ? *look.failed : local_failed;  // the failed guards, for the log
+  std::vector<const void*> local_tried;
+  std::vector<const void*>& tried = look.tried != nullptr ? *look.tried : local_tried;
+  auto was_tried = [&](const Path* p) { return std::find(tried.begin(), tried.end(), p) != tried.end(); };
+  std::vector<std::shared_ptr<Path>> others;
+  bool copied = first == nullptr;  // no entry, or no path: nothing more to copy
+  for (std::size_t i = 0;; ++i) {
+    std::shared_ptr<Path> p;
+    if (i == 0 && first != nullptr && !was_tried(first.get())) {
+      p = first;
+    } else {
+      if (!copied) {  // the first failed or was tried: the others, as they are now
+        copied = true;
+        std::lock_guard<std::mutex> lock(s_->mutex);
+        auto it = s_->entries.find(key);
+        if (it != s_->entries.end()) others = it->second.paths;
+      }
+      while (!others.empty() && was_tried(others.front().get())) others.erase(others.begin());
+      if (others.empty()) break;
+      p = std::move(others.front());
+      others.erase(others.begin());
     }
-    const std::shared_ptr<Path> p = i == look.skip ? first : rest[i];
     try {
       const bool compiled = p->ready.load(std::memory_order_acquire);
       Hit hit{{}, p->lengths};
@@ -135,7 +144,7 @@ std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const T
         if (p->calls.fetch_add(1) + 1 >= static_cast<uint64_t>(s_->options.compile_after)) compile_path(*p);
       }
       s_->hits.fetch_add(1, std::memory_order_relaxed);
-      if (i > 0) {  // most recently successful first: tried first next time, dropped last
+      if (p != first) {  // most recently successful first: tried first next time, dropped last
         std::lock_guard<std::mutex> lock(s_->mutex);
         auto it = s_->entries.find(key);
         if (it != s_->entries.end()) {
@@ -146,12 +155,13 @@ std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const T
       }
       return hit;
     } catch (const GuardFailure& e) {
+      tried.push_back(p.get());  // (only failures: a hit allocates nothing here)
       if (!failed.empty()) failed += "; ";
       failed += e.what();
     }
   }
   const bool final = look.final;
-  const std::size_t cached = count;
+  const std::size_t cached = tried.size();
   if (!final) return std::nullopt;
   std::string why;
   {
@@ -188,11 +198,16 @@ std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const T
       }
     }
   }
+  if (why.empty())
+    why = "a new signature whose difference its text does not show (the bits of a number, e.g. a NaN's payload, or "
+          "a plain field of a struct)";
   std::fprintf(stderr, "reel: %s miss: %s\n", s_->what, why.c_str());
   return std::nullopt;
 }
 
 void JitCore::add(std::string_view key, std::vector<std::string> parts, Tape tape, std::vector<std::size_t> lengths) {
+  // Evicted paths are released after the lock (freeing compiled code takes the JIT's).
+  std::vector<std::shared_ptr<Path>> evicted;
   auto path = std::make_shared<Path>();
   path->tape = std::move(tape);
   path->lengths = std::move(lengths);
@@ -209,6 +224,7 @@ void JitCore::add(std::string_view key, std::vector<std::string> parts, Tape tap
   ps.insert(ps.begin(), std::move(path));  // the newest first
   s_->info.entries += 1;
   if (ps.size() > s_->options.max_paths) {  // drop the least recently successful path
+    evicted.push_back(std::move(ps.back()));
     ps.pop_back();
     s_->info.entries -= 1;
     s_->info.evictions += 1;
@@ -219,7 +235,8 @@ void JitCore::add(std::string_view key, std::vector<std::string> parts, Tape tap
     auto v = s_->entries.find(victim);
     s_->info.entries -= v->second.paths.size();
     s_->info.evictions += 1;
-    s_->entries.erase(v);  // its compiled code is freed with the last reference
+    for (auto& p : v->second.paths) evicted.push_back(std::move(p));
+    s_->entries.erase(v);
   }
 }
 

@@ -28,6 +28,9 @@ Tensor untracked(const Tensor& t) {
 }
 
 void back_impl(const Tensor& y, const Tensor& seed) {
+  if (y.dtype() != DType::f32 && y.dtype() != DType::f64)
+    throw Error(fmt::format("back: expected a floating-point y, got {} (no gradient flows through integers)",
+                            type_str(y.dtype(), y.shape())));
   // The recorded calls y depends on, in an order where each follows its arguments
   // (an iterative depth-first walk: recorded chains may be very long), and the params.
   std::vector<const TrackedCall*> order;

@@ -318,6 +318,12 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
     check_args("compiled function", impl.input_types, copies);
   }
   for (std::size_t i = 0; i < args.size(); ++i)
+    if (args[i]->is_tracked())
+      throw Error(fmt::format("compiled function: argument {} is a param or computed from one, and compiled code "
+                              "does not record operations for reel::back; pass reel::detach(x) (its values), or "
+                              "call the function itself",
+                              i + 1));
+  for (std::size_t i = 0; i < args.size(); ++i)
     if (detail::in_active_trace(*args[i]))
       throw Error(fmt::format(
           "compiled function: argument {} is being traced, and native code cannot be recorded "

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <llvm/Support/BLAKE3.h>
 #include <llvm/Support/xxhash.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -80,16 +81,27 @@ std::optional<std::string> DiskCache::load(const std::string& name, std::string_
   std::lock_guard<std::mutex> lock(mutex_);
   if (dir_.empty()) return std::nullopt;
   const std::string p = path(name);
-  std::ifstream in(p, std::ios::binary);
-  if (!in) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) {
     ++stats_.misses;
     return std::nullopt;
   }
-  auto reject = [&] {
+  if (st.st_uid != ::geteuid()) {  // another user's file: never executed, never removed
     ++stats_.rejected;
     ++stats_.misses;
     return std::nullopt;
+  }
+  std::ifstream in(p, std::ios::binary);
+  // A file that is not a whole entry for this descriptor is removed (a fresh compile
+  // then writes it anew; an entry too large for a lowered bound is not rewritten).
+  auto reject = [&]() -> std::optional<std::string> {
+    ++stats_.rejected;
+    ++stats_.misses;
+    std::error_code ec;
+    fs::remove(p, ec);
+    return std::nullopt;
   };
+  if (!in) return reject();
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
   if (size < static_cast<std::streamoff>(kHeader) || size > max_bytes_ + static_cast<std::streamoff>(kHeader))
@@ -120,26 +132,34 @@ void DiskCache::store(const std::string& name, std::string_view descriptor, std:
   const int64_t total = static_cast<int64_t>(kHeader + descriptor.size() + object.size());
   if (total > max_bytes_) return;  // would be removed at once
   std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) return;
-  static std::atomic<uint64_t> counter{0};
+  if (!fs::exists(dir_, ec)) {
+    fs::create_directories(dir_, ec);
+    if (ec) return;
+    fs::permissions(dir_, fs::perms::owner_all, ec);  // objects are executed: the owner's alone
+  }
   const std::string final_path = path(name);
-  const std::string temp = fmt::format("{}.tmp.{}.{}", final_path, ::getpid(), counter++);
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    const uint64_t dl = descriptor.size(), ol = object.size();
-    out.write(kMagic, 8);
-    out.write(reinterpret_cast<const char*>(&dl), 8);
-    out.write(reinterpret_cast<const char*>(&ol), 8);
-    const auto sum = checksum(descriptor, object);
-    out.write(reinterpret_cast<const char*>(sum.data()), 16);
-    out.write(descriptor.data(), static_cast<std::streamsize>(descriptor.size()));
-    out.write(object.data(), static_cast<std::streamsize>(object.size()));
-    out.close();
-    if (!out) {
-      fs::remove(temp, ec);
-      return;
-    }
+  // A temporary name of its own (mkstemp: created exclusively), renamed into place.
+  std::string temp = final_path + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(temp.data());
+  if (fd < 0) return;
+  std::string file(kHeader, '\0');
+  const uint64_t dl = descriptor.size(), ol = object.size();
+  std::memcpy(file.data(), kMagic, 8);
+  std::memcpy(file.data() + 8, &dl, 8);
+  std::memcpy(file.data() + 16, &ol, 8);
+  const auto sum = checksum(descriptor, object);
+  std::memcpy(file.data() + 24, sum.data(), 16);
+  file.append(descriptor).append(object);
+  bool ok = true;
+  for (std::size_t done = 0; ok && done < file.size();) {
+    const ssize_t n = ::write(fd, file.data() + done, file.size() - done);
+    ok = n > 0;
+    if (ok) done += static_cast<std::size_t>(n);
+  }
+  ok = ::close(fd) == 0 && ok;
+  if (!ok) {
+    fs::remove(temp, ec);
+    return;
   }
   // Another process may be writing the same entry: each writes a temporary file of
   // its own and the last rename wins, with a whole file either way.
@@ -149,7 +169,10 @@ void DiskCache::store(const std::string& name, std::string_view descriptor, std:
     return;
   }
   ++stats_.writes;
-  bound_size();
+  // The directory is scanned when what it may hold could pass the bound: at the first
+  // write, then when the bytes written since the last scan could have filled it.
+  written_since_scan_ += static_cast<int64_t>(file.size());
+  if (!scanned_ || stats_.bytes + written_since_scan_ > max_bytes_) bound_size();
 }
 
 void DiskCache::reject(const std::string& name) {
@@ -177,6 +200,9 @@ void DiskCache::bound_size() {
     const auto time = fs::last_write_time(p, e2);
     if (e2) continue;
     if (file.find(std::string(kSuffix) + ".tmp.") != std::string::npos) {
+      // (Counted towards the bound while they last.)
+      const auto size = fs::file_size(p, e2);
+      if (!e2) total += static_cast<int64_t>(size);
       // A temporary file left by a process that died while writing it.
       if (now - time > std::chrono::hours(1)) fs::remove(p, e2);
       continue;
@@ -188,6 +214,8 @@ void DiskCache::bound_size() {
     total += size;
   }
   stats_.bytes = total;
+  scanned_ = true;
+  written_since_scan_ = 0;
   if (total <= max_bytes_) return;
   std::sort(files.begin(), files.end(), [](const File& a, const File& b) { return a.time < b.time; });
   // Down to three quarters of the bound, so that the next writes do not each scan.
@@ -205,6 +233,9 @@ void DiskCache::bound_size() {
 void DiskCache::set_dir(const std::string& dir) {
   std::lock_guard<std::mutex> lock(mutex_);
   dir_ = dir == "off" ? "" : dir;
+  scanned_ = false;
+  written_since_scan_ = 0;
+  stats_.bytes = 0;
 }
 
 void DiskCache::set_max_bytes(int64_t bytes) {

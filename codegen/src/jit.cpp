@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm-c/Core.h>
 #include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
@@ -15,6 +16,7 @@
 
 #include <unordered_map>
 
+#include "codegen_source_hash.hpp"  // generated: REEL_CODEGEN_SOURCE_HASH
 #include "reel/error.hpp"
 
 namespace reel::codegen {
@@ -73,11 +75,17 @@ struct Jit::State {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> tm;  // for the optimisation pipeline's cost model
   bool avx2 = false, avx512 = false;
-  // The tracker of each object added by add_object, by symbol prefix, until its code
-  // is freed. Identical code may be added again after the last user of the previous
-  // copy dropped it but before that copy's release (which waits for the mutex) ran:
-  // then the new add removes the old copy first, so the symbols never clash.
-  std::unordered_map<std::string, llvm::orc::ResourceTrackerSP> objects;
+  // Each object added by add_object, by symbol prefix, until its code is freed. The
+  // same object (the same IR: kernels with different keys can have equal code, e.g.
+  // empty loops) is shared while it lives; added again after the last user of the
+  // previous copy dropped it but before that copy's release (which waits for the
+  // mutex) ran, the new add removes the old copy first, so the symbols never clash.
+  struct Object {
+    llvm::orc::ResourceTrackerSP tracker;
+    std::weak_ptr<void> handle;  // expired: released by its last user (removal may be pending)
+    std::vector<void*> addresses;
+  };
+  std::unordered_map<std::string, Object> objects;
 };
 
 Jit& Jit::get() {
@@ -148,11 +156,15 @@ void Jit::optimize(llvm::Module& module, bool vector_math) {
 }
 
 std::string Jit::descriptor(bool vector_math) const {
-  // The codegen revision changes when this file's optimisation pipeline or target
-  // settings change in ways the IR does not show.
-  constexpr int kCodegenRevision = 1;
-  return fmt::format("reel {} codegen {}; llvm {}; {}; cpu {}; features {}; vector math {}", REEL_VERSION,
-                     kCodegenRevision, LLVM_VERSION_STRING, triple_, cpu_, features_, vector_math ? 1 : 0);
+  // What turns IR into machine code besides LLVM: this file (the optimisation pipeline,
+  // the target settings, libmvec's table) and the kernel cache, by a hash of their
+  // source made at build time; and LLVM's version as linked (a distribution update of
+  // the shared library changes it without changing the headers).
+  unsigned major = 0, minor = 0, patch = 0;
+  LLVMGetVersion(&major, &minor, &patch);
+  return fmt::format("reel {} codegen {}; llvm {} ({}.{}.{} linked); {}; cpu {}; features {}; vector math {}",
+                     REEL_VERSION, REEL_CODEGEN_SOURCE_HASH, LLVM_VERSION_STRING, major, minor, patch, triple_, cpu_,
+                     features_, vector_math ? 1 : 0);
 }
 
 std::string Jit::emit_object(llvm::Module& module) {
@@ -161,18 +173,27 @@ std::string Jit::emit_object(llvm::Module& module) {
   return std::string(object->getBuffer());
 }
 
+std::optional<Jit::Added> Jit::live_object(const std::string& prefix) {
+  auto it = state_->objects.find(prefix);
+  if (it == state_->objects.end()) return std::nullopt;
+  std::shared_ptr<void> handle = it->second.handle.lock();
+  if (handle.use_count() == 0) return std::nullopt;  // (the handle's pointer is null)
+  return Added{it->second.addresses, std::move(handle)};
+}
+
 Jit::Added Jit::add_object(const std::string& object, const std::string& prefix,
                            const std::vector<std::string>& functions) {
+  if (std::optional<Added> live = live_object(prefix)) return *live;
   auto& jit = *state_->jit;
   auto& objects = state_->objects;
-  if (auto it = objects.find(prefix); it != objects.end()) {
-    llvm::consumeError(it->second->remove());
+  if (auto it = objects.find(prefix); it != objects.end()) {  // released, its removal pending
+    llvm::consumeError(it->second.tracker->remove());
     objects.erase(it);
   }
   llvm::orc::ResourceTrackerSP tracker = jit.getMainJITDylib().createResourceTracker();
   auto forget = [this, tracker, prefix] {
     auto& objects = state_->objects;
-    if (auto it = objects.find(prefix); it != objects.end() && it->second == tracker) {
+    if (auto it = objects.find(prefix); it != objects.end() && it->second.tracker == tracker) {
       llvm::consumeError(tracker->remove());
       objects.erase(it);
     }
@@ -181,7 +202,7 @@ Jit::Added Jit::add_object(const std::string& object, const std::string& prefix,
     llvm::consumeError(tracker->remove());
     throw Error(fmt::format("compile: adding an object to the JIT: {}", message(std::move(e))));
   }
-  objects[prefix] = tracker;
+  objects[prefix] = {tracker, {}, {}};
   Added added{{}, std::shared_ptr<void>(nullptr, [this, forget](void*) {
                 std::lock_guard<std::recursive_mutex> lock(mutex_);
                 forget();
@@ -195,6 +216,8 @@ Jit::Added Jit::add_object(const std::string& object, const std::string& prefix,
     }
     added.addresses.push_back(address->toPtr<void*>());
   }
+  objects[prefix].handle = added.handle;
+  objects[prefix].addresses = added.addresses;
   return added;
 }
 

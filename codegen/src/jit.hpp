@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,7 +41,10 @@ class Jit {
   // Adds an object made by emit_object (in this process or an earlier one) whose
   // symbols all start with `prefix`, and returns the addresses of `functions`. Throws
   // reel::Error if it does not link (the JIT keeps nothing of it then).
+  // If the same object is already added and alive, that one is returned.
   Added add_object(const std::string& object, const std::string& prefix, const std::vector<std::string>& functions);
+  // The object added under `prefix`, if its code is alive.
+  std::optional<Added> live_object(const std::string& prefix);
 
   // Compilation holds this; LLVM's pass objects are not shared across threads.
   std::recursive_mutex& mutex() { return mutex_; }

@@ -76,20 +76,19 @@ std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool
     module->getFunction(fmt::format("reel_kernel_{}", j))->setName(names.back());
   }
   DiskCache& disk = DiskCache::get();
-  std::optional<Jit::Added> added;
-  if (std::optional<std::string> object = disk.load(id, descriptor)) {
-    try {
-      added = jit.add_object(*object, id, names);
-      c.stats.loaded += compiled;
-    } catch (const Error&) {  // intact but unlinkable: compile it anew (and replace it)
-      disk.reject(id);
-    }
-  }
+  std::optional<Jit::Added> added = jit.live_object(id);  // kernels of other keys with this very code
+  if (!added)
+    if (std::optional<std::string> object = disk.load(id, descriptor)) try {
+        added = jit.add_object(*object, id, names);
+        c.stats.loaded += compiled;
+      } catch (const Error&) {  // intact but unlinkable: compile it anew (and replace it)
+        disk.reject(id);
+      }
   if (!added) {
     jit.optimize(*module, vector_math);
     const std::string object = jit.emit_object(*module);
-    disk.store(id, descriptor, object);
     added = jit.add_object(object, id, names);
+    disk.store(id, descriptor, object);  // once it has linked
   }
   for (std::size_t j = 0; j < missing.size(); ++j) {
     const std::size_t i = missing[j];

@@ -53,13 +53,20 @@ Array read(const std::string& path) {
     const uint32_t n = (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | b[3];
     if (n > static_cast<uint32_t>(std::numeric_limits<int32_t>::max()))
       throw reel::Error(fmt::format("idx: {}: dimension {} is {}, more than 2^31 - 1", path, d + 1, n));
-    if (n != 0 && total > (int64_t{1} << 34) / n)
-      throw reel::Error(fmt::format("idx: {}: the dimensions make more than 2^34 elements", path));
+    if (n != 0 && total > (int64_t{1} << 32) / n)
+      throw reel::Error(fmt::format("idx: {}: the dimensions make more than 2^32 elements", path));
     total *= n;
     a.dims.push_back(n);
   }
-  a.data.resize(static_cast<std::size_t>(total));
-  read_exactly(f.get(), a.data.data(), a.data.size(), path, "elements");
+  // Read in chunks, growing as data arrives, so that a header claiming more than the
+  // file holds fails at the file's end rather than allocating what it claims.
+  constexpr std::size_t kChunk = std::size_t{1} << 24;
+  for (std::size_t done = 0; done < static_cast<std::size_t>(total);) {
+    const std::size_t n = std::min(kChunk, static_cast<std::size_t>(total) - done);
+    a.data.resize(done + n);
+    read_exactly(f.get(), a.data.data() + done, n, path, "elements");
+    done += n;
+  }
   unsigned char extra;
   if (gzread(f.get(), &extra, 1) != 0)
     throw reel::Error(fmt::format("idx: {}: expected {} elements, the file has more bytes", path, total));
@@ -95,6 +102,7 @@ reel::Tensor labels(const Array& a) {
 }
 
 reel::Tensor one_hot(const Array& a, int64_t classes, reel::DType dtype) {
+  if (classes < 1 || classes > 256) throw reel::Error(fmt::format("idx: expected 1 to 256 classes, got {}", classes));
   if (a.dims.size() != 1) throw reel::Error(fmt::format("idx: expected labels [n], got {} dimensions", a.dims.size()));
   std::vector<double> v(a.data.size() * static_cast<std::size_t>(classes), 0.0);
   for (std::size_t i = 0; i < a.data.size(); ++i) {

@@ -149,6 +149,21 @@ Tensor Tensor::grad() const {
   return track_->grad;
 }
 
+Tensor& Tensor::assign(const Tensor& values) {
+  if (!is_param())
+    throw Error(fmt::format("assign: expected a param (made by reel::param), got {}",
+                            is_tracked() ? "a tensor computed from params" : "a plain tensor"));
+  if (!values.defined() || values.dtype() != dtype_ || values.shape() != shape_)
+    throw Error(fmt::format("assign: expected values of the param's type {}, got {}", type_str(dtype_, shape_),
+                            values.defined() ? type_str(values.dtype(), values.shape()) : "an undefined tensor"));
+  if (detail::in_active_trace(*this) || detail::in_active_trace(values))
+    throw Error("assign: a param cannot be assigned while it or the values are traced (assign outside the traced "
+                "function)");
+  if (values.raw() != raw() && nbytes() > 0) std::memcpy(storage_.get(), values.raw(), nbytes());
+  track_->version += 1;
+  return *this;
+}
+
 void Tensor::zero_grad() {
   if (!is_param())
     throw Error(fmt::format("zero_grad: expected a param (made by reel::param), got {}",

@@ -48,6 +48,11 @@ void check_result(const Primitive& prim, Tensor& out, const VarType& want, int i
 // the results with their variables.
 void record(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> outs) {
   for (detail::Trace* trace : detail::active_traces()) {
+    if (!trace->watched.empty())
+      for (const Tensor& in : inputs)
+        if (in.defined() && !trace->owns(in))
+          for (const void* w : trace->watched)
+            if (in.raw() == w) throw Error(fmt::format("{}: {}", prim.name, trace->watched_why));
     bool traced = false;
     for (const Tensor& in : inputs) traced = traced || trace->owns(in);
     if (!traced) continue;

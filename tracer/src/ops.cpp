@@ -1,9 +1,5 @@
 #include "reel/ops.hpp"
 
-#include <cstring>
-
-#include "reel/track.hpp"
-#include "reel/trace.hpp"
 
 #include "reel/dispatch.hpp"
 
@@ -37,38 +33,14 @@ Tensor sub(const Tensor& a, const Tensor& b) { REEL_PRIM(sub); return call(prim_
 Tensor mul(const Tensor& a, const Tensor& b) { REEL_PRIM(mul); return call(prim_mul, {a, b}); }
 Tensor div(const Tensor& a, const Tensor& b) { REEL_PRIM(div); return call(prim_div, {a, b}); }
 
-namespace {
-
-// x op= y (see ops.hpp): `result` computes x op y.
-template <class F>
-Tensor& assign_op(Tensor& x, const Tensor* y, const char* name, F result) {
-  if (x.is_param() && !is_traced(x) && (y == nullptr || !is_traced(*y))) {
-    Tensor r;
-    {
-      const detail::TrackingPause pause;  // an update, not an operation of the model
-      r = result();
-    }
-    if (r.dtype() != x.dtype() || r.shape() != x.shape())
-      throw Error(fmt::format("{}: a param is updated in place, so the result must keep its type {}, got {}", name,
-                              type_str(x.dtype(), x.shape()), type_str(r.dtype(), r.shape())));
-    if (r.nbytes() > 0) std::memcpy(x.mutable_raw(), r.raw(), r.nbytes());
-    x.track_node()->version += 1;
-    return x;
-  }
-  x = result();
-  return x;
-}
-
-}  // namespace
-
-Tensor& operator+=(Tensor& x, const Tensor& y) { return assign_op(x, &y, "+=", [&] { return x + y; }); }
-Tensor& operator-=(Tensor& x, const Tensor& y) { return assign_op(x, &y, "-=", [&] { return x - y; }); }
-Tensor& operator*=(Tensor& x, const Tensor& y) { return assign_op(x, &y, "*=", [&] { return x * y; }); }
-Tensor& operator/=(Tensor& x, const Tensor& y) { return assign_op(x, &y, "/=", [&] { return x / y; }); }
-Tensor& operator+=(Tensor& x, double y) { return assign_op(x, nullptr, "+=", [&] { return x + y; }); }
-Tensor& operator-=(Tensor& x, double y) { return assign_op(x, nullptr, "-=", [&] { return x - y; }); }
-Tensor& operator*=(Tensor& x, double y) { return assign_op(x, nullptr, "*=", [&] { return x * y; }); }
-Tensor& operator/=(Tensor& x, double y) { return assign_op(x, nullptr, "/=", [&] { return x / y; }); }
+Tensor& operator+=(Tensor& x, const Tensor& y) { return x = x + y; }
+Tensor& operator-=(Tensor& x, const Tensor& y) { return x = x - y; }
+Tensor& operator*=(Tensor& x, const Tensor& y) { return x = x * y; }
+Tensor& operator/=(Tensor& x, const Tensor& y) { return x = x / y; }
+Tensor& operator+=(Tensor& x, double y) { return x = x + y; }
+Tensor& operator-=(Tensor& x, double y) { return x = x - y; }
+Tensor& operator*=(Tensor& x, double y) { return x = x * y; }
+Tensor& operator/=(Tensor& x, double y) { return x = x / y; }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

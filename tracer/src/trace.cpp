@@ -64,6 +64,11 @@ Tensor TraceScope::input(const Tensor& value) {
   return t;
 }
 
+void TraceScope::forbid_untraced_copies(const Tensor& value, std::string why) {
+  if (value.defined() && value.nbytes() > 0) trace_->watched.push_back(value.raw());
+  trace_->watched_why = std::move(why);
+}
+
 void TraceScope::output(const Tensor& value) {
   if (!value.defined()) throw Error("trace: the function returned an undefined tensor");
   std::vector<Var> outs = trace_->builder.tape().outputs;

@@ -1,7 +1,9 @@
 #pragma once
 // Internal: the traces active on this thread, innermost last.
 #include <cstdint>
+#include <cstring>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -21,6 +23,10 @@ class Trace {
   const bool value_guards;  // values read with item()/values() become guards (cached functions)
   TapeBuilder builder;
   std::vector<Tensor> captured;  // lifted inputs' values
+  // Memory of tensors whose untraced copies must not be used (reel::Params: a copy
+  // captured by value would silently get no gradient).
+  std::vector<const void*> watched;
+  std::string watched_why;
 
   bool owns(const Tensor& t) const { return tag(t) != kNoVar; }
   // The variable for `t` in this trace: its own; with lift_captures, an input for a
@@ -37,6 +43,11 @@ class Trace {
           }
           return it->second;
         }
+    if (t.is_tracked()) {  // a param's memory may be assigned later: the constant is its value now
+      Tensor copy(t.dtype(), t.shape());
+      if (copy.nbytes() > 0) std::memcpy(copy.mutable_raw(), t.raw(), copy.nbytes());
+      return builder.constant(copy);
+    }
     return builder.constant(t);
   }
 

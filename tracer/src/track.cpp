@@ -10,6 +10,9 @@ Tensor param(const Tensor& values) {
   if (!values.defined()) throw Error("param: expected a tensor, got an undefined one");
   if (values.dtype() != DType::f32 && values.dtype() != DType::f64)
     throw Error(fmt::format("param: expected f32 or f64 values, got {}", type_str(values.dtype(), values.shape())));
+  if (detail::in_active_trace(values))
+    throw Error("param: the values are being traced; make params outside the traced function (a param made from "
+                "traced values would cut it off from the trace)");
   Tensor p(values.dtype(), values.shape());
   if (p.nbytes() > 0) std::memcpy(p.mutable_raw(), values.raw(), p.nbytes());
   auto leaf = std::make_shared<detail::TrackNode>();
@@ -20,6 +23,12 @@ Tensor param(const Tensor& values) {
 
 Tensor param(const std::vector<double>& values, const Shape& shape, DType dtype) {
   return param(tensor(values, shape, dtype));
+}
+
+Tensor detach(const Tensor& x) {
+  Tensor d = x;
+  d.set_track_node(nullptr);
+  return d;
 }
 
 namespace detail {
@@ -35,24 +44,27 @@ TrackingPause::~TrackingPause() { --t_paused; }
 OpNode::~OpNode() {
   // A chain of nodes (a loop of 100,000 steps) would be released by as many nested
   // destructors: instead, the nodes this one alone keeps alive are queued and
-  // released one at a time by the outermost destructor.
-  thread_local std::vector<std::shared_ptr<TrackNode>> pending;
-  thread_local bool draining = false;
+  // released one at a time by the outermost destructor, which owns the queue (a
+  // thread_local pointer to it, trivially destructible, so nodes released while the
+  // thread or the process ends never touch a destroyed queue).
+  thread_local std::vector<std::shared_ptr<TrackNode>>* queue = nullptr;
+  std::vector<std::shared_ptr<TrackNode>> own;
+  const bool outermost = queue == nullptr;
+  if (outermost) queue = &own;
   if (call != nullptr && call.use_count() == 1)
     for (Tensor& a : call->args)
       if (a.is_tracked()) {
-        pending.push_back(a.track_node());
+        queue->push_back(a.track_node());
         a.set_track_node(nullptr);
       }
   call.reset();
-  if (draining) return;
-  draining = true;
-  while (!pending.empty()) {
-    std::shared_ptr<TrackNode> n = std::move(pending.back());
-    pending.pop_back();
+  if (!outermost) return;
+  while (!own.empty()) {
+    std::shared_ptr<TrackNode> n = std::move(own.back());
+    own.pop_back();
     n.reset();  // may queue more
   }
-  draining = false;
+  queue = nullptr;
 }
 
 void track_call(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> outs) {

@@ -12,6 +12,7 @@
 #include "reel/passes.hpp"
 #include "reel/play.hpp"
 #include "reel/trace.hpp"
+#include "reel/track.hpp"
 
 namespace reel {
 
@@ -24,10 +25,12 @@ namespace detail {
 
 // Every tensor of the arguments (in structs and containers too), in walk order: the
 // traced tape's inputs.
+// (Detached: playing a gradient tape records nothing for reel::back, even when an
+// argument is a param.)
 template <class... Args>
 std::vector<Tensor> tensor_args(const Args&... args) {
   std::vector<Tensor> out;
-  (for_each_tensor(args, [&](const Tensor& t) { out.push_back(t); }), ...);
+  (for_each_tensor(args, [&](const Tensor& t) { out.push_back(detach(t)); }), ...);
   return out;
 }
 
@@ -116,7 +119,7 @@ auto grad(F&& f, const Args&... args) {
   const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
   std::vector<Tensor> in = detail::tensor_args(args...);
   const Tape g = detail::own_gradients(grad_tape(t.tape), in.size());
-  in.insert(in.end(), t.captured.begin(), t.captured.end());
+  for (const Tensor& c : t.captured) in.push_back(detach(c));
   if constexpr (detail::only_tensors_and_plain<Args...>())
     return detail::spread_grads<Args...>(play(g, in));
   else
@@ -131,7 +134,7 @@ GradResult vjp(F&& f, const Tensor& seed, const Args&... args) {
   detail::check_seed(t.tape, seed);
   std::vector<Tensor> in = detail::tensor_args(args...);
   const Tape g = detail::own_gradients(vjp_tape(t.tape), in.size());
-  in.insert(in.end(), t.captured.begin(), t.captured.end());
+  for (const Tensor& c : t.captured) in.push_back(detach(c));
   in.push_back(seed);
   return detail::spread_grads<Args...>(play(g, in));
 }

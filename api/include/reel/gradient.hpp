@@ -31,7 +31,7 @@ auto withgradient(F&& f, const A&... args) {
   const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
   std::vector<Tensor> in = detail::tensor_args(args...);
   const Tape g = detail::own_gradients(grad_tape(t.tape), in.size());
-  in.insert(in.end(), t.captured.begin(), t.captured.end());
+  for (const Tensor& c : t.captured) in.push_back(detach(c));
   return detail::gradients_of(play(g, in), args...);
 }
 
@@ -49,7 +49,8 @@ class Params {
   Params(std::initializer_list<std::reference_wrapper<Tensor>> tensors) {
     for (Tensor& t : tensors) push_back(t);
   }
-  void push_back(Tensor& t) { vars_.push_back(&t); }
+  // A variable listed twice is a reel::Error (its gradient would be split).
+  void push_back(Tensor& t);
   std::size_t size() const { return vars_.size(); }
   Tensor& operator[](std::size_t i) const { return *vars_.at(i); }
   auto begin() const { return vars_.begin(); }
@@ -72,8 +73,7 @@ class Grads {
   friend Grads make_grads(const Params& ps, std::vector<Tensor> grads);
   struct Entry {
     const Tensor* var;
-    const void* storage;
-    Shape shape;
+    Tensor value;  // holds its memory, so that no other tensor can take its address
   };
   std::vector<Entry> vars_;
   std::vector<Tensor> grads_;
@@ -116,9 +116,9 @@ ParamsGradient withgradient(F&& f, const Params& ps) {
     tape = scope.finish();
   }
   std::vector<Tensor> in;
-  for (Tensor* p : ps) in.push_back(*p);
+  for (Tensor* p : ps) in.push_back(detach(*p));
   const Tape g = detail::own_gradients(grad_tape(tape), in.size());
-  in.insert(in.end(), captured.begin(), captured.end());
+  for (const Tensor& c : captured) in.push_back(detach(c));
   std::vector<Tensor> outs = play(g, in);
   Tensor value = outs.at(0);
   outs.erase(outs.begin());
@@ -136,15 +136,23 @@ Grads gradient(F&& f, const Params& ps) {
 template <class T, class Fn>
 void update(T& m, const T& dm, Fn&& fn) {
   static_assert(detail::may_hold_tensors<T>(), "reel::update: m holds no tensors");
-  const std::vector<Tensor> d = tensors_of(dm);
-  std::size_t n = 0;
-  for_each_tensor(m, [&](Tensor&) { ++n; });
-  if (n != d.size())
-    throw Error(fmt::format("update: expected a gradient with {} tensors (m's structure), got {}", n, d.size()));
+  const std::vector<std::pair<std::string, Tensor>> d = named_tensors(dm), mine = named_tensors(m);
+  if (d.size() != mine.size())
+    throw Error(fmt::format("update: expected a gradient with m's {} tensors, got {}", mine.size(), d.size()));
+  for (std::size_t i = 0; i < d.size(); ++i)
+    if (d[i].first != mine[i].first)
+      throw Error(fmt::format("update: expected a gradient of m's structure: tensor {} is {} in m, {} in the gradient",
+                              i + 1, mine[i].first, d[i].first));
   std::size_t i = 0;
   for_each_tensor(m, [&](Tensor& x) {
-    const Tensor& dx = d[i++];
-    if (dx.defined()) x = fn(static_cast<const Tensor&>(x), dx);
+    const Tensor& dx = d[i++].second;
+    if (!dx.defined()) return;
+    Tensor next = fn(static_cast<const Tensor&>(x), dx);
+    if (!next.defined() || next.dtype() != x.dtype() || next.shape() != x.shape())
+      throw Error(fmt::format("update: fn must keep each tensor's type: {} is {}, fn gave {}", d[i - 1].first,
+                              type_str(x.dtype(), x.shape()),
+                              next.defined() ? type_str(next.dtype(), next.shape()) : "an undefined tensor"));
+    x = std::move(next);
   });
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <typeinfo>
 #include <memory>
 #include <mutex>
@@ -93,13 +94,83 @@ class KeyBuffer {
   std::string heap_;
 };
 
-// Plain values a key can hold.
+// Plain values a key can hold: numbers, enums, strings, pointers (by address), and
+// vectors, arrays, optionals, pairs, tuples and string maps of them.
 template <class P>
 constexpr bool keyable() {
-  if constexpr (std::is_arithmetic_v<P> || std::is_enum_v<P> || std::is_convertible_v<const P&, std::string_view>)
+  using D = std::remove_cv_t<P>;
+  if constexpr (std::is_arithmetic_v<D> || std::is_enum_v<D> || std::is_pointer_v<D> || std::is_null_pointer_v<D> ||
+                std::is_convertible_v<const D&, std::string_view>)
     return true;
-  else if constexpr (is_std_vector<P>::value || is_std_array<P>::value) return keyable<typename P::value_type>();
+  else if constexpr (is_std_vector<D>::value || is_std_array<D>::value || is_std_optional<D>::value)
+    return keyable<typename D::value_type>();
+  else if constexpr (is_string_map<D>::value) return keyable<typename D::mapped_type>();
+  else if constexpr (is_std_tuple<D>::value)
+    return []<std::size_t... I>(std::index_sequence<I...>) {
+      return (keyable<std::tuple_element_t<I, D>>() && ...);
+    }(std::make_index_sequence<std::tuple_size_v<D>>{});
   else return false;
+}
+
+template <class P>
+void append_plain(KeyBuffer& key, const P& a) {
+  using D = std::remove_cv_t<P>;
+  if constexpr (std::is_same_v<D, bool>) {
+    key.put('b');
+    key.put(static_cast<uint8_t>(a));
+  } else if constexpr (std::is_enum_v<D>) {  // the type too: two enums with equal values differ
+    const char* name = typeid(D).name();
+    key.put('e');
+    key.put(std::strlen(name));
+    key.append(name, std::strlen(name));
+    key.put(static_cast<std::underlying_type_t<D>>(a));
+  } else if constexpr (std::is_integral_v<D>) {  // the type too: 1 as int and as long differ
+    key.put(std::is_signed_v<D> ? 'i' : 'u');
+    key.put(static_cast<uint8_t>(sizeof(D)));
+    key.put(a);
+  } else if constexpr (std::is_floating_point_v<D>) {  // the bits: -0.0 and 0.0 differ, as do NaNs
+    key.put('f');
+    key.put(static_cast<uint8_t>(sizeof(D)));
+    if constexpr (std::is_same_v<D, long double> && std::numeric_limits<long double>::digits == 64)
+      key.append(&a, 10);  // x87's 80 bits; the rest of its 16 bytes is padding
+    else
+      key.put(a);
+  } else if constexpr (std::is_pointer_v<std::decay_t<D>> &&
+                       std::is_same_v<std::remove_cv_t<std::remove_pointer_t<std::decay_t<D>>>, char>) {
+    if (a == nullptr) {
+      key.put('z');  // a null string
+    } else {
+      const std::string_view v(a);
+      key.put('s');
+      key.put(v.size());
+      key.append(v.data(), v.size());
+    }
+  } else if constexpr (std::is_pointer_v<D> || std::is_null_pointer_v<D>) {
+    key.put('p');
+    key.put(reinterpret_cast<std::uintptr_t>(static_cast<const void*>(a)));
+  } else if constexpr (std::is_convertible_v<const D&, std::string_view>) {
+    const std::string_view v(a);
+    key.put('s');
+    key.put(v.size());
+    key.append(v.data(), v.size());
+  } else if constexpr (is_std_vector<D>::value || is_std_array<D>::value) {
+    key.put('v');
+    key.put(a.size());
+    for (const auto& e : a) append_plain(key, e);
+  } else if constexpr (is_std_optional<D>::value) {
+    key.put('o');
+    key.put(static_cast<uint8_t>(a.has_value()));
+    if (a.has_value()) append_plain(key, *a);
+  } else if constexpr (is_string_map<D>::value) {
+    key.put('m');
+    key.put(a.size());
+    for (const auto& [k, v] : a) append_plain(key, k), append_plain(key, v);
+  } else if constexpr (is_std_tuple<D>::value) {
+    key.put('t');
+    std::apply([&](const auto&... e) { (append_plain(key, e), ...); }, a);
+  } else {
+    key.put('?');  // not part of the key (std::function, REEL_PLAIN types): documented
+  }
 }
 
 template <class T>
@@ -115,8 +186,7 @@ struct KeyVisitor {
   }
   template <class P>
   void plain(const P& p) {
-    if constexpr (keyable<P>()) append_key(key, p);
-    else key.put('?');
+    append_plain(key, p);
   }
 };
 
@@ -124,49 +194,29 @@ template <class T>
 void append_key(KeyBuffer& key, const T& a) {
   using D = std::decay_t<T>;
   if constexpr (std::is_same_v<D, Tensor>) {
-    if (!a.defined()) throw Error("jit: an argument is an undefined tensor");
+    if (!a.defined()) throw Error("jit: an argument holds an undefined tensor");
     key.put('T');
     key.put(static_cast<uint8_t>(a.dtype()));
     key.put(static_cast<uint64_t>(a.shape().size()));
     if (!a.shape().empty()) key.append(a.shape().data(), a.shape().size() * sizeof(int64_t));
-  } else if constexpr (std::is_same_v<D, bool>) {
-    key.put('b');
-    key.put(static_cast<uint8_t>(a));
-  } else if constexpr (std::is_enum_v<D>) {  // the type too: two enums with equal values differ
-    key.put('e');
+  } else if constexpr (may_hold_tensors<D>()) {  // a struct or container of tensors
+    // Its type, its tensors' types, its containers' sizes and its plain values; plain
+    // fields that cannot be keyed (std::function, REEL_PLAIN types) are not part of it.
     const char* name = typeid(D).name();
+    key.put('{');
     key.put(std::strlen(name));
     key.append(name, std::strlen(name));
-    key.put(static_cast<std::underlying_type_t<D>>(a));
-  } else if constexpr (std::is_integral_v<D>) {  // the type too: 1 as int and as long differ
-    key.put(std::is_signed_v<D> ? 'i' : 'u');
-    key.put(a);
-  } else if constexpr (std::is_floating_point_v<D>) {  // the bits: -0.0 and 0.0 differ, as do NaNs
-    key.put('f');
-    key.put(a);
-  } else if constexpr (std::is_convertible_v<const D&, std::string_view>) {
-    const std::string_view v(a);
-    key.put('s');
-    key.put(v.size());
-    key.append(v.data(), v.size());
-  } else if constexpr (is_std_vector<D>::value || is_std_array<D>::value) {  // of plain values (else below)
-    key.put('v');
-    key.put(a.size());
-    for (const auto& e : a) append_key(key, e);
-  } else if constexpr (may_hold_tensors<D>()) {  // a struct or container of tensors
-    // Its tensors' types, its containers' sizes and its plain values that can be
-    // keyed (numbers, enums, strings, vectors of them); other plain fields
-    // (functions, pointers) are not part of the key.
-    key.put('{');
     KeyVisitor v{key};
     NoFieldPath path;
     walk(a, path, v);
     key.put('}');
+  } else if constexpr (keyable<D>()) {
+    append_plain(key, a);
   } else {
     static_assert(std::is_same_v<D, Tensor>,
                   "reel::jit: arguments are Tensors, structs of them (REEL_FIELDS), containers, integers, doubles, "
-                  "bools, enums or strings; pass other values through a lambda's capture (they become constants "
-                  "of the trace)");
+                  "bools, enums, strings and containers of them; pass other values through a lambda's capture (they "
+                  "become constants of the trace)");
   }
 }
 
@@ -184,6 +234,8 @@ std::string describe_arg(const T& a) {
     return fmt::format("integer {}{} {}", std::is_signed_v<D> ? 'i' : 'u', 8 * sizeof(D), a);
   } else if constexpr (std::is_floating_point_v<D>) {
     return fmt::format("number f{} {}", 8 * sizeof(D), a);  // shortest text that reads back as the same value
+  } else if constexpr (std::is_pointer_v<D> && std::is_same_v<std::remove_cv_t<std::remove_pointer_t<D>>, char>) {
+    return a == nullptr ? std::string("string null") : fmt::format("string \"{}\"", std::string_view(a));
   } else if constexpr (std::is_convertible_v<const D&, std::string_view>) {
     return fmt::format("string \"{}\"", std::string_view(a));
   } else if constexpr (may_hold_tensors<D>()) {
@@ -224,10 +276,19 @@ auto tensor_pointers(const A&... args) {
   }
 }
 
+// Also refuses params (reel::param) and tensors computed from them: cached code does
+// not record operations for reel::back, so it would cut them off silently.
 inline bool any_traced(std::span<const Tensor* const> tensors) {
-  for (const Tensor* t : tensors)
-    if (in_active_trace(*t)) return true;
-  return false;
+  bool traced = false;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i]->is_tracked())
+      throw Error(fmt::format("jit: tensor {} of the arguments is a param or computed from one, and cached code does "
+                              "not record operations for reel::back; pass reel::detach(x) (its values), or call the "
+                              "function itself",
+                              i + 1));
+    traced = traced || in_active_trace(*tensors[i]);
+  }
+  return traced;
 }
 
 inline std::vector<Tensor> tensor_list(std::span<const Tensor* const> tensors) {
@@ -294,16 +355,14 @@ class JitCore {
   // Runs a path cached for this signature; nullopt for a miss. A final look (made
   // holding miss_lock, just before tracing) counts the miss and, under
   // REEL_LOG=recompiles, prints its reason (`parts`: the key's parts as text).
-  // The final look skips the first `skip` paths (tried by the first look of the same
-  // call); `tried` receives how many paths a look tried.
-  // `failed` collects the failed guards' messages across both looks (for the log).
+  // `tried` collects the paths a look tried (by identity), which a later look of the
+  // same call skips; `failed` collects the failed guards' messages (for the log).
   // With `out` set (the caller knows how many outputs its paths make), the outputs
   // are written there and the hit's `outputs` stay empty: no vector on a hit.
   struct Look {
     std::span<Tensor> out = {};
     bool final = false;
-    std::size_t skip = 0;
-    std::size_t* tried = nullptr;
+    std::vector<const void*>* tried = nullptr;
     std::string* failed = nullptr;
     const std::vector<std::string>* parts = nullptr;
   };
@@ -338,7 +397,7 @@ class JitFunction {
     if (detail::any_traced(tensors)) return f_(args...);
     detail::KeyBuffer key;
     detail::make_key(key, args...);
-    std::size_t tried = 0;
+    std::vector<const void*> tried;
     std::string failed;
     if constexpr (std::is_same_v<R, Tensor>) {  // one output: no vector on a hit
       Tensor out;
@@ -349,7 +408,7 @@ class JitFunction {
     }
     const auto lock = core_->miss_lock();
     std::vector<std::string> parts = detail::describe_args(args...);
-    if (auto hit = core_->run(key.view(), tensors, {.final = true, .skip = tried, .failed = &failed, .parts = &parts}))
+    if (auto hit = core_->run(key.view(), tensors, {.final = true, .tried = &tried, .failed = &failed, .parts = &parts}))
       return rebuilt<R>(*hit);  // another thread traced it
     R result = [&] {
       detail::TraceScope scope(false, /*value_guards=*/true);
@@ -426,7 +485,7 @@ class CachedGrad {
   void fill(std::span<Tensor> outs, std::span<const Tensor* const> tensors, const A&... args) const {
     bool hit = false;
     detail::KeyBuffer key;
-    std::size_t tried = 0;
+    std::vector<const void*> tried;
     std::string failed;
     if (detail::any_traced(tensors)) {  // inside another trace: no cache, recorded on it
       detail::move_outputs(play(grad_tape(trace(f_, args...)), detail::tensor_list(tensors)), outs);
@@ -437,7 +496,7 @@ class CachedGrad {
     if (hit) return;
     const auto lock = core_->miss_lock();
     std::vector<std::string> parts = detail::describe_args(args...);
-    hit = core_->run(key.view(), tensors, {.out = outs, .final = true, .skip = tried, .failed = &failed, .parts = &parts})
+    hit = core_->run(key.view(), tensors, {.out = outs, .final = true, .tried = &tried, .failed = &failed, .parts = &parts})
               .has_value();
     if (hit) return;
     Tape g = grad_tape([&] {

@@ -72,6 +72,12 @@ class Tensor {
   Tensor grad() const;
   void zero_grad();
   bool is_param() const;
+  // Writes `values` (the param's dtype and shape) into a param's own memory, which
+  // every copy of the param shares, and records nothing: Tracker's W.data .= values,
+  // for training updates (W.assign(W - lr * W.grad())). The param keeps its identity
+  // and gradient; reel::back of a y computed before is then an error. A reel::Error
+  // for a tensor that is not a param, other types, or while either is traced.
+  Tensor& assign(const Tensor& values);
   // A param, or computed from one outside any trace: its operations are recorded
   // for reel::back. The node is the tracer's; the runtime only stores it.
   bool is_tracked() const { return track_ != nullptr; }

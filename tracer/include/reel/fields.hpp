@@ -43,8 +43,22 @@ struct Field {
   M S::*member;
 };
 
+// What REEL_FIELDS(S, ...) returns: S's fields. The owner type makes a struct derived
+// from a listed one not count as listed (its own fields would be missed).
+template <class S, class... F>
+struct FieldList {
+  using owner = S;
+  std::tuple<F...> fields;
+};
+template <class S, class... F>
+FieldList<S, F...> make_field_list(F... fields) {
+  return {std::tuple<F...>(fields...)};
+}
+
 template <class T>
-concept Described = requires { reel_fields(static_cast<const T*>(nullptr)); };
+concept Described = requires {
+  typename decltype(reel_fields(static_cast<const T*>(nullptr)))::owner;
+} && std::is_same_v<typename decltype(reel_fields(static_cast<const T*>(nullptr)))::owner, T>;
 
 template <class T> struct is_std_vector : std::false_type {};
 template <class E, class A> struct is_std_vector<std::vector<E, A>> : std::true_type {};
@@ -60,11 +74,14 @@ template <class E, class C, class A> struct is_string_map<std::map<std::string, 
 template <class T> struct is_std_function : std::false_type {};
 template <class F> struct is_std_function<std::function<F>> : std::true_type {};
 
+// (Pointers are handled in kind_of: plain unless they point at something holding tensors.)
 template <class T>
-constexpr bool is_plain_v = std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_pointer_v<T> ||
-                            std::is_member_pointer_v<T> || std::is_same_v<T, std::string> ||
-                            std::is_same_v<T, std::string_view> || std::is_same_v<T, std::nullptr_t> ||
+constexpr bool is_plain_v = std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_member_pointer_v<T> ||
+                            std::is_convertible_v<const T&, std::string_view> || std::is_null_pointer_v<T> ||
                             is_std_function<T>::value || plain_type<T>::value;
+
+template <class T>
+constexpr bool may_hold_tensors();
 
 // What a type is to the walk; `unknown` is a compile-time error where it is walked.
 enum class Kind { tensor, described, sequence, tuple, optional, string_map, plain, unknown };
@@ -73,7 +90,13 @@ template <class T>
 constexpr Kind kind_of() {
   using D = std::remove_cv_t<T>;
   if constexpr (std::is_same_v<D, Tensor>) return Kind::tensor;
-  else if constexpr (Described<D>) return Kind::described;
+  else if constexpr (std::is_pointer_v<D> && !std::is_convertible_v<const D&, std::string_view>) {
+    // Plain (carried along) unless what it points at holds tensors, which a pointer
+    // field would silently keep out of the gradient.
+    using E = std::remove_cv_t<std::remove_pointer_t<D>>;
+    if constexpr (std::is_void_v<E> || std::is_function_v<E>) return Kind::plain;
+    else return may_hold_tensors<E>() ? Kind::unknown : Kind::plain;
+  } else if constexpr (Described<D>) return Kind::described;
   else if constexpr (is_plain_v<D>) return Kind::plain;
   else if constexpr (is_std_vector<D>::value || is_std_array<D>::value) return Kind::sequence;
   else if constexpr (is_std_tuple<D>::value) return Kind::tuple;
@@ -146,7 +169,7 @@ void walk(T& x, P& path, Fn& fn) {
         [&](const auto&... field) {
           ((path.push(field.name), walk(x.*(field.member), path, fn), path.pop()), ...);
         },
-        reel_fields(static_cast<const D*>(nullptr)));
+        reel_fields(static_cast<const D*>(nullptr)).fields);
   } else if constexpr (k == Kind::sequence) {
     if constexpr (requires { fn.count(x.size()); }) fn.count(x.size());  // structure, for a cache key
     std::size_t i = 0;
@@ -174,7 +197,8 @@ void walk(T& x, P& path, Fn& fn) {
     static_assert(always_false<D>,
                   "reel: this type is not differentiable: list its fields once after its definition with "
                   "REEL_FIELDS(Type, field1, field2, ...) (tensor fields get gradients, other fields are carried "
-                  "along), or declare it a plain value with REEL_PLAIN(Type)");
+                  "along; a struct derived from a listed one needs its own list), or declare it a plain value with "
+                  "REEL_PLAIN(Type); a pointer to tensors cannot be differentiated through: hold the value");
   }
 }
 
@@ -223,7 +247,7 @@ std::vector<Tensor> tensors_of(const T& x) {
 
 #define REEL_FIELDS(Type, ...)                                              \
   [[maybe_unused]] inline auto reel_fields(const Type*) {                   \
-    return std::make_tuple(REEL_DETAIL_FOR_EACH(REEL_DETAIL_FIELD, Type, __VA_ARGS__)); \
+    return ::reel::detail::make_field_list<Type>(REEL_DETAIL_FOR_EACH(REEL_DETAIL_FIELD, Type, __VA_ARGS__)); \
   }
 
 #define REEL_PLAIN(Type)                           \

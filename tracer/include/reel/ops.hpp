@@ -23,12 +23,11 @@ Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& a);
 
-// In-place updates: x op= y is x = x op y, recorded like the operation while tracing
-// (x's variable then holds the result) and for tensors computed from params. On a
-// param outside any trace (x.is_param(), neither x nor y traced), the result is
-// written into the param's own memory instead, and nothing is recorded (Tracker's
-// W.data .-= lr .* W.grad): the param keeps its identity and its gradient; its type
-// must not change. reel::back of a y computed before such an update is an error.
+// In-place updates: x op= y is x = x op y for every tensor, recorded like the operation
+// while tracing (x's variable then holds the result) and for params (x then holds a
+// tensor computed from the param). Tensors are values: no other copy changes. To
+// update a Tracker param in its own memory (Tracker's W.data .-= lr .* grad(W)), use
+// W.assign(W - lr * W.grad()).
 Tensor& operator+=(Tensor& x, const Tensor& y);
 Tensor& operator-=(Tensor& x, const Tensor& y);
 Tensor& operator*=(Tensor& x, const Tensor& y);

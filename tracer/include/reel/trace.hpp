@@ -10,6 +10,7 @@
 // Tensor, a std::vector<Tensor>, or a tuple or pair of Tensors. Traces nest: tracing a
 // function that itself traces (e.g. calls grad) keeps each trace's tape separate; an
 // operation is recorded on every active trace that one of its inputs belongs to.
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -38,6 +39,9 @@ class TraceScope {
   TraceScope& operator=(const TraceScope&) = delete;
 
   Tensor input(const Tensor& value);  // a new tape input with this value
+  // An operation on an untraced tensor sharing `value`'s memory is then a reel::Error
+  // (`why` says what to do): for reel::Params, whose copies would get no gradient.
+  void forbid_untraced_copies(const Tensor& value, std::string why);
   void output(const Tensor& value);
   Tape finish();
   const std::vector<Tensor>& captured() const;

@@ -19,6 +19,10 @@ namespace reel {
 Tensor param(const Tensor& values);
 Tensor param(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f64);
 
+// The same values (and memory), not tracked: operations on the result are not
+// recorded (Tracker's data(x), PyTorch's detach()).
+Tensor detach(const Tensor& x);
+
 namespace detail {
 
 // One recorded call: its primitive, attributes and arguments (their values, and

@@ -1,0 +1,10 @@
+# Writes OUT, a header defining REEL_CODEGEN_SOURCE_HASH: the SHA-256 of FILES' contents.
+set(all "")
+foreach(f ${FILES})
+  file(READ ${f} content)
+  string(APPEND all "${content}")
+endforeach()
+string(SHA256 hash "${all}")
+string(SUBSTRING ${hash} 0 16 hash)
+file(WRITE ${OUT}.tmp "#pragma once\n#define REEL_CODEGEN_SOURCE_HASH \"${hash}\"\n")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)
