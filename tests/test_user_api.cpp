@@ -418,3 +418,52 @@ TEST_CASE("review fixes: cache keys hold the struct type and every plain field")
                 tensor({-1, 2}), "relu");
   check_values(r.grads[0], {0, 1}, "relu");
 }
+
+namespace userapi {
+struct Opaque;  // never defined: a C-style handle
+struct WithHandles {
+  Tensor W;
+  FILE* log = nullptr;
+  Opaque* impl = nullptr;
+};
+REEL_FIELDS(WithHandles, W, log, impl)
+}  // namespace userapi
+
+TEST_CASE("re-review fixes: nested gradients over Params, cached functions in traces of params, keys, handles") {
+  // Second order through Params: d/dW sum(3 W^2) = 6 W.
+  Tensor W = tensor({1, 2});
+  Params ps{W};
+  Grads outer = gradient(
+      [&] {
+        Grads inner = gradient([&] { return sum(W * W * W); }, ps);
+        return sum(inner[W]);
+      },
+      ps);
+  check_values(outer[W], {6, 12}, "second order");
+  // A cached function called inside a trace of params runs inline on that trace.
+  Tensor P = param(tensor({1, 2}));
+  auto jf = reel::jit([](const Tensor& a) { return sum(a * a); });
+  Grads g = gradient([&] { return jf(P); }, Params{P});
+  check_values(g[P], {2, 4}, "jit inside gradient of a param");
+  auto r = grad([&](const Tensor& a) { return jf(a); }, P);
+  check_values(r.grads[0], {2, 4}, "jit inside grad of a param");
+  // Keys of arguments of different types never collide, even when empty.
+  auto jk = reel::jit([](const auto& o, const Tensor& x) {
+    if constexpr (std::is_same_v<typename std::decay_t<decltype(o)>::value_type, int>) return x * 2.0;
+    else return x * 3.0;
+  }, {.compile_after = 1});
+  const Tensor one = ones({1});
+  CHECK(jk(std::optional<int>{}, one).item() == 2);
+  CHECK(jk(std::optional<double>{}, one).item() == 3);
+  CHECK(jk(std::vector<int>{}, one).item() == 2);
+  CHECK(jk(std::vector<double>{}, one).item() == 3);
+  auto jv = reel::jit([](const Tensor& x, const auto&... rest) { return x * static_cast<double>(sizeof...(rest)); },
+                      {.compile_after = 1});
+  CHECK(jv(one, std::pair<int, int>{1, 2}).item() == 1);
+  CHECK(jv(one, std::tuple<int>{1}, 2).item() == 2);
+  // Pointers to things holding no tensors (C handles, incomplete types) are plain fields.
+  WithHandles h{tensor({1, 2}), stderr, nullptr};
+  auto [dh] = gradient([](const WithHandles& m) { return sum(m.W * m.W); }, h);
+  check_values(dh.W, {2, 4}, "dW");
+  CHECK(dh.log == stderr);
+}

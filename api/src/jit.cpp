@@ -105,9 +105,11 @@ std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const T
   }
   std::string local_failed;
   std::string& failed = look.failed != nullptr ? *look.failed : local_failed;  // the failed guards, for the log
-  std::vector<const void*> local_tried;
-  std::vector<const void*>& tried = look.tried != nullptr ? *look.tried : local_tried;
-  auto was_tried = [&](const Path* p) { return std::find(tried.begin(), tried.end(), p) != tried.end(); };
+  std::vector<std::shared_ptr<const void>> local_tried;
+  std::vector<std::shared_ptr<const void>>& tried = look.tried != nullptr ? *look.tried : local_tried;
+  auto was_tried = [&](const Path* p) {
+    return std::any_of(tried.begin(), tried.end(), [&](const auto& t) { return t.get() == p; });
+  };
   std::vector<std::shared_ptr<Path>> others;
   bool copied = first == nullptr;  // no entry, or no path: nothing more to copy
   for (std::size_t i = 0;; ++i) {
@@ -155,7 +157,7 @@ std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const T
       }
       return hit;
     } catch (const GuardFailure& e) {
-      tried.push_back(p.get());  // (only failures: a hit allocates nothing here)
+      tried.push_back(p);  // (only failures: a hit allocates nothing here)
       if (!failed.empty()) failed += "; ";
       failed += e.what();
     }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <llvm/Support/BLAKE3.h>
 #include <llvm/Support/xxhash.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <vector>
 
 namespace reel::codegen {
@@ -81,17 +81,23 @@ std::optional<std::string> DiskCache::load(const std::string& name, std::string_
   std::lock_guard<std::mutex> lock(mutex_);
   if (dir_.empty()) return std::nullopt;
   const std::string p = path(name);
-  struct stat st {};
-  if (::stat(p.c_str(), &st) != 0) {
+  // Opened without following a symbolic link, and checked on the open file: a file
+  // another user owns is never executed (nor removed).
+  const int fd = ::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
     ++stats_.misses;
     return std::nullopt;
   }
-  if (st.st_uid != ::geteuid()) {  // another user's file: never executed, never removed
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
     ++stats_.rejected;
     ++stats_.misses;
     return std::nullopt;
   }
-  std::ifstream in(p, std::ios::binary);
   // A file that is not a whole entry for this descriptor is removed (a fresh compile
   // then writes it anew; an entry too large for a lowered bound is not rewritten).
   auto reject = [&]() -> std::optional<std::string> {
@@ -101,14 +107,14 @@ std::optional<std::string> DiskCache::load(const std::string& name, std::string_
     fs::remove(p, ec);
     return std::nullopt;
   };
-  if (!in) return reject();
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < static_cast<std::streamoff>(kHeader) || size > max_bytes_ + static_cast<std::streamoff>(kHeader))
-    return reject();
+  const auto size = static_cast<int64_t>(st.st_size);
+  if (size < static_cast<int64_t>(kHeader) || size > max_bytes_ + static_cast<int64_t>(kHeader)) return reject();
   std::string file(static_cast<std::size_t>(size), '\0');
-  in.seekg(0);
-  if (!in.read(file.data(), size)) return reject();
+  for (std::size_t done = 0; done < file.size();) {
+    const ssize_t n = ::read(fd, file.data() + done, file.size() - done);
+    if (n <= 0) return reject();  // shorter than it said (truncated while read)
+    done += static_cast<std::size_t>(n);
+  }
   uint64_t descriptor_len = 0, object_len = 0;
   std::memcpy(&descriptor_len, file.data() + 8, 8);
   std::memcpy(&object_len, file.data() + 16, 8);
@@ -169,10 +175,9 @@ void DiskCache::store(const std::string& name, std::string_view descriptor, std:
     return;
   }
   ++stats_.writes;
-  // The directory is scanned when what it may hold could pass the bound: at the first
-  // write, then when the bytes written since the last scan could have filled it.
-  written_since_scan_ += static_cast<int64_t>(file.size());
-  if (!scanned_ || stats_.bytes + written_since_scan_ > max_bytes_) bound_size();
+  // Every write scans the directory (cheap next to the compile that made the entry):
+  // other processes write into it too.
+  bound_size();
 }
 
 void DiskCache::reject(const std::string& name) {
@@ -214,8 +219,6 @@ void DiskCache::bound_size() {
     total += size;
   }
   stats_.bytes = total;
-  scanned_ = true;
-  written_since_scan_ = 0;
   if (total <= max_bytes_) return;
   std::sort(files.begin(), files.end(), [](const File& a, const File& b) { return a.time < b.time; });
   // Down to three quarters of the bound, so that the next writes do not each scan.
@@ -233,8 +236,6 @@ void DiskCache::bound_size() {
 void DiskCache::set_dir(const std::string& dir) {
   std::lock_guard<std::mutex> lock(mutex_);
   dir_ = dir == "off" ? "" : dir;
-  scanned_ = false;
-  written_since_scan_ = 0;
   stats_.bytes = 0;
 }
 

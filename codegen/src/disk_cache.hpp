@@ -46,8 +46,6 @@ class DiskCache {
   std::mutex mutex_;
   std::string dir_;  // empty: off
   int64_t max_bytes_ = 0;
-  bool scanned_ = false;            // the directory's size is known (stats_.bytes)
-  int64_t written_since_scan_ = 0;  // bytes written since
   CodeCacheInfo stats_;
 };
 

@@ -77,6 +77,7 @@ std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool
   }
   DiskCache& disk = DiskCache::get();
   std::optional<Jit::Added> added = jit.live_object(id);  // kernels of other keys with this very code
+  const bool shared = added.has_value();
   if (!added)
     if (std::optional<std::string> object = disk.load(id, descriptor)) try {
         added = jit.add_object(*object, id, names);
@@ -96,8 +97,10 @@ std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool
     out[i] = {fn, added->handle};
     c.entries[std::move(keys[i])] = {fn, added->handle};
   }
-  c.stats.compiled += compiled;
-  c.stats.modules += 1;
+  if (!shared) {  // (a shared object was neither built nor loaded)
+    c.stats.compiled += compiled;
+    c.stats.modules += 1;
+  }
   // Forget entries whose code is gone, so the table does not grow without bound.
   if (c.entries.size() >= c.prune_at) {
     std::erase_if(c.entries, [](const auto& e) { return e.second.code.expired(); });

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "reel/ir/tape.hpp"
+#include "reel/trace.hpp"
 #include "reel/track.hpp"
 #include "trace_state.hpp"
 
@@ -50,7 +51,7 @@ void record(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& 
   for (detail::Trace* trace : detail::active_traces()) {
     if (!trace->watched.empty())
       for (const Tensor& in : inputs)
-        if (in.defined() && !trace->owns(in))
+        if (in.defined() && !reel::is_traced(in))  // (a nested trace's input is traced, not a copy)
           for (const void* w : trace->watched)
             if (in.raw() == w) throw Error(fmt::format("{}: {}", prim.name, trace->watched_why));
     bool traced = false;

@@ -44,15 +44,20 @@ class Trace {
           return it->second;
         }
     if (t.is_tracked()) {  // a param's memory may be assigned later: the constant is its value now
-      Tensor copy(t.dtype(), t.shape());
-      if (copy.nbytes() > 0) std::memcpy(copy.mutable_raw(), t.raw(), copy.nbytes());
-      return builder.constant(copy);
+      auto [it, is_new] = snapshots_.try_emplace({t.raw(), t.shape()}, kNoVar);
+      if (is_new) {  // one copy per tensor per trace
+        Tensor copy(t.dtype(), t.shape());
+        if (copy.nbytes() > 0) std::memcpy(copy.mutable_raw(), t.raw(), copy.nbytes());
+        it->second = builder.constant(copy);
+      }
+      return it->second;
     }
     return builder.constant(t);
   }
 
  private:
   std::map<std::pair<uint64_t, Var>, Var> lifted_;  // enclosing (trace, var) -> input
+  std::map<std::pair<const void*, Shape>, Var> snapshots_;  // tracked tensors' constants
 
   // The variable `t` is in this trace, or kNoVar.
   Var tag(const Tensor& t) const {

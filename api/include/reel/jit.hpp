@@ -190,9 +190,16 @@ struct KeyVisitor {
   }
 };
 
+// One address per type (an inline variable is one object in the whole program): a
+// key part starts with its argument's type, so that arguments of different types
+// (a generic function is called with many) never share bytes.
+template <class T>
+inline constexpr char type_tag = 0;
+
 template <class T>
 void append_key(KeyBuffer& key, const T& a) {
   using D = std::decay_t<T>;
+  if constexpr (!std::is_same_v<D, Tensor>) key.put(static_cast<const void*>(&type_tag<D>));
   if constexpr (std::is_same_v<D, Tensor>) {
     if (!a.defined()) throw Error("jit: an argument holds an undefined tensor");
     key.put('T');
@@ -202,10 +209,7 @@ void append_key(KeyBuffer& key, const T& a) {
   } else if constexpr (may_hold_tensors<D>()) {  // a struct or container of tensors
     // Its type, its tensors' types, its containers' sizes and its plain values; plain
     // fields that cannot be keyed (std::function, REEL_PLAIN types) are not part of it.
-    const char* name = typeid(D).name();
-    key.put('{');
-    key.put(std::strlen(name));
-    key.append(name, std::strlen(name));
+    key.put('{');  // (its type: the tag above)
     KeyVisitor v{key};
     NoFieldPath path;
     walk(a, path, v);
@@ -281,12 +285,15 @@ auto tensor_pointers(const A&... args) {
 inline bool any_traced(std::span<const Tensor* const> tensors) {
   bool traced = false;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (in_active_trace(*tensors[i])) {  // recorded on the enclosing trace, which handles params
+      traced = true;
+      continue;
+    }
     if (tensors[i]->is_tracked())
       throw Error(fmt::format("jit: tensor {} of the arguments is a param or computed from one, and cached code does "
                               "not record operations for reel::back; pass reel::detach(x) (its values), or call the "
                               "function itself",
                               i + 1));
-    traced = traced || in_active_trace(*tensors[i]);
   }
   return traced;
 }
@@ -362,7 +369,7 @@ class JitCore {
   struct Look {
     std::span<Tensor> out = {};
     bool final = false;
-    std::vector<const void*>* tried = nullptr;
+    std::vector<std::shared_ptr<const void>>* tried = nullptr;  // held: no address reuse
     std::string* failed = nullptr;
     const std::vector<std::string>* parts = nullptr;
   };
@@ -397,7 +404,7 @@ class JitFunction {
     if (detail::any_traced(tensors)) return f_(args...);
     detail::KeyBuffer key;
     detail::make_key(key, args...);
-    std::vector<const void*> tried;
+    std::vector<std::shared_ptr<const void>> tried;
     std::string failed;
     if constexpr (std::is_same_v<R, Tensor>) {  // one output: no vector on a hit
       Tensor out;
@@ -485,7 +492,7 @@ class CachedGrad {
   void fill(std::span<Tensor> outs, std::span<const Tensor* const> tensors, const A&... args) const {
     bool hit = false;
     detail::KeyBuffer key;
-    std::vector<const void*> tried;
+    std::vector<std::shared_ptr<const void>> tried;
     std::string failed;
     if (detail::any_traced(tensors)) {  // inside another trace: no cache, recorded on it
       detail::move_outputs(play(grad_tape(trace(f_, args...)), detail::tensor_list(tensors)), outs);

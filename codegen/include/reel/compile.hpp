@@ -53,7 +53,7 @@ struct CodeCacheInfo {
   int64_t writes = 0;     // modules written
   int64_t rejected = 0;   // files ignored: truncated, corrupt, another program's, unlinkable
   int64_t removed = 0;    // files removed to keep the directory under max_bytes
-  int64_t bytes = 0;      // the directory's files at its last scan (0 before one; scanned when they could pass the bound)
+  int64_t bytes = 0;      // the directory's files after this process's last write (0 before one)
   int64_t max_bytes = 0;  // the bound
 };
 CodeCacheInfo code_cache_info();

@@ -95,7 +95,9 @@ constexpr Kind kind_of() {
     // field would silently keep out of the gradient.
     using E = std::remove_cv_t<std::remove_pointer_t<D>>;
     if constexpr (std::is_void_v<E> || std::is_function_v<E>) return Kind::plain;
-    else return may_hold_tensors<E>() ? Kind::unknown : Kind::plain;
+    else if constexpr (requires { sizeof(E); })  // (an incomplete type, FILE, a C handle: plain)
+      return kind_of<E>() != Kind::unknown && may_hold_tensors<E>() ? Kind::unknown : Kind::plain;
+    else return Kind::plain;
   } else if constexpr (Described<D>) return Kind::described;
   else if constexpr (is_plain_v<D>) return Kind::plain;
   else if constexpr (is_std_vector<D>::value || is_std_array<D>::value) return Kind::sequence;

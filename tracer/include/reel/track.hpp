@@ -20,7 +20,8 @@ Tensor param(const Tensor& values);
 Tensor param(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f64);
 
 // The same values (and memory), not tracked: operations on the result are not
-// recorded (Tracker's data(x), PyTorch's detach()).
+// recorded for reel::back (Tracker's data(x)). It does not stop gradients inside
+// reel::grad and other traces: that is reel::nodiff (reel::stop_gradient).
 Tensor detach(const Tensor& x);
 
 namespace detail {
