@@ -1,0 +1,117 @@
+// Replays a recorded GradBench transcript (../shared/data/gradbench/<eval>.jsonl)
+// through reel-gradbench's session and checks every reply against the recorded one
+// with GradBench's rule: the same structure (keys, list lengths, types, int and float
+// interchangeable) and every float within |x - y| / max(1, |x| + |y|) <= 1e-4.
+// Timings are checked for their form only. Runs each evaluate once (min_runs 1,
+// min_seconds 0). Exit status 0 when every reply matches.
+//   gradbench_replay <transcript.jsonl>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "session.hpp"
+
+using gradbench::json;
+
+namespace {
+
+// GradBench's comparison (python/gradbench/gradbench/comparison.py); the first
+// difference, or "".
+std::string compare(const json& got, const json& want, const std::string& at) {
+  if (got.is_number() && want.is_number()) {
+    const double x = got.get<double>(), y = want.get<double>();
+    if (!std::isfinite(x)) return fmt::format("{}: {} is not finite", at, x);
+    if (std::abs(x - y) / std::max(1.0, std::abs(x) + std::abs(y)) > 1e-4)
+      return fmt::format("{}: {} vs {}", at, x, y);
+    return "";
+  }
+  if (got.type() != want.type()) return fmt::format("{}: a {} where {} was recorded", at, got.type_name(), want.type_name());
+  if (got.is_array()) {
+    if (got.size() != want.size()) return fmt::format("{}: {} elements vs {}", at, got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (std::string d = compare(got[i], want[i], fmt::format("{}[{}]", at, i)); !d.empty()) return d;
+    return "";
+  }
+  if (got.is_object()) {
+    for (const auto& [k, v] : want.items())
+      if (!got.contains(k)) return fmt::format("{}: no key {}", at, k);
+    for (const auto& [k, v] : got.items()) {
+      if (!want.contains(k)) return fmt::format("{}: an extra key {}", at, k);
+      if (std::string d = compare(v, want.at(k), at + "." + k); !d.empty()) return d;
+    }
+    return "";
+  }
+  return got == want ? "" : fmt::format("{}: {} vs {}", at, got.dump(), want.dump());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: gradbench_replay <transcript.jsonl>\n";
+    return 2;
+  }
+  std::ifstream in(argv[1]);
+  if (!in) {
+    std::cerr << "gradbench_replay: cannot read " << argv[1] << "\n";
+    return 2;
+  }
+  gradbench::Session session;
+  json last_reply;
+  json last_message;
+  int checked = 0, failures = 0, unanswered = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const json entry = json::parse(line);
+    if (entry.contains("message")) {
+      json message = entry.at("message");
+      if (message.value("kind", "") == "evaluate" && message.at("input").is_object()) {
+        message["input"]["min_runs"] = 1;
+        message["input"]["min_seconds"] = 0;
+      }
+      last_message = message;
+      last_reply = session.handle(message);
+      if (last_reply.value("id", json()) != message.at("id")) {
+        std::cout << fmt::format("id {}: the reply's id is {}\n", message.at("id").dump(), last_reply.value("id", json()).dump());
+        ++failures;
+      }
+      if (message.value("kind", "") == "evaluate") {
+        const bool ok = last_reply.value("success", false);
+        std::cout << fmt::format("id {} {}.{} ({}): {}\n", message.at("id").dump(), message.value("module", ""),
+                                 message.value("function", ""), message.value("description", "-"),
+                                 ok ? "ok" : "failed: " + last_reply.value("error", std::string("?")));
+        if (!ok) ++failures;
+        else ++unanswered;  // until a recorded reply is found
+        // One evaluate timing per run, after a prepare timing.
+        if (ok) {
+          const json& t = last_reply.at("timings");
+          if (t.size() != 2 || t[0].at("name") != "prepare" || t[1].at("name") != "evaluate" ||
+              !t[1].at("nanoseconds").is_number_integer()) {
+            std::cout << "  timings of the wrong form: " << t.dump() << "\n";
+            ++failures;
+          }
+        }
+      }
+    } else if (entry.contains("response")) {
+      const json& want = entry.at("response");
+      if (want.value("id", json()) != last_message.value("id", json()) || !want.contains("output")) continue;
+      --unanswered;
+      ++checked;
+      if (!last_reply.contains("output")) {
+        std::cout << "  no output to compare\n";
+        ++failures;
+        continue;
+      }
+      const std::string d = compare(last_reply.at("output"), want.at("output"), "output");
+      std::cout << (d.empty() ? "  matches the recorded reply\n" : "  MISMATCH " + d + "\n");
+      if (!d.empty()) ++failures;
+    }
+  }
+  std::cout << fmt::format("{}: {} replies compared, {} evaluates without a recorded reply (ran), {} failures\n",
+                           argv[1], checked, unanswered, failures);
+  return failures == 0 && checked > 0 ? 0 : 1;
+}
