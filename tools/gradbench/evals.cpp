@@ -5,6 +5,7 @@
 #include <reel/reel.hpp>
 
 #include <cmath>
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -222,6 +223,155 @@ Prepared kmeans_dir(const json& input) {
           [=] { return matrix_json(*out); }};
 }
 
+// ---- gmm ------------------------------------------------------------------------------
+
+// GradBench's GMM log posterior (specs/adbench-objectives.md): Q_k from q_k (exp on the
+// diagonal) and l_k (the strict lower part, column by column).
+Tensor gmm(const Tensor& alpha, const Tensor& mu, const Tensor& q, const Tensor& l, const Tensor& data, double gamma,
+           int64_t m) {
+  const Tensor x = reel::nodiff(data);  // data: no gradient wanted
+  const int64_t n = x.shape().at(0), d = x.shape().at(1), k = alpha.shape().at(0);
+  std::vector<double> eye(static_cast<std::size_t>(d * d), 0.0);
+  for (int64_t i = 0; i < d; ++i) eye[static_cast<std::size_t>(i * d + i)] = 1.0;
+  const Tensor I = reel::tensor(eye, {d, d});
+  std::vector<Tensor> Qs;
+  for (int64_t j = 0; j < k; ++j)
+    Qs.push_back(I * reel::exp(reel::index(q, j)) + reel::tril_from_vector(reel::index(l, j), d, -1, true));
+  const Tensor Q = reel::stack(Qs);                                              // [k, d, d]
+  const Tensor centred = reel::expand_dims(x, 0) - reel::expand_dims(mu, 1);    // [k, n, d]
+  const Tensor Qx = reel::matmul(centred, reel::transpose(Q));                   // [k, n, d]
+  const Tensor beta = reel::expand_dims(alpha + reel::sum(q, 1), 1) - 0.5 * reel::sum(reel::square(Qx), 2);  // [k, n]
+  const double pi = std::numbers::pi, nd = static_cast<double>(n), dd = static_cast<double>(d);
+  const double nw = dd + static_cast<double>(m) + 1;
+  double lgamma_d = dd * (dd - 1) / 4 * std::log(pi);
+  for (int64_t j = 1; j <= d; ++j) lgamma_d += std::lgamma(nw / 2 + (1 - static_cast<double>(j)) / 2);
+  const double C = nw * dd * (std::log(gamma) - 0.5 * std::log(2.0)) - lgamma_d;
+  const Tensor wishart = reel::sum(0.5 * gamma * gamma * (reel::sum(reel::exp(2.0 * q)) + reel::sum(reel::square(l)))) -
+                         static_cast<double>(m) * reel::sum(q);
+  return -(nd * dd / 2) * std::log(2 * pi) + reel::sum(reel::logsumexp(beta, 0)) - nd * reel::logsumexp(alpha) - wishart +
+         static_cast<double>(k) * C;
+}
+
+struct GmmInput {
+  Tensor alpha, mu, q, l, x;
+  double gamma;
+  int64_t m;
+};
+std::shared_ptr<GmmInput> gmm_input(const json& input) {
+  auto g = std::make_shared<GmmInput>();
+  g->alpha = tensor_of(input, "alpha", 0);
+  g->mu = tensor_of(input, "mu", 0);
+  g->q = tensor_of(input, "q", 0);
+  g->l = tensor_of(input, "l", 0);
+  g->x = tensor_of(input, "x", 0);
+  g->gamma = number(input, "gamma");
+  g->m = integer(input, "m");
+  const int64_t k = g->alpha.numel();
+  if (g->x.rank() != 2 || g->mu.rank() != 2 || g->q.rank() != 2 || g->mu.shape() != reel::Shape{k, g->x.shape()[1]} ||
+      g->q.shape() != g->mu.shape())
+    throw reel::Error("gmm: expected alpha [k], mu and q [k][d], x [n][d]");
+  const int64_t d = g->x.shape()[1];
+  if (g->l.rank() != 2) g->l = reel::reshape(g->l, {k, 0});  // d = 1: no strict lower part
+  if (g->l.shape() != reel::Shape{k, d * (d - 1) / 2}) throw reel::Error("gmm: expected l [k][d(d-1)/2]");
+  return g;
+}
+
+Prepared gmm_objective(const json& input) {
+  static const auto f = reel::jit(gmm, {.compile_after = 1});
+  auto g = gmm_input(input);
+  auto out = std::make_shared<Tensor>();
+  return {[=] { *out = f(g->alpha, g->mu, g->q, g->l, g->x, g->gamma, g->m); }, [=] { return json(out->item()); }};
+}
+
+Prepared gmm_jacobian(const json& input) {
+  static const auto grad = reel::simplegrad(gmm, {.compile_after = 1});
+  auto g = gmm_input(input);
+  auto out = std::make_shared<std::array<Tensor, 8>>();
+  return {[=] { *out = grad(g->alpha, g->mu, g->q, g->l, g->x, g->gamma, g->m); },
+          [=] {
+            return json{{"alpha", vector_json((*out)[1])},
+                        {"mu", matrix_json((*out)[2])},
+                        {"q", matrix_json((*out)[3])},
+                        {"l", matrix_json((*out)[4])}};
+          }};
+}
+
+// ---- lstm -----------------------------------------------------------------------------
+
+// The ADBench LSTM (specs/adbench-objectives.md): main_params [2l][4b] (weights and
+// biases per layer, gates forget | input | output | cell), extra_params [3][b], state
+// [2l][b], sequence [c][b].
+Tensor lstm(const Tensor& main, const Tensor& extra, const Tensor& state0, const Tensor& sequence0) {
+  const Tensor state = reel::nodiff(state0), sequence = reel::nodiff(sequence0);
+  const int64_t layers = main.shape().at(0) / 2, b = main.shape().at(1) / 4, c = sequence.shape().at(0);
+  struct Layer {
+    Tensor wf, wi, wo, wc, bf, bi, bo, bc;
+  };
+  std::vector<Layer> L;
+  std::vector<Tensor> h, cell;
+  for (int64_t j = 0; j < layers; ++j) {
+    const Tensor w = reel::index(main, 2 * j), bias = reel::index(main, 2 * j + 1);
+    auto part = [&](const Tensor& v, int64_t g) { return reel::slice(v, g * b, (g + 1) * b); };
+    L.push_back({part(w, 0), part(w, 1), part(w, 2), part(w, 3), part(bias, 0), part(bias, 1), part(bias, 2), part(bias, 3)});
+    h.push_back(reel::index(state, 2 * j));
+    cell.push_back(reel::index(state, 2 * j + 1));
+  }
+  const Tensor in_w = reel::index(extra, 0), out_w = reel::index(extra, 1), out_b = reel::index(extra, 2);
+  Tensor total = reel::scalar(0.0);
+  Tensor next = reel::index(sequence, 0);
+  for (int64_t t = 0; t + 1 < c; ++t) {
+    Tensor x = next * in_w;
+    for (int64_t j = 0; j < layers; ++j) {
+      const Layer& p = L[static_cast<std::size_t>(j)];
+      Tensor& hj = h[static_cast<std::size_t>(j)];
+      Tensor& cj = cell[static_cast<std::size_t>(j)];
+      const Tensor f = reel::sigmoid(x * p.wf + p.bf), i = reel::sigmoid(hj * p.wi + p.bi);
+      const Tensor o = reel::sigmoid(x * p.wo + p.bo), g = reel::tanh(hj * p.wc + p.bc);
+      cj = cj * f + i * g;
+      hj = o * reel::tanh(cj);
+      x = hj;
+    }
+    const Tensor y = x * out_w + out_b;
+    const Tensor ynorm = y - reel::log(2.0 + reel::sum(reel::exp(y)));
+    next = reel::index(sequence, t + 1);
+    total = total + reel::sum(next * ynorm);
+  }
+  return -total / static_cast<double>((c - 1) * b);
+}
+
+struct LstmInput {
+  Tensor main, extra, state, sequence;
+};
+std::shared_ptr<LstmInput> lstm_input(const json& input) {
+  auto in = std::make_shared<LstmInput>(LstmInput{tensor_of(input, "main_params", 0), tensor_of(input, "extra_params", 0),
+                                                  tensor_of(input, "state", 0), tensor_of(input, "sequence", 0)});
+  const int64_t b = in->extra.rank() == 2 ? in->extra.shape()[1] : -1;
+  if (in->main.rank() != 2 || in->main.shape()[0] % 2 != 0 || in->main.shape()[0] == 0 ||
+      in->main.shape()[1] != 4 * b || in->extra.shape()[0] != 3 || in->state.shape() != reel::Shape{in->main.shape()[0], b} ||
+      in->sequence.rank() != 2 || in->sequence.shape()[1] != b || in->sequence.shape()[0] < 2)
+    throw reel::Error("lstm: expected main_params [2l][4b], extra_params [3][b], state [2l][b], sequence [c >= 2][b]");
+  return in;
+}
+
+Prepared lstm_objective(const json& input) {
+  static const auto f = reel::jit(lstm, {.compile_after = 1});
+  auto in = lstm_input(input);
+  auto out = std::make_shared<Tensor>();
+  return {[=] { *out = f(in->main, in->extra, in->state, in->sequence); }, [=] { return json(out->item()); }};
+}
+
+Prepared lstm_jacobian(const json& input) {
+  static const auto grad = reel::simplegrad(lstm, {.compile_after = 1});
+  auto in = lstm_input(input);
+  auto out = std::make_shared<std::array<Tensor, 5>>();
+  return {[=] { *out = grad(in->main, in->extra, in->state, in->sequence); },
+          [=] {
+            json all = vector_json((*out)[1]);
+            for (double v : (*out)[2].values()) all.push_back(v);
+            return all;
+          }};
+}
+
 }  // namespace
 
 const std::map<std::string, std::map<std::string, Maker>>& modules() {
@@ -240,6 +390,8 @@ const std::map<std::string, std::map<std::string, Maker>>& modules() {
       {"llsq", {{"primal", llsq_primal}, {"gradient", llsq_gradient}}},
       {"ode", {{"primal", ode_primal}, {"gradient", ode_gradient}}},
       {"kmeans", {{"cost", kmeans_cost_fn}, {"dir", kmeans_dir}}},
+      {"gmm", {{"objective", gmm_objective}, {"jacobian", gmm_jacobian}}},
+      {"lstm", {{"objective", lstm_objective}, {"jacobian", lstm_jacobian}}},
   };
   return m;
 }
