@@ -8,8 +8,9 @@ outputs against Reel's with GradBench's comparison, writes results.json and one 
 chart per eval (time against workload, log scale, one line per tool), and prints the
 summary table (Reel/hand-written and Reel/PyTorch at the largest workload all tools
 ran). Workloads follow GradBench's defaults (specs/gradbench.md), generated here with
-numpy; ba's come from ../shared/data/adbench/ba. ht is left out: its data set is not
-here.
+numpy; ba's come from ../shared/data/adbench/ba; ht runs the one input here (hand1 of
+the big model, from the recorded transcript), GradBench's other ht data not being in
+../shared.
 
   /usr/bin/python3 bench/gradbench/run.py [--quick] [--evals lse,gmm] [--max-seconds 60]
 """
@@ -92,6 +93,18 @@ def ba_workloads():
                              "feat": nums[15:17]}
 
 
+def ht_workloads():
+    # The one ht input here: hand1 of the big model (complicated), recorded in the
+    # transcript (GradBench's other ht data are not in ../shared).
+    for line in open(os.path.join(SHARED, "data", "gradbench", "ht.jsonl")):
+        e = json.loads(line)
+        m = e.get("message", {})
+        if m.get("kind") == "evaluate":
+            inp = {k: v for k, v in m["input"].items() if k not in ("min_runs", "min_seconds")}
+            yield m.get("description", "hand1"), len(inp["data"]["correspondences"]), inp
+            return
+
+
 EVALS = {
     "lse": (lse_workloads, "primal", "gradient"),
     "llsq": (llsq_workloads, "primal", "gradient"),
@@ -101,6 +114,7 @@ EVALS = {
     "gmm": (gmm_workloads, "objective", "jacobian"),
     "lstm": (lstm_workloads, "objective", "jacobian"),
     "ba": (ba_workloads, "objective", "jacobian"),
+    "ht": (ht_workloads, "objective", "jacobian"),
 }
 
 # ---- PyTorch versions ------------------------------------------------------------------
@@ -319,8 +333,89 @@ def torch_ba(inp, fn):
     return jac
 
 
+def torch_ht(inp, fn):
+    model, data = inp["data"]["model"], inp["data"]
+    parents = model["parents"]
+    base_rel = t(model["base_relatives"])                 # [bones, 4, 4]
+    inv_abs = t(model["inverse_base_absolutes"])
+    positions = t(model["base_positions"]).T              # [4, V]
+    weights = t(model["weights"]).T                       # [bones, V]
+    points = t(data["points"]).T                          # [3, c]
+    corr = data["correspondences"]
+    complicated = len(inp["us"]) > 0
+    tris = model["triangles"]
+    ia = torch.tensor([tris[c][0] for c in corr] if complicated else corr)
+    ib = torch.tensor([tris[c][1] for c in corr] if complicated else corr)
+    ic = torch.tensor([tris[c][2] for c in corr] if complicated else corr)
+    theta0 = t(inp["theta"])
+    us0 = t(inp["us"]) if complicated else torch.zeros(len(corr), 2, dtype=T)
+
+    def rot(a, b, c, d, e, f, g, h, i):
+        return torch.stack([torch.stack([a, b, c]), torch.stack([d, e, f]), torch.stack([g, h, i])])
+
+    def residuals(theta, us):
+        z, one = torch.zeros((), dtype=T), torch.ones((), dtype=T)
+        pose = [theta[0:3], torch.ones(3, dtype=T), theta[3:6]] + [torch.zeros(3, dtype=T)] * len(parents)
+        it, ip = 6, 5
+        for _ in range(5):
+            for i in range(2, 5):
+                a = theta[it]; it += 1
+                b = theta[it] if i == 2 else z
+                if i == 2:
+                    it += 1
+                pose[ip] = torch.stack([a, b, z]); ip += 1
+            ip += 1
+        absolutes, transforms = [], []
+        for i, par in enumerate(parents):
+            tx, ty, tz = pose[i + 3][0], pose[i + 3][2], pose[i + 3][1]
+            Rx = rot(one, z, z, z, torch.cos(tx), -torch.sin(tx), z, torch.sin(tx), torch.cos(tx))
+            Ry = rot(torch.cos(ty), z, torch.sin(ty), z, one, z, -torch.sin(ty), z, torch.cos(ty))
+            Rz = rot(torch.cos(tz), -torch.sin(tz), z, torch.sin(tz), torch.cos(tz), z, z, z, one)
+            R = Rz @ Ry @ Rx
+            tr = torch.eye(4, dtype=T).index_put((torch.arange(3)[:, None], torch.arange(3)[None, :]), R)
+            rel = base_rel[i] @ tr
+            absolutes.append(rel if par < 0 else absolutes[par] @ rel)
+            transforms.append((absolutes[i] @ inv_abs[i])[:3])
+        pos = ((torch.stack(transforms) @ positions) * weights[:, None, :]).sum(0)
+        if model["is_mirrored"]:
+            pos = pos * torch.tensor([[-1.0], [1.0], [1.0]], dtype=T)
+        aa = pose[0]
+        norm = torch.sqrt((aa ** 2).sum())
+        x, y, zz = aa / norm
+        s_, c_ = torch.sin(norm), torch.cos(norm)
+        R = rot(x * x + (1 - x * x) * c_, x * y * (1 - c_) - zz * s_, x * zz * (1 - c_) + y * s_,
+                x * y * (1 - c_) + zz * s_, y * y + (1 - y * y) * c_, y * zz * (1 - c_) - x * s_,
+                x * zz * (1 - c_) - y * s_, zz * y * (1 - c_) + x * s_, zz * zz + (1 - zz * zz) * c_)
+        pos = R @ pos + pose[2][:, None]
+        if complicated:
+            u0, u1 = us[:, 0], us[:, 1]
+            at = u0 * pos[:, ia] + u1 * pos[:, ib] + (1 - u0 - u1) * pos[:, ic]
+        else:
+            at = pos[:, ia]
+        return (points - at).T.reshape(-1)
+    if fn == "objective":
+        return lambda: residuals(theta0, us0).tolist()
+
+    import torch.autograd.forward_ad as fwAD
+
+    def jac():
+        extra = 2 if complicated else 0
+        cols = []
+        for k in range(26 + extra):
+            tt, tu = torch.zeros(26, dtype=T), torch.zeros_like(us0)
+            if k < extra:
+                tu[:, k] = 1
+            else:
+                tt[k - extra] = 1
+            with fwAD.dual_level():
+                out = residuals(fwAD.make_dual(theta0, tt), fwAD.make_dual(us0, tu))
+                cols.append(fwAD.unpack_dual(out).tangent)
+        return torch.stack(cols, 1).tolist()
+    return jac
+
+
 TORCH = {"lse": torch_lse, "llsq": torch_llsq, "ode": torch_ode, "kmeans": torch_kmeans, "det": torch_det,
-         "gmm": torch_gmm, "lstm": torch_lstm, "ba": torch_ba}
+         "gmm": torch_gmm, "lstm": torch_lstm, "ba": torch_ba, "ht": torch_ht}
 
 # ---- running -----------------------------------------------------------------------------
 
@@ -435,10 +530,13 @@ def main():
         results[ev] = rows
     reel.close()
     hand.close()
+    # Evals run now replace theirs in results.json; the others' results are kept.
     out = os.path.join(HERE, "results.json")
-    json.dump(results, open(out, "w"), indent=1)
+    everything = json.load(open(out)) if os.path.exists(out) else {}
+    everything.update(results)
+    json.dump(everything, open(out, "w"), indent=1)
     charts(results)
-    table(results)
+    table(everything)
     print(f"wrote {out} and bench/gradbench/<eval>.png")
 
 
