@@ -139,8 +139,14 @@ Prepared llsq_gradient(const json& input) {
 Tensor ode(const Tensor& x, int64_t s) {
   const int64_t n = x.shape().at(0);
   const double h = 2.0 / static_cast<double>(s);
-  const Tensor x0 = reel::slice(x, 0, 1), rest = reel::slice(x, 1, n);
-  auto f = [&](const Tensor& y) { return reel::concat({x0, rest * reel::slice(y, 0, n - 1)}); };
+  // f(y) = x * (y shifted down by one, with 1 first): a gather and two elementwise
+  // operations, which compile to loops (a concat of slices would be a copying step).
+  Tensor shift(reel::DType::i64, {n});
+  for (int64_t i = 0; i < n; ++i) shift.mutable_data<int64_t>()[i] = i == 0 ? 0 : i - 1;
+  std::vector<double> first(static_cast<std::size_t>(n), 0.0), rest(static_cast<std::size_t>(n), 1.0);
+  first[0] = 1.0, rest[0] = 0.0;
+  const Tensor e0 = reel::tensor(first, {n}), mask = reel::tensor(rest, {n});
+  auto f = [&](const Tensor& y) { return x * (reel::gather(y, shift) * mask + e0); };
   Tensor y = reel::zeros({n});
   for (int64_t step = 0; step < s; ++step) {
     const Tensor k1 = f(y);
