@@ -119,7 +119,7 @@ Prepared llsq_primal(const json& input) {
   static const auto f = reel::jit(llsq, {.compile_after = 1});
   auto x = std::make_shared<Tensor>(tensor_of(input, "x", 0));
   const int64_t n = integer(input, "n");
-  if (n < 1) throw reel::Error(fmt::format("llsq: expected n >= 1, got {}", n));
+  if (n < 2 || n > 10'000'000) throw reel::Error(fmt::format("llsq: expected 2 <= n <= 10,000,000, got {}", n));
   auto out = std::make_shared<Tensor>();
   return {[=] { *out = f(*x, n); }, [=] { return json(out->item()); }};
 }
@@ -128,7 +128,7 @@ Prepared llsq_gradient(const json& input) {
   static const auto g = reel::simplegrad(llsq, {.compile_after = 1});
   auto x = std::make_shared<Tensor>(tensor_of(input, "x", 0));
   const int64_t n = integer(input, "n");
-  if (n < 1) throw reel::Error(fmt::format("llsq: expected n >= 1, got {}", n));
+  if (n < 2 || n > 10'000'000) throw reel::Error(fmt::format("llsq: expected 2 <= n <= 10,000,000, got {}", n));
   auto out = std::make_shared<Tensor>();
   return {[=] { *out = g(*x, n)[1]; }, [=] { return vector_json(*out); }};
 }
@@ -162,6 +162,7 @@ Tensor ode_last(const Tensor& x, int64_t s) { return reel::index(ode(x, s), -1);
 int64_t ode_steps(const json& input) {
   const int64_t s = integer(input, "s");
   if (s < 1) throw reel::Error(fmt::format("ode: expected s >= 1, got {}", s));
+  if (s > 10000) throw reel::Error(fmt::format("ode: s = {} is more steps than this tool traces (10,000)", s));
   return s;
 }
 
@@ -189,7 +190,12 @@ Prepared ode_gradient(const json& input) {
 Tensor kmeans_cost(const Tensor& P, const Tensor& C) {
   const Tensor d2 = reel::sum(reel::square(P), 1, true) - 2.0 * reel::matmul(P, reel::transpose(C)) +
                     reel::sum(reel::square(C), 1);
-  return reel::sum(reel::min(d2, 1));
+  // Each point's nearest centroid, ties to the lowest j (argmin's first minimum), as a
+  // 0/1 mask through which no gradient flows.
+  const int64_t k = C.shape().at(0);
+  const Tensor nearest = reel::expand_dims(reel::cast(reel::argmin(d2, 1), d2.dtype()), 1) ==
+                         reel::expand_dims(reel::arange(k, d2.dtype()), 0);
+  return reel::sum(d2 * nearest);
 }
 
 Prepared kmeans_cost_fn(const json& input) {
@@ -357,6 +363,8 @@ std::shared_ptr<LstmInput> lstm_input(const json& input) {
       in->main.shape()[1] != 4 * b || in->extra.shape()[0] != 3 || in->state.shape() != reel::Shape{in->main.shape()[0], b} ||
       in->sequence.rank() != 2 || in->sequence.shape()[1] != b || in->sequence.shape()[0] < 2)
     throw reel::Error("lstm: expected main_params [2l][4b], extra_params [3][b], state [2l][b], sequence [c >= 2][b]");
+  if (in->sequence.shape()[0] * in->main.shape()[0] > 400'000)
+    throw reel::Error("lstm: more steps times layers than this tool traces (200,000)");
   return in;
 }
 
@@ -383,7 +391,7 @@ Prepared lstm_jacobian(const json& input) {
 
 // Reprojection errors of all p observations at once: cams [p, 11] (rotation
 // angle-axis, centre, f, u0 v0, k1 k2), X [p, 3], w [p], feat [p, 2] -> [p, 2].
-Tensor ba_reproj(const Tensor& cams, const Tensor& X, const Tensor& w, const Tensor& feat0) {
+Tensor ba_reproj(const Tensor& cams, const Tensor& X, const Tensor& w, const Tensor& feat0, bool zero_rotation) {
   const Tensor feat = reel::nodiff(feat0);
   auto col = [](const Tensor& t, int64_t a, int64_t b) { return reel::slice(t, 1, a, b); };
   const Tensor rot = col(cams, 0, 3), centre = col(cams, 3, 6), f = col(cams, 6, 7), uv0 = col(cams, 7, 9);
@@ -396,7 +404,14 @@ Tensor ba_reproj(const Tensor& cams, const Tensor& X, const Tensor& w, const Ten
                                      c(v, 0) * c(Xo, 1) - c(v, 1) * c(Xo, 0)},
                                     1);
   const Tensor cos_t = reel::cos(theta);
-  const Tensor Xcam = Xo * cos_t + cross * reel::sin(theta) + v * (reel::sum(v * Xo, 1, true) * (1.0 - cos_t));
+  // A zero rotation (the reference's sqtheta == 0 branch): X + rot x X, to first order.
+  auto rot_cross = [&] {
+    return reel::concat({c(rot, 1) * c(Xo, 2) - c(rot, 2) * c(Xo, 1), c(rot, 2) * c(Xo, 0) - c(rot, 0) * c(Xo, 2),
+                         c(rot, 0) * c(Xo, 1) - c(rot, 1) * c(Xo, 0)},
+                        1);
+  };
+  const Tensor Xcam = zero_rotation ? Xo + rot_cross()
+                                    : Xo * cos_t + cross * reel::sin(theta) + v * (reel::sum(v * Xo, 1, true) * (1.0 - cos_t));
   const Tensor u = col(Xcam, 0, 2) / col(Xcam, 2, 3);
   const Tensor rsq = reel::sum(reel::square(u), 1, true);
   const Tensor proj = u * ((1.0 + k1 * rsq + k2 * rsq * rsq) * f) + uv0;
@@ -405,6 +420,7 @@ Tensor ba_reproj(const Tensor& cams, const Tensor& X, const Tensor& w, const Ten
 
 struct BaInput {
   int64_t n, m, p;
+  bool zero_rotation = false;  // the shared camera's rotation is exactly 0
   Tensor cams, X, w, feat;  // per observation (all p computed, as the eval asks)
 };
 std::shared_ptr<BaInput> ba_input(const json& input) {
@@ -413,9 +429,11 @@ std::shared_ptr<BaInput> ba_input(const json& input) {
   b->m = integer(input, "m");
   b->p = integer(input, "p");
   if (b->n < 1 || b->m < 1 || b->p < 1) throw reel::Error("ba: expected n, m, p >= 1");
+  if (b->p > 20'000'000) throw reel::Error(fmt::format("ba: p = {} is more than this tool takes (20,000,000)", b->p));
   const Tensor cam = tensor_of(input, "cam", 0), x = tensor_of(input, "x", 0), feat = tensor_of(input, "feat", 0);
   const double w = number(input, "w");
   if (cam.numel() != 11 || x.numel() != 3 || feat.numel() != 2) throw reel::Error("ba: expected cam[11], x[3], feat[2]");
+  b->zero_rotation = cam.values()[0] == 0 && cam.values()[1] == 0 && cam.values()[2] == 0;
   // n cameras, m points; observation i uses camera i mod n and point i mod m.
   std::vector<double> cams, X, feats;
   const auto cv = cam.values(), xv = x.values(), fv = feat.values();
@@ -433,13 +451,13 @@ std::shared_ptr<BaInput> ba_input(const json& input) {
 
 Prepared ba_objective(const json& input) {
   static const auto f = reel::jit(
-      [](const Tensor& cams, const Tensor& X, const Tensor& w, const Tensor& feat) {
-        return std::tuple{ba_reproj(cams, X, w, feat), 1.0 - reel::square(w)};
+      [](const Tensor& cams, const Tensor& X, const Tensor& w, const Tensor& feat, bool zero_rotation) {
+        return std::tuple{ba_reproj(cams, X, w, feat, zero_rotation), 1.0 - reel::square(w)};
       },
       {.compile_after = 1});
   auto b = ba_input(input);
   auto out = std::make_shared<std::tuple<Tensor, Tensor>>();
-  return {[=] { *out = f(b->cams, b->X, b->w, b->feat); },
+  return {[=] { *out = f(b->cams, b->X, b->w, b->feat, b->zero_rotation); },
           [=] {
             const auto e = std::get<0>(*out).values();
             return json{{"reproj_error", {{"elements", {e.at(0), e.at(1)}}, {"repeated", b->p}}},
@@ -453,13 +471,18 @@ Prepared ba_objective(const json& input) {
 // its own copies only). Weight rows: d(1 - w^2)/dw = -2w.
 Prepared ba_jacobian(const json& input) {
   static std::mutex mutex;
-  static std::map<int64_t, reel::CompiledFunction> compiled;
+  static std::map<std::pair<int64_t, bool>, reel::CompiledFunction> compiled;
   auto b = ba_input(input);
   reel::CompiledFunction fn;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    auto [it, is_new] = compiled.try_emplace(b->p);
-    if (is_new) it->second = reel::compile(reel::jvp_tape(reel::trace(ba_reproj, b->cams, b->X, b->w, b->feat)));
+    auto [it, is_new] = compiled.try_emplace({b->p, b->zero_rotation});
+    if (is_new)
+      it->second = reel::compile(reel::jvp_tape(reel::trace(
+          [z = b->zero_rotation](const Tensor& c, const Tensor& x, const Tensor& w, const Tensor& f) {
+            return ba_reproj(c, x, w, f, z);
+          },
+          b->cams, b->X, b->w, b->feat)));
     fn = it->second;
   }
   auto blocks = std::make_shared<std::vector<Tensor>>(15);  // d reproj [p, 2] per parameter
@@ -482,7 +505,7 @@ Prepared ba_jacobian(const json& input) {
             // CSR: rows 2i and 2i+1 hold 15 non-zeros each (camera, point, weight columns),
             // row 2p + i one; the first 30 row offsets and non-zeros, then the last ones.
             json rows = json::array(), cols = json::array(), vals = json::array();
-            for (int r = 0; r < 30; ++r) rows.push_back(15 * r);
+            for (int64_t r = 0; r < 30; ++r) rows.push_back(r <= 2 * b->p ? 15 * r : 30 * b->p + (r - 2 * b->p));
             rows.push_back(31 * b->p);
             const int64_t cam0 = 0, pt0 = 0;
             for (int r = 0; r < 2; ++r)
@@ -694,6 +717,7 @@ std::shared_ptr<HtInput> ht_input(const json& input) {
   HandModel& m = in->model;
   m.parents = field(model, "parents").get<std::vector<int64_t>>();
   const auto bones = m.parents.size();
+  if (bones != 22) throw reel::Error(fmt::format("ht: expected the hand model's 22 bones, got {}", bones));
   for (std::size_t i = 0; i < bones; ++i)
     if (m.parents[i] >= static_cast<int64_t>(i)) throw reel::Error("ht: a bone's parent must come before it");
   for (const char* name : {"base_relatives", "inverse_base_absolutes"}) {
@@ -705,6 +729,7 @@ std::shared_ptr<HtInput> ht_input(const json& input) {
   }
   m.positions = from_rows(rows_of(field(model, "base_positions"), "base_positions", 4), 4, true);  // [4, V]
   m.weights = from_rows(rows_of(field(model, "weights"), "weights", bones), bones, true);        // [bones, V]
+  if (m.weights.shape()[1] != m.positions.shape()[1]) throw reel::Error("ht: expected one weights row per vertex");
   m.mirrored = field(model, "is_mirrored").get<bool>();
   const auto corr = field(data, "correspondences").get<std::vector<int64_t>>();
   in->c = static_cast<int64_t>(corr.size());

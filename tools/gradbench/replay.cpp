@@ -21,6 +21,8 @@ namespace {
 // GradBench's comparison (python/gradbench/gradbench/comparison.py); the first
 // difference, or "".
 std::string compare(const json& got, const json& want, const std::string& at) {
+  if (got.is_number_integer() && want.is_number_integer())  // ints: exactly, as GradBench
+    return got.get<int64_t>() == want.get<int64_t>() ? "" : fmt::format("{}: {} vs {}", at, got.dump(), want.dump());
   if (got.is_number() && want.is_number()) {
     const double x = got.get<double>(), y = want.get<double>();
     if (!std::isfinite(x)) return fmt::format("{}: {} is not finite", at, x);

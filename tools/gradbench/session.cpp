@@ -4,6 +4,7 @@
 #include <reel/reel.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <exception>
 
 namespace gradbench {
@@ -24,6 +25,18 @@ double setting(const json& input, const char* name, double fallback) {
   const json& v = input.at(name);
   if (!v.is_number()) throw reel::Error(fmt::format("evaluate: expected {} to be a number, got {}", name, v.dump()));
   return v.get<double>();
+}
+
+// Where a result holds NaN or an infinity (nlohmann would write null), or "".
+std::string non_finite(const json& v, const std::string& at) {
+  if (v.is_number_float()) return std::isfinite(v.get<double>()) ? "" : at;
+  if (v.is_array())
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (std::string w = non_finite(v[i], fmt::format("{}[{}]", at, i)); !w.empty()) return w;
+  if (v.is_object())
+    for (const auto& [k, e] : v.items())
+      if (std::string w = non_finite(e, at + "." + k); !w.empty()) return w;
+  return "";
 }
 
 }  // namespace
@@ -73,7 +86,10 @@ json Session::handle(const json& message) {
         total += ns;
         ++runs;
       }
-      return {{"id", id}, {"success", true}, {"output", work.output()}, {"timings", std::move(timings)}};
+      json output = work.output();
+      if (const std::string where = non_finite(output, "output"); !where.empty())
+        return failure(id, fmt::format("evaluate: the result is not finite at {} (JSON has no NaN or infinity)", where));
+      return {{"id", id}, {"success", true}, {"output", std::move(output)}, {"timings", std::move(timings)}};
     }
     return {{"id", id}};  // analysis, and kinds this tool does not know
   } catch (const std::exception& e) {
