@@ -115,11 +115,16 @@ Tensor llsq(const Tensor& x, int64_t n) {
   return 0.5 * reel::sum(reel::square(S - reel::matmul(V, x)));
 }
 
+int64_t llsq_points(const json& input) {
+  const int64_t n = integer(input, "n");
+  if (n < 2 || n > 10'000'000) throw reel::Error(fmt::format("llsq: expected 2 <= n <= 10,000,000, got {}", n));
+  return n;
+}
+
 Prepared llsq_primal(const json& input) {
   static const auto f = reel::jit(llsq, {.compile_after = 1});
   auto x = std::make_shared<Tensor>(tensor_of(input, "x", 0));
-  const int64_t n = integer(input, "n");
-  if (n < 2 || n > 10'000'000) throw reel::Error(fmt::format("llsq: expected 2 <= n <= 10,000,000, got {}", n));
+  const int64_t n = llsq_points(input);
   auto out = std::make_shared<Tensor>();
   return {[=] { *out = f(*x, n); }, [=] { return json(out->item()); }};
 }
@@ -127,8 +132,7 @@ Prepared llsq_primal(const json& input) {
 Prepared llsq_gradient(const json& input) {
   static const auto g = reel::simplegrad(llsq, {.compile_after = 1});
   auto x = std::make_shared<Tensor>(tensor_of(input, "x", 0));
-  const int64_t n = integer(input, "n");
-  if (n < 2 || n > 10'000'000) throw reel::Error(fmt::format("llsq: expected 2 <= n <= 10,000,000, got {}", n));
+  const int64_t n = llsq_points(input);
   auto out = std::make_shared<Tensor>();
   return {[=] { *out = g(*x, n)[1]; }, [=] { return vector_json(*out); }};
 }
