@@ -5,6 +5,7 @@
 // against reel-gradbench's.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <memory>
@@ -61,7 +62,7 @@ double gmm(const Gmm& g, Vec* d_alpha, Vec* d_mu, Vec* d_q, Vec* d_l) {
   Vec sumq(k), expq(static_cast<std::size_t>(k * d));
   for (int j = 0; j < k; ++j)
     for (int a = 0; a < d; ++a) sumq[j] += g.q[j * d + a], expq[j * d + a] = std::exp(g.q[j * d + a]);
-  Vec beta(k), xc(d), Qx(d), dQx(d);
+  Vec beta(k), dc(d);
   std::vector<Vec> Qxs(k, Vec(d)), xcs(k, Vec(d));
   double total = 0;
   for (int i = 0; i < n; ++i) {
@@ -91,7 +92,7 @@ double gmm(const Gmm& g, Vec* d_alpha, Vec* d_mu, Vec* d_q, Vec* d_l) {
       const Vec& c = xcs[j];
       const Vec& y = Qxs[j];
       // beta_j = alpha_j + sum q_j - 1/2 |Q c|^2: d/dy = -y, d/dc = -Q^T y.
-      Vec dc(d, 0.0);
+      std::fill(dc.begin(), dc.end(), 0.0);
       for (int a = 0; a < d; ++a) {
         (*d_q)[j * d + a] += w * (1.0 - y[a] * expq[j * d + a] * c[a]);
         dc[a] -= w * expq[j * d + a] * y[a];

@@ -64,7 +64,8 @@ Tensor tensor_of(const json& v, const char* name) {
   }
   return reel::tensor(values, {static_cast<int64_t>(v.size()), static_cast<int64_t>(cols)});
 }
-Tensor tensor_of(const json& input, const char* name, int) { return tensor_of(field(input, name), name); }
+// The input's field `name` as a tensor.
+Tensor input_tensor(const json& input, const char* name) { return tensor_of(field(input, name), name); }
 
 json vector_json(const Tensor& t) { return t.values(); }
 json matrix_json(const Tensor& t) {
@@ -82,14 +83,14 @@ Tensor lse(const Tensor& x) { return reel::logsumexp(x); }
 
 Prepared lse_primal(const json& input) {
   static const auto f = reel::jit(lse, {.compile_after = 1});
-  auto x = std::make_shared<Tensor>(tensor_of(input, "x", 0));
+  auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
   auto out = std::make_shared<Tensor>();
   return {[=] { *out = f(*x); }, [=] { return json(out->item()); }};
 }
 
 Prepared lse_gradient(const json& input) {
   static const auto g = reel::simplegrad(lse, {.compile_after = 1});
-  auto x = std::make_shared<Tensor>(tensor_of(input, "x", 0));
+  auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
   auto out = std::make_shared<Tensor>();
   return {[=] { *out = g(*x)[1]; }, [=] { return vector_json(*out); }};
 }
@@ -123,7 +124,7 @@ int64_t llsq_points(const json& input) {
 
 Prepared llsq_primal(const json& input) {
   static const auto f = reel::jit(llsq, {.compile_after = 1});
-  auto x = std::make_shared<Tensor>(tensor_of(input, "x", 0));
+  auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
   const int64_t n = llsq_points(input);
   auto out = std::make_shared<Tensor>();
   return {[=] { *out = f(*x, n); }, [=] { return json(out->item()); }};
@@ -131,7 +132,7 @@ Prepared llsq_primal(const json& input) {
 
 Prepared llsq_gradient(const json& input) {
   static const auto g = reel::simplegrad(llsq, {.compile_after = 1});
-  auto x = std::make_shared<Tensor>(tensor_of(input, "x", 0));
+  auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
   const int64_t n = llsq_points(input);
   auto out = std::make_shared<Tensor>();
   return {[=] { *out = g(*x, n)[1]; }, [=] { return vector_json(*out); }};
@@ -172,7 +173,7 @@ int64_t ode_steps(const json& input) {
 
 Prepared ode_primal(const json& input) {
   static const auto f = reel::jit(ode, {.compile_after = 1});
-  auto x = std::make_shared<Tensor>(tensor_of(input, "x", 0));
+  auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
   if (x->numel() < 2) throw reel::Error("ode: expected at least 2 values of x");
   const int64_t s = ode_steps(input);
   auto out = std::make_shared<Tensor>();
@@ -181,7 +182,7 @@ Prepared ode_primal(const json& input) {
 
 Prepared ode_gradient(const json& input) {
   static const auto g = reel::simplegrad(ode_last, {.compile_after = 1});
-  auto x = std::make_shared<Tensor>(tensor_of(input, "x", 0));
+  auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
   if (x->numel() < 2) throw reel::Error("ode: expected at least 2 values of x");
   const int64_t s = ode_steps(input);
   auto out = std::make_shared<Tensor>();
@@ -204,8 +205,8 @@ Tensor kmeans_cost(const Tensor& P, const Tensor& C) {
 
 Prepared kmeans_cost_fn(const json& input) {
   static const auto f = reel::jit(kmeans_cost, {.compile_after = 1});
-  auto P = std::make_shared<Tensor>(tensor_of(input, "points", 0));
-  auto C = std::make_shared<Tensor>(tensor_of(input, "centroids", 0));
+  auto P = std::make_shared<Tensor>(input_tensor(input, "points"));
+  auto C = std::make_shared<Tensor>(input_tensor(input, "centroids"));
   auto out = std::make_shared<Tensor>();
   return {[=] { *out = f(*P, *C); }, [=] { return json(out->item()); }};
 }
@@ -215,8 +216,8 @@ Prepared kmeans_cost_fn(const json& input) {
 Prepared kmeans_dir(const json& input) {
   static std::mutex mutex;
   static std::map<std::pair<reel::Shape, reel::Shape>, reel::CompiledFunction> compiled;
-  auto P = std::make_shared<Tensor>(tensor_of(input, "points", 0));
-  auto C = std::make_shared<Tensor>(tensor_of(input, "centroids", 0));
+  auto P = std::make_shared<Tensor>(input_tensor(input, "points"));
+  auto C = std::make_shared<Tensor>(input_tensor(input, "centroids"));
   if (P->rank() != 2 || C->rank() != 2 || P->shape()[1] != C->shape()[1])
     throw reel::Error("kmeans: expected points [n][d] and centroids [k][d]");
   reel::CompiledFunction fn;
@@ -276,11 +277,11 @@ struct GmmInput {
 };
 std::shared_ptr<GmmInput> gmm_input(const json& input) {
   auto g = std::make_shared<GmmInput>();
-  g->alpha = tensor_of(input, "alpha", 0);
-  g->mu = tensor_of(input, "mu", 0);
-  g->q = tensor_of(input, "q", 0);
-  g->l = tensor_of(input, "l", 0);
-  g->x = tensor_of(input, "x", 0);
+  g->alpha = input_tensor(input, "alpha");
+  g->mu = input_tensor(input, "mu");
+  g->q = input_tensor(input, "q");
+  g->l = input_tensor(input, "l");
+  g->x = input_tensor(input, "x");
   g->gamma = number(input, "gamma");
   g->m = integer(input, "m");
   const int64_t k = g->alpha.numel();
@@ -360,8 +361,8 @@ struct LstmInput {
   Tensor main, extra, state, sequence;
 };
 std::shared_ptr<LstmInput> lstm_input(const json& input) {
-  auto in = std::make_shared<LstmInput>(LstmInput{tensor_of(input, "main_params", 0), tensor_of(input, "extra_params", 0),
-                                                  tensor_of(input, "state", 0), tensor_of(input, "sequence", 0)});
+  auto in = std::make_shared<LstmInput>(LstmInput{input_tensor(input, "main_params"), input_tensor(input, "extra_params"),
+                                                  input_tensor(input, "state"), input_tensor(input, "sequence")});
   const int64_t b = in->extra.rank() == 2 ? in->extra.shape()[1] : -1;
   if (in->main.rank() != 2 || in->main.shape()[0] % 2 != 0 || in->main.shape()[0] == 0 ||
       in->main.shape()[1] != 4 * b || in->extra.shape()[0] != 3 || in->state.shape() != reel::Shape{in->main.shape()[0], b} ||
@@ -434,7 +435,7 @@ std::shared_ptr<BaInput> ba_input(const json& input) {
   b->p = integer(input, "p");
   if (b->n < 1 || b->m < 1 || b->p < 1) throw reel::Error("ba: expected n, m, p >= 1");
   if (b->p > 20'000'000) throw reel::Error(fmt::format("ba: p = {} is more than this tool takes (20,000,000)", b->p));
-  const Tensor cam = tensor_of(input, "cam", 0), x = tensor_of(input, "x", 0), feat = tensor_of(input, "feat", 0);
+  const Tensor cam = input_tensor(input, "cam"), x = input_tensor(input, "x"), feat = input_tensor(input, "feat");
   const double w = number(input, "w");
   if (cam.numel() != 11 || x.numel() != 3 || feat.numel() != 2) throw reel::Error("ba: expected cam[11], x[3], feat[2]");
   b->zero_rotation = cam.values()[0] == 0 && cam.values()[1] == 0 && cam.values()[2] == 0;
@@ -569,7 +570,7 @@ Tensor det(const Tensor& A, int64_t ell) {
 std::shared_ptr<std::pair<Tensor, int64_t>> det_input(const json& input) {
   const int64_t ell = integer(input, "ell");
   if (ell < 1 || ell > 20) throw reel::Error(fmt::format("det: expected 1 <= ell <= 20, got {}", ell));
-  Tensor A = tensor_of(input, "A", 0);
+  Tensor A = input_tensor(input, "A");
   if (A.numel() != ell * ell) throw reel::Error(fmt::format("det: expected A with {} values, got {}", ell * ell, A.numel()));
   return std::make_shared<std::pair<Tensor, int64_t>>(A, ell);
 }
@@ -714,7 +715,7 @@ struct HtInput {
 };
 std::shared_ptr<HtInput> ht_input(const json& input) {
   auto in = std::make_shared<HtInput>();
-  in->theta = tensor_of(input, "theta", 0);
+  in->theta = input_tensor(input, "theta");
   if (in->theta.numel() != 26) throw reel::Error("ht: expected theta with 26 values");
   const json& data = field(input, "data");
   const json& model = field(data, "model");
