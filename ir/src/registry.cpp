@@ -20,6 +20,7 @@ struct Registry {
   std::shared_mutex mutex;
   std::deque<Primitive> primitives;
   std::unordered_map<std::string, const Primitive*> by_name;
+  std::size_t builtins = 0;  // the first ones
 };
 
 Registry& registry() {
@@ -38,6 +39,7 @@ Registry& registry() {
       reg->primitives.push_back(std::move(p));
       reg->by_name[reg->primitives.back().name] = &reg->primitives.back();
     }
+    reg->builtins = reg->primitives.size();
     return reg;
   }();
   return *r;
@@ -56,6 +58,14 @@ const Primitive& primitive(std::string_view name) {
   if (const Primitive* p = find_primitive(name)) return *p;
   throw Error(fmt::format("unknown primitive '{}' (not built in, and not registered with "
                           "reel::define_primitive or reel::register_primitive)", name));
+}
+
+bool is_builtin(const Primitive& p) {
+  Registry& r = registry();
+  std::shared_lock lock(r.mutex);
+  for (std::size_t i = 0; i < r.builtins; ++i)
+    if (&r.primitives[i] == &p) return true;
+  return false;
 }
 
 std::vector<const Primitive*> all_primitives() {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <mutex>
+#include <unordered_set>
 
 #include "reel/ir/builder.hpp"
 #include "reel/trace.hpp"
@@ -114,10 +115,15 @@ Tensor custom_vjp(const std::string& name, const std::vector<Tensor>& args,
                   std::function<Tensor(const std::vector<Tensor>&)> forward,
                   std::function<std::vector<Tensor>(const std::vector<Tensor>&, const Tensor&, const Tensor&)> pullback) {
   static std::mutex mutex;  // two threads' first calls register once
+  static std::unordered_set<std::string> mine;  // the names custom_vjp registered
   const Primitive* prim;
   {
     std::lock_guard<std::mutex> lock(mutex);
     prim = find_primitive(name);
+    if (prim != nullptr && !mine.contains(name))
+      throw Error(fmt::format("custom_vjp: the name '{}' is taken by a {} primitive; expected a name of its own "
+                              "for this function (custom_vjp never replaces a primitive's rules)",
+                              name, is_builtin(*prim) ? "built-in" : "registered"));
     if (prim == nullptr) {
       if (!forward || !pullback)
         throw Error(fmt::format("custom_vjp: '{}' needs a forward function and a pullback", name));
@@ -133,6 +139,7 @@ Tensor custom_vjp(const std::string& name, const std::vector<Tensor>& args,
             return pullback(x, out, dout);
           },
           .jvp = {}});
+      mine.insert(name);
     }
   }
   return reel::apply(*prim, args);

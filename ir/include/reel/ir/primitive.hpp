@@ -151,6 +151,8 @@ struct Primitive {
 const Primitive& primitive(std::string_view name);
 const Primitive* find_primitive(std::string_view name);
 std::vector<const Primitive*> all_primitives();
+// Whether p is one of Reel's own primitives (not registered at run time).
+bool is_builtin(const Primitive& p);
 
 // Adds a primitive to the registry (thread-safe) and returns it; tapes refer to it by
 // name in text and by this address in memory. Throws reel::Error, naming the
