@@ -4,20 +4,6 @@
 
 using namespace reel;
 
-#define CHECK_ERROR(expr, ...)                                                   \
-  do {                                                                           \
-    std::string message;                                                         \
-    try {                                                                        \
-      (void)(expr);                                                              \
-    } catch (const reel::Error& e) {                                             \
-      message = e.what();                                                        \
-    }                                                                            \
-    CHECK_MESSAGE(!message.empty(), "no reel::Error from " #expr);               \
-    for (const char* part : {__VA_ARGS__})                                       \
-      CHECK_MESSAGE(message.find(part) != std::string::npos, "message '", message, \
-                    "' lacks '", part, "'");                                     \
-  } while (0)
-
 TEST_CASE("shape mismatches throw at trace time, naming the operation and both shapes") {
   CHECK_ERROR(trace([](const Tensor& a, const Tensor& b) { return sum(matmul(a, b)); },
                     zeros({2, 3}), zeros({2, 3})),
@@ -32,7 +18,7 @@ TEST_CASE("shape mismatches throw at trace time, naming the operation and both s
   CHECK_ERROR(transpose(zeros({3})), "transpose", "rank 2 or more", "f64[3]");
   CHECK_ERROR(broadcast_to(zeros({3}), {4}), "broadcast_to", "f64[3]", "[4]");
   CHECK_ERROR(sum_to(zeros({3}), {4}), "sum_to", "f64[3]", "[4]");
-  CHECK_ERROR(matmul(zeros({2}), zeros({3})), "matmul", "[2] and [3]");
+  CHECK_ERROR(matmul(zeros({2}), zeros({3})), "matmul", "f64[2] and f64[3]");
 }
 
 TEST_CASE("grad of a non-scalar output without a seed says so") {

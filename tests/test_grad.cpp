@@ -438,7 +438,7 @@ TEST_CASE("reductions over axes, with keepdims: values and gradients both ways, 
   CHECK(argmax(tensor({1.0, 3.0, 3.0})).item() == 1);  // the first of ties
   CHECK(argmax(tensor({1.0, std::nan(""), 3.0})).item() == 1);
   CHECK_THROWS_WITH_AS(sum(m, 2), doctest::Contains("sum: axis 2 is out of range for f64[2,3]"), Error);
-  CHECK_THROWS_WITH_AS(sum(m, std::vector<int64_t>{1, -1}), doctest::Contains("sum: axis 1 is given twice"), Error);
+  CHECK_THROWS_WITH_AS(sum(m, std::vector<int64_t>{1, -1}), doctest::Contains("sum: axes [1,-1]: axis -1 is given twice for f64[2,3]"), Error);
   CHECK_THROWS_WITH_AS(max(zeros({0})), doctest::Contains("max: a reduction over no elements"), Error);
   CHECK(prod(zeros({0})).item() == 1);
 }
@@ -582,8 +582,10 @@ TEST_CASE("matmul in every NumPy case, dot and outer: values, gradients both way
   CHECK(dot(tensor({1.0, 2.0, 3.0}), tensor({4.0, 5.0, 6.0})).item() == 32);
   CHECK(outer(tensor({1.0, 2.0}), tensor({3.0, 4.0, 5.0})).values() == std::vector<double>{3, 4, 5, 6, 8, 10});
   CHECK(matmul(tensor({1.0, 1.0}), b).values() == std::vector<double>{1, 2});
-  CHECK_THROWS_WITH_AS(matmul(a, zeros({3, 2})), doctest::Contains("matmul: expected shapes [...,m,k] (or [k]) and [...,k,n] (or [k]) with the same k, got [2,2,2] and [3,2]"), Error);
-  CHECK_THROWS_WITH_AS(matmul(zeros({2, 2, 2}), zeros({3, 2, 2})), doctest::Contains("batch_matmul"), Error);
+  CHECK_THROWS_WITH_AS(matmul(a, zeros({3, 2})), doctest::Contains("matmul: expected shapes [...,m,k] (or [k]) and [...,k,n] (or [k]) with the same k, got f64[2,2,2] and f64[3,2]"), Error);
+  CHECK_THROWS_WITH_AS(matmul(zeros({2, 2, 2}), zeros({3, 2, 2})),
+                       doctest::Contains("matmul: the batch dimensions [2] of f64[2,2,2] and [3] of f64[3,2,2] do not broadcast"),
+                       Error);
   CHECK_THROWS_WITH_AS(dot(a, b), doctest::Contains("dot: expected two vectors"), Error);
 }
 

@@ -8,6 +8,21 @@
 #include <functional>
 #include <string>
 
+// Checks that `expr` throws a reel::Error whose message holds every one of the given parts.
+#define CHECK_ERROR(expr, ...)                                                   \
+  do {                                                                           \
+    std::string message;                                                         \
+    try {                                                                        \
+      (void)(expr);                                                              \
+    } catch (const reel::Error& e) {                                             \
+      message = e.what();                                                        \
+    }                                                                            \
+    CHECK_MESSAGE(!message.empty(), "no reel::Error from " #expr);               \
+    for (const std::string& part : std::initializer_list<std::string>{__VA_ARGS__}) \
+      CHECK_MESSAGE(message.find(part) != std::string::npos, "message '", message, \
+                    "' lacks '", part, "'");                                     \
+  } while (0)
+
 namespace reel::test {
 
 // print -> parse -> print gives the same text.

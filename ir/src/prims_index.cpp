@@ -161,7 +161,7 @@ void add_indexing(std::vector<Primitive>& t) {
   Primitive slice;
   slice.name = "slice";
   slice.arity = 1;
-  slice.attrs = {{"axis", AttrKind::integer}, {"start", AttrKind::integer}, {"stop", AttrKind::integer},
+  slice.attrs = {{"axis", AttrKind::axis}, {"start", AttrKind::integer}, {"stop", AttrKind::integer},
                  {"step", AttrKind::integer, true}};
   slice.any_dtype = true;
   slice.linear = true;
@@ -188,7 +188,7 @@ void add_indexing(std::vector<Primitive>& t) {
   Primitive unslice;
   unslice.name = "unslice";
   unslice.arity = 1;
-  unslice.attrs = {{"axis", AttrKind::integer}, {"start", AttrKind::integer}, {"step", AttrKind::integer},
+  unslice.attrs = {{"axis", AttrKind::axis}, {"start", AttrKind::integer}, {"step", AttrKind::integer},
                    {"size", AttrKind::integer}};
   unslice.any_dtype = true;
   unslice.linear = true;
@@ -197,9 +197,10 @@ void add_indexing(std::vector<Primitive>& t) {
     const Strided g{checked_axis("unslice", a.integer("axis"), y.shape.size(), y), a.integer("start"),
                     a.integer("step"), 0};
     const int64_t m = y.shape[static_cast<std::size_t>(g.axis)], size = a.integer("size");
-    // start + (m - 1) step < size, written so that it cannot overflow.
+    if (g.step < 1) throw Error(fmt::format("unslice: expected a step >= 1, got {}", g.step));
+    // start + (m - 1) step < size, written so that it cannot overflow (or divide by 0).
     const bool fits = m == 0 ? g.start <= size : g.start < size && (m - 1) <= (size - 1 - g.start) / g.step;
-    if (g.step < 1 || g.start < 0 || size < 0 || !fits)
+    if (g.start < 0 || size < 0 || !fits)
       throw Error(fmt::format("unslice: {} elements from {} by {} do not fit in {} along axis {} of {}", m, g.start,
                               g.step, size, g.axis, type_str(y)));
     return Strided{g.axis, g.start, g.step, m};
@@ -290,7 +291,7 @@ void add_indexing(std::vector<Primitive>& t) {
   Primitive concat;
   concat.name = "concat";
   concat.arity = kVariadic;
-  concat.attrs = {{"axis", AttrKind::integer}};
+  concat.attrs = {{"axis", AttrKind::axis}};
   concat.any_dtype = true;
   concat.structure = Structure::opaque;
   concat.infer = [](std::span<const VarType> in, const Attrs& a) {
@@ -358,7 +359,7 @@ void add_indexing(std::vector<Primitive>& t) {
   Primitive gather;
   gather.name = "gather";
   gather.arity = 2;
-  gather.attrs = {{"axis", AttrKind::integer, true}};
+  gather.attrs = {{"axis", AttrKind::axis, true}};
   gather.index_args = {1};
   gather.any_dtype = true;
   gather.structure = Structure::gather;
@@ -391,7 +392,7 @@ void add_indexing(std::vector<Primitive>& t) {
   Primitive scatter;
   scatter.name = "scatter_add";
   scatter.arity = 3;
-  scatter.attrs = {{"axis", AttrKind::integer, true}};
+  scatter.attrs = {{"axis", AttrKind::axis, true}};
   scatter.index_args = {1};
   scatter.structure = Structure::scatter;
   scatter.infer = [](std::span<const VarType> in, const Attrs& a) {
@@ -416,7 +417,7 @@ void add_indexing(std::vector<Primitive>& t) {
   Primitive update;
   update.name = "index_update";
   update.arity = 3;
-  update.attrs = {{"axis", AttrKind::integer, true}};
+  update.attrs = {{"axis", AttrKind::axis, true}};
   update.index_args = {1};
   update.any_dtype = true;
   update.structure = Structure::opaque;

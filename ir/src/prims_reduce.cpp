@@ -66,7 +66,7 @@ int64_t reduced_count(const char* op, const VarType& x, const Attrs& a) {
   return n;
 }
 
-const std::vector<AttrSpec> kReduceAttrs = {{"axes", AttrKind::ints, true}, {"keepdims", AttrKind::boolean, true}};
+const std::vector<AttrSpec> kReduceAttrs = {{"axes", AttrKind::axes, true}, {"keepdims", AttrKind::boolean, true}};
 
 // dout in the keep-dims shape, broadcast back over the input.
 Var spread(TapeBuilder& b, const char* op, Var dout, const VarType& x, const Attrs& a) {
@@ -175,7 +175,7 @@ void set_weighted_rules(Primitive& p, const char* name, Weights weights) {
 void add_reductions(std::vector<Primitive>& t) {
   // sum and mean are linear: their tangents are themselves.
   Primitive sum = reduction("sum", ReduceOp::sum, one);
-  sum.attrs.insert(sum.attrs.begin(), {"axis", AttrKind::integer, true});  // older spelling of axes=[k]
+  sum.attrs.insert(sum.attrs.begin(), {"axis", AttrKind::axis, true});  // older spelling of axes=[k]
   sum.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
     return std::vector<Var>{spread(b, "sum", a.dout, b.type(a.args[0]), a.attrs)};
   };
@@ -207,7 +207,7 @@ void add_reductions(std::vector<Primitive>& t) {
     Primitive arg;
     arg.name = largest ? "argmax" : "argmin";
     arg.arity = 1;
-    arg.attrs = {{"axis", AttrKind::integer, true}};
+    arg.attrs = {{"axis", AttrKind::axis, true}};
     arg.structure = Structure::opaque;
     const char* name = largest ? "argmax" : "argmin";
     arg.infer = [name](std::span<const VarType> in, const Attrs& a) {

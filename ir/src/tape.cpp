@@ -39,12 +39,28 @@ const char* kind_name(AttrKind k) {
     case AttrKind::string: return "a string";
     case AttrKind::dtype: return "a dtype (f32 or f64)";
     case AttrKind::tape: return "a tape {...}";
+    case AttrKind::axis: return "an integer (an axis)";
+    case AttrKind::axes: return "a list of integers (axes)";
   }
   return "?";
 }
 }  // namespace
 
 namespace {
+// An axis attribute of the first argument, as given, into [0, rank): one place, so every
+// later stage reads one spelling and an error quotes what the caller wrote.
+void normalize_axes(const Primitive& prim, const AttrSpec& spec, std::span<const VarType> args, AttrValue& v) {
+  if (args.empty())
+    throw Error(fmt::format("{}: attribute '{}' is an axis of the first argument, but the call has none", prim.name,
+                            spec.name));
+  if (auto* a = std::get_if<int64_t>(&v)) {
+    *a = normalize_axis(prim.name, *a, args[0]);
+    return;
+  }
+  Shape& axes = std::get<Shape>(v);
+  axes = normalize_axes(prim.name, axes, args[0]);
+}
+
 void check_call_attrs(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     const bool index = prim.is_index_arg(i);
@@ -78,9 +94,10 @@ void check_call_attrs(const Primitive& prim, std::span<const VarType> args, Attr
       const Shape& ints = std::get<Shape>(v);
       v = std::vector<double>(ints.begin(), ints.end());
     }
-    const bool ok = (spec.kind == AttrKind::integer && std::holds_alternative<int64_t>(v)) ||
+    const bool ok = ((spec.kind == AttrKind::integer || spec.kind == AttrKind::axis) &&
+                     std::holds_alternative<int64_t>(v)) ||
                     (spec.kind == AttrKind::real && std::holds_alternative<double>(v)) ||
-                    ((spec.kind == AttrKind::shape || spec.kind == AttrKind::ints) &&
+                    ((spec.kind == AttrKind::shape || spec.kind == AttrKind::ints || spec.kind == AttrKind::axes) &&
                      std::holds_alternative<Shape>(v)) ||
                     (spec.kind == AttrKind::reals && std::holds_alternative<std::vector<double>>(v)) ||
                     (spec.kind == AttrKind::boolean && std::holds_alternative<bool>(v)) ||
@@ -98,18 +115,64 @@ void check_call_attrs(const Primitive& prim, std::span<const VarType> args, Attr
                                   spec.name, shape_str(*s)));
       (void)numel(*s, prim.name.c_str());  // throws if the element count overflows
     }
+    if (spec.kind == AttrKind::axis || spec.kind == AttrKind::axes) normalize_axes(prim, spec, args, v);
     ordered.set(spec.name, std::move(v));
   }
   attrs = std::move(ordered);
 }
 }  // namespace
 
+namespace {
+std::string attrs_text(const Attrs& attrs) {
+  std::string s;
+  for (const auto& [name, value] : attrs.items()) s += fmt::format("{}{}={}", s.empty() ? "" : ", ", name, attr_str(value));
+  return s.empty() ? "none" : s;
+}
+
+// A type rule's answer (a user's may be anything): dimensions >= 0 whose product fits.
+const VarType& checked_result(const Primitive& prim, const VarType& t) {
+  bool ok = t.dtype == DType::f32 || t.dtype == DType::f64 || t.dtype == DType::i64;
+  for (int64_t d : t.shape) ok = ok && d >= 0;
+  if (ok) {
+    try {
+      (void)numel(t.shape);
+    } catch (const Error&) {
+      ok = false;
+    }
+  }
+  if (!ok)
+    throw Error(fmt::format("{}: the type rule returned an invalid type {} (expected dimensions >= 0 whose product "
+                            "fits in int64)", prim.name, shape_str(t.shape)));
+  return t;
+}
+}  // namespace
+
+int64_t normalize_axis(std::string_view op, int64_t axis, const VarType& x, int64_t extra) {
+  const auto rank = static_cast<int64_t>(x.shape.size()) + extra;
+  if (axis < -rank || axis >= rank)
+    throw Error(rank == 0 ? fmt::format("{}: axis {} is out of range for {}, which has no axes", op, axis, type_str(x))
+                          : fmt::format("{}: axis {} is out of range for {} (expected {} <= axis < {})", op, axis,
+                                        type_str(x), -rank, rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+Shape normalize_axes(std::string_view op, const Shape& axes, const VarType& x) {
+  Shape out;
+  for (int64_t axis : axes) {
+    const int64_t a = normalize_axis(op, axis, x);
+    if (std::find(out.begin(), out.end(), a) != out.end())
+      throw Error(fmt::format("{}: axes {}: axis {} is given twice for {}", op, shape_str(axes), axis, type_str(x)));
+    out.push_back(a);
+  }
+  return out;
+}
+
 VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
   if (prim.results != 1)
     throw Error(fmt::format("{}: the primitive has {} results; call it with call_results / apply_results",
                             prim.name, prim.results));
   check_call_attrs(prim, args, attrs);
-  return prim.infer(args, attrs);
+  return checked_result(prim, prim.infer(args, attrs));
 }
 
 std::vector<VarType> infer_call_results(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
@@ -119,6 +182,7 @@ std::vector<VarType> infer_call_results(const Primitive& prim, std::span<const V
   if (static_cast<int>(types.size()) != prim.results)
     throw Error(fmt::format("{}: the type rule gave {} types for {} results", prim.name, types.size(),
                             prim.results));
+  for (const VarType& t : types) checked_result(prim, t);
   return types;
 }
 
@@ -175,8 +239,10 @@ void check_structure(const char* op_name, const Tape& tape) {
       throw Error(fmt::format("{}: malformed tape: output %{} is not a variable of the tape", op_name, o));
 }
 
-void verify(const Tape& tape) {
-  check_structure("verify", tape);
+void verify(const Tape& tape) { verify("verify", tape); }
+
+void verify(const char* op_name, const Tape& tape) {
+  check_structure(op_name, tape);
   for (Var v = 1; v <= tape.size(); ++v) {
     const Op& op = tape.op(v);
     if (op.kind != OpKind::call) continue;
@@ -187,13 +253,19 @@ void verify(const Tape& tape) {
     try {
       ts = infer_call_results(*op.prim, args, attrs);
     } catch (const Error& e) {
-      throw Error(fmt::format("verify: %{}: {}", v, e.what()));
+      throw Error(fmt::format("{}: %{}: {}", op_name, v, e.what()));
     }
+    // Later stages read attributes in their checked form only (axes in [0, rank)); a call
+    // built around TapeBuilder could hold another.
+    if (!(attrs == op.attrs))
+      throw Error(fmt::format("{}: %{}: {}'s attributes are not in their checked form (given {}, expected {}); "
+                              "add calls with TapeBuilder", op_name, v, op.prim->name, attrs_text(op.attrs),
+                              attrs_text(attrs)));
     for (std::size_t i = 0; i < ts.size(); ++i) {
       const Var r = v + static_cast<Var>(i);
       if (ts[i] != tape.type(r))
-        throw Error(fmt::format("verify: %{}: {} has type {}, but its rule gives {}", r, op.prim->name,
-                                type_str(tape.type(r)), type_str(ts[i])));
+        throw Error(fmt::format("{}: %{}: the tape declares {} for this result of {}, but its type rule gives {}",
+                                op_name, r, type_str(tape.type(r)), op.prim->name, type_str(ts[i])));
     }
   }
 }

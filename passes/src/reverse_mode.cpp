@@ -13,7 +13,7 @@ namespace {
 
 Tape reverse(const Tape& f, bool seeded) {
   const char* op = seeded ? "vjp" : "grad";
-  check_structure(op, f);
+  verify(op, f);  // a declaration edited by hand is reported as such, not by a rule
   if (f.outputs.size() != 1)
     throw Error(fmt::format("{}: expected a function with one output, got {} outputs", op,
                             f.outputs.size()));

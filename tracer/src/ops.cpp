@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
 
 namespace reel {
 
@@ -122,14 +124,20 @@ Tensor operator!=(double a, const Tensor& b) { return with_scalar("ne", b, a, tr
 Tensor pow(const Tensor& x, double p) { REEL_PRIM(pow); return call(prim_pow, {x}, {{"p", p}}); }
 
 namespace {
-// Negative axes as counted from the end, so that tapes print one spelling.
-Shape normalized_axes(const Tensor& x, const std::vector<int64_t>& axes) {
-  Shape out;
-  for (int64_t a : axes) out.push_back(a < 0 && x.defined() ? a + x.rank() : a);
-  return out;
+const Tensor& defined(const char* op, const Tensor& x) {
+  if (!x.defined()) throw Error(fmt::format("{}: the tensor is undefined", op));
+  return x;
 }
+VarType type_of(const Tensor& x) { return {x.dtype(), x.shape()}; }
+// An axis of x (of x with `extra` more axes: expand_dims), checked in the name of the
+// operation the user called: a composite checks its axes before its steps see them.
+int64_t checked_axis(const char* op, const Tensor& x, int64_t axis, int64_t extra = 0) {
+  return normalize_axis(op, axis, type_of(defined(op, x)), extra);
+}
+// Axes go to the primitive as the caller gave them: it normalises them (negative axes
+// counted from the end), so an error quotes them as given.
 Tensor reduce(const char* name, const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
-  Attrs attrs{{"axes", normalized_axes(x, axes)}};
+  Attrs attrs{{"axes", Shape(axes)}};
   if (keepdims) attrs.set("keepdims", true);
   return call(primitive(name), {x}, std::move(attrs));
 }
@@ -139,7 +147,6 @@ Tensor sum(const Tensor& x) { REEL_PRIM(sum); return call(prim_sum, {x}); }
 Tensor sum(const Tensor& x, int64_t axis, bool keepdims) {
   REEL_PRIM(sum);
   if (keepdims) return reduce("sum", x, {axis}, true);
-  if (axis < 0 && x.defined()) axis += x.rank();  // -1 is the last axis
   return call(prim_sum, {x}, {{"axis", axis}});
 }
 Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("sum", x, axes, keepdims); }
@@ -157,47 +164,58 @@ Tensor min(const Tensor& x, int64_t axis, bool keepdims) { return reduce("min", 
 Tensor min(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("min", x, axes, keepdims); }
 
 namespace {
-// logsumexp in keep-dims form over `axes` (every axis when `every`).
-Tensor logsumexp_keep(const Tensor& x, const std::vector<int64_t>& axes, bool every = false) {
-  std::vector<int64_t> all = axes;
+// logsumexp in keep-dims form over `axes` (normalised by the caller; every axis when
+// `every`). Over no elements it is -inf, the log of an empty sum, as in SciPy and PyTorch.
+Tensor logsumexp_keep(const Tensor& x, const Shape& axes, bool every) {
+  Shape all = axes;
   if (every)
-    for (int64_t d = 0; d < (x.defined() ? x.rank() : 0); ++d) all.push_back(d);
+    for (int64_t d = 0; d < x.rank(); ++d) all.push_back(d);
+  Shape keep = x.shape();
+  int64_t count = 1;
+  for (int64_t d : all) count *= std::exchange(keep[static_cast<std::size_t>(d)], 1);
+  if (count == 0) return broadcast_to(tensor({-INFINITY}, {}, x.dtype()), keep) + sum(x, all, true);
   const Tensor m = nodiff(max(x, all, true));
   // An infinite maximum (all -inf, or some +inf) shifts by 0 instead: x - m would be NaN.
   const Tensor shift = where(m - m == 0.0, m, 0.0);
   return shift + log(sum(exp(x - shift), all, true));
 }
-Tensor drop_axes(const Tensor& keep, const Tensor& x, const std::vector<int64_t>& axes) {
+Tensor drop_axes(const Tensor& keep, const Tensor& x, const Shape& norm) {
   Shape out;
-  const Shape norm = normalized_axes(x, axes);
   for (int64_t d = 0; d < x.rank(); ++d)
     if (std::find(norm.begin(), norm.end(), d) == norm.end()) out.push_back(x.shape()[static_cast<std::size_t>(d)]);
   return reshape(keep, out);
 }
 }  // namespace
 
-Tensor logsumexp(const Tensor& x) { return reshape(logsumexp_keep(x, {}, true), {}); }
+Tensor logsumexp(const Tensor& x) { return reshape(logsumexp_keep(defined("logsumexp", x), {}, true), {}); }
 Tensor logsumexp(const Tensor& x, int64_t axis, bool keepdims) {
   return logsumexp(x, std::vector<int64_t>{axis}, keepdims);
 }
 Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
-  const Tensor k = logsumexp_keep(x, axes);
-  return keepdims ? k : drop_axes(k, x, axes);
+  const Shape norm = normalize_axes("logsumexp", axes, type_of(defined("logsumexp", x)));
+  const Tensor k = logsumexp_keep(x, norm, false);
+  return keepdims ? k : drop_axes(k, x, norm);
 }
+// softmax over an axis of length 0 is empty: max (which has no identity) is skipped.
 Tensor softmax(const Tensor& x, int64_t axis) {
-  const Tensor e = exp(x - nodiff(max(x, axis, true)));
-  return e / sum(e, axis, true);
+  const int64_t a = checked_axis("softmax", x, axis);
+  if (x.numel() == 0) return x * 1.0;
+  const Tensor e = exp(x - nodiff(max(x, a, true)));
+  return e / sum(e, a, true);
 }
-Tensor log_softmax(const Tensor& x, int64_t axis) { return x - logsumexp(x, axis, true); }
+Tensor log_softmax(const Tensor& x, int64_t axis) {
+  const int64_t a = checked_axis("log_softmax", x, axis);
+  return x - logsumexp_keep(x, {a}, false);
+}
 Tensor argmax(const Tensor& x) { REEL_PRIM(argmax); return call(prim_argmax, {x}); }
 Tensor argmax(const Tensor& x, int64_t axis) {
   REEL_PRIM(argmax);
-  return call(prim_argmax, {x}, {{"axis", axis < 0 && x.defined() ? axis + x.rank() : axis}});
+  return call(prim_argmax, {x}, {{"axis", axis}});
 }
 Tensor argmin(const Tensor& x) { REEL_PRIM(argmin); return call(prim_argmin, {x}); }
 Tensor argmin(const Tensor& x, int64_t axis) {
   REEL_PRIM(argmin);
-  return call(prim_argmin, {x}, {{"axis", axis < 0 && x.defined() ? axis + x.rank() : axis}});
+  return call(prim_argmin, {x}, {{"axis", axis}});
 }
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   REEL_PRIM(sum_to);
@@ -214,7 +232,16 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const int64_t ka = a.shape().back(), kb = b.rank() == 1 ? b.shape()[0] : b.shape()[b.shape().size() - 2];
   if (ka != kb)
     throw Error(fmt::format("matmul: expected shapes [...,m,k] (or [k]) and [...,k,n] (or [k]) with the same k, got {} and {}",
-                            shape_str(a.shape()), shape_str(b.shape())));
+                            type_str(a.dtype(), a.shape()), type_str(b.dtype(), b.shape())));
+  // The batch dimensions are checked here, in the name of matmul, not by its steps.
+  const Shape batch_a(a.shape().begin(), a.shape().end() - std::min<int64_t>(a.rank(), 2)),
+      batch_b(b.shape().begin(), b.shape().end() - std::min<int64_t>(b.rank(), 2));
+  try {
+    (void)broadcast_shapes(batch_a, batch_b, "matmul");
+  } catch (const Error&) {
+    throw Error(fmt::format("matmul: the batch dimensions {} of {} and {} of {} do not broadcast", shape_str(batch_a),
+                            type_str(a.dtype(), a.shape()), shape_str(batch_b), type_str(b.dtype(), b.shape())));
+  }
   // A vector is a [1,k] row on the left, a [k,1] column on the right; its axis is
   // dropped from the result (NumPy's rule).
   const Tensor a2 = a.rank() == 1 ? reshape(a, {1, a.numel()}) : a;
@@ -252,16 +279,6 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& perm) {
 }
 
 namespace {
-int64_t checked_axis(const char* op, const Tensor& x, int64_t axis, int64_t rank) {
-  const int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank)
-    throw Error(fmt::format("{}: axis {} is out of range for {}", op, axis, type_str(x.dtype(), x.shape())));
-  return a;
-}
-const Tensor& defined(const char* op, const Tensor& x) {
-  if (!x.defined()) throw Error(fmt::format("{}: the tensor is undefined", op));
-  return x;
-}
 Tensor i64_constant(const std::vector<int64_t>& v, const Shape& shape) {
   Tensor t(DType::i64, shape);
   std::copy(v.begin(), v.end(), t.mutable_data<int64_t>());
@@ -271,7 +288,7 @@ Tensor i64_constant(const std::vector<int64_t>& v, const Shape& shape) {
 
 Tensor squeeze(const Tensor& x, int64_t axis) {
   defined("squeeze", x);
-  const int64_t a = checked_axis("squeeze", x, axis, x.rank());
+  const int64_t a = checked_axis("squeeze", x, axis);
   if (x.shape()[static_cast<std::size_t>(a)] != 1)
     throw Error(fmt::format("squeeze: axis {} of {} has length {}, expected 1", axis, type_str(x.dtype(), x.shape()),
                             x.shape()[static_cast<std::size_t>(a)]));
@@ -281,7 +298,7 @@ Tensor squeeze(const Tensor& x, int64_t axis) {
 }
 Tensor expand_dims(const Tensor& x, int64_t axis) {
   defined("expand_dims", x);
-  const int64_t a = checked_axis("expand_dims", x, axis, x.rank() + 1);
+  const int64_t a = checked_axis("expand_dims", x, axis, 1);
   Shape s = x.shape();
   s.insert(s.begin() + a, 1);
   return reshape(x, s);
@@ -291,7 +308,7 @@ Tensor slice(const Tensor& x, int64_t start, int64_t stop) { return slice(x, 0, 
 Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
   REEL_PRIM(slice);
   defined("slice", x);
-  const int64_t a = checked_axis("slice", x, axis, x.rank());
+  const int64_t a = checked_axis("slice", x, axis);
   const int64_t n = x.shape()[static_cast<std::size_t>(a)];
   auto clamp_bound = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
   start = clamp_bound(start);
@@ -300,7 +317,7 @@ Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t
 }
 Tensor index(const Tensor& x, int64_t i, int64_t axis) {
   defined("index", x);
-  const int64_t a = checked_axis("index", x, axis, x.rank());
+  const int64_t a = checked_axis("index", x, axis);
   const int64_t n = x.shape()[static_cast<std::size_t>(a)];
   if (i < -n || i >= n)
     throw Error(fmt::format("index: index {} is out of range for axis {} of {}", i, axis, type_str(x.dtype(), x.shape())));
@@ -309,7 +326,6 @@ Tensor index(const Tensor& x, int64_t i, int64_t axis) {
 }
 Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis) {
   REEL_PRIM(gather);
-  if (x.defined() && axis < 0) axis += x.rank();
   return call(prim_gather, {x, indices}, {{"axis", axis}});
 }
 Tensor take(const Tensor& x, const Tensor& indices) {
@@ -317,17 +333,15 @@ Tensor take(const Tensor& x, const Tensor& indices) {
 }
 Tensor scatter_add(const Tensor& target, const Tensor& indices, const Tensor& values, int64_t axis) {
   REEL_PRIM(scatter_add);
-  if (target.defined() && axis < 0) axis += target.rank();
   return call(prim_scatter_add, {target, indices, values}, {{"axis", axis}});
 }
 Tensor index_update(const Tensor& x, const Tensor& indices, const Tensor& values, int64_t axis) {
   REEL_PRIM(index_update);
-  if (x.defined() && axis < 0) axis += x.rank();
   return call(prim_index_update, {x, indices, values}, {{"axis", axis}});
 }
 Tensor index_update(const Tensor& x, int64_t axis, int64_t start, int64_t stop, const Tensor& values) {
   defined("index_update", x);
-  const int64_t a = checked_axis("index_update", x, axis, x.rank());
+  const int64_t a = checked_axis("index_update", x, axis);
   const int64_t n = x.shape()[static_cast<std::size_t>(a)];
   auto clamp_bound = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
   start = clamp_bound(start);
@@ -339,7 +353,6 @@ Tensor index_update(const Tensor& x, int64_t axis, int64_t start, int64_t stop, 
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
   REEL_PRIM(concat);
   if (xs.empty()) throw Error("concat: expected at least one tensor, got none");
-  if (xs[0].defined() && axis < 0) axis += xs[0].rank();
   return apply(prim_concat, xs, {{"axis", axis}});
 }
 Tensor stack(const std::vector<Tensor>& xs, int64_t axis) {

@@ -56,10 +56,21 @@ struct TangentArgs {
   std::span<const Var> outs = {};  // several results: all of them (out is the first)
 };
 
-// shape: non-negative integers whose product fits; ints: any integers (axes);
+// shape: non-negative integers whose product fits; ints: any integers;
 // reals: numbers (integers written without a point are accepted).
 // tape: a TapeRef (see attrs.hpp).
-enum class AttrKind { integer, real, shape, ints, reals, boolean, string, dtype, tape };
+// axis / axes: an axis (a list of distinct axes) of the first argument, -rank <= axis <
+// rank. They are checked and normalised where a call enters a tape (negative axes
+// become axis + rank), so type rules, passes and code generation see only axes in
+// [0, rank); an axis out of range is an error naming the value the caller gave.
+enum class AttrKind { integer, real, shape, ints, reals, boolean, string, dtype, tape, axis, axes };
+// `axis` of a value of type x (of rank r + extra), -r <= axis < r, counted from 0; throws
+// reel::Error naming `op`, the axis as given and x's type. The axes attribute kinds
+// and the composite operations (softmax, logsumexp, ...) share it.
+int64_t normalize_axis(std::string_view op, int64_t axis, const VarType& x, int64_t extra = 0);
+// Each of `axes` normalised; an axis given twice (in either spelling) is an error.
+Shape normalize_axes(std::string_view op, const Shape& axes, const VarType& x);
+
 struct AttrSpec {
   std::string name;
   AttrKind kind;

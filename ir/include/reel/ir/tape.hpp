@@ -57,6 +57,8 @@ std::vector<VarType> infer_call_results(const Primitive& prim, std::span<const V
 // Checks that a tape is well formed (ordering, arities, attributes, types); throws
 // reel::Error naming the variable and the problem.
 void verify(const Tape& tape);
+// The same, its errors in the name of `op` (grad, jvp: a transformation checks its input first).
+void verify(const char* op, const Tape& tape);
 
 // The cheap part of verify, which every pass and the interpreter run first so that a
 // hand-built tape with dangling variables is an error, not a crash: each call has a
