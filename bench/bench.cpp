@@ -1,6 +1,7 @@
 // Reel's benchmark: hand-written C++ gradients against the interpreted gradient tape
 // (reel::play) and the compiled one (reel::simplegrad), measured side by side in one
-// run. Prints a table and writes bench/results/latest.json. It asserts nothing.
+// run. Prints a table and writes build/bench/latest.json (--out FILE for elsewhere;
+// bench/results/latest.json is the recorded run). It asserts nothing.
 //
 // Then a scaling table: traced loops of 10 to 10,000 steps and a tape of over a
 // million operations, each measured in a fresh process (so that its peak RSS and its
@@ -712,6 +713,12 @@ int main(int argc, char** argv) {
   for (const Row& r : rows) json += "  " + row_json(r) + ",\n";
   json.erase(json.size() - 2);  // the last comma
   json += "\n]\n";
-  std::ofstream(out_path) << json;
+  std::ofstream file(out_path);
+  file << json;
+  file.close();
+  if (!file) {
+    fmt::print(stderr, "\nreel_bench: cannot write {}\n", out_path);
+    return 1;
+  }
   fmt::print("\nwrote {}\n", out_path);
 }

@@ -6,7 +6,8 @@ fashion_mnist_train, OPENBLAS_NUM_THREADS=1), PyTorch the same model, data order
 update written here. Each trains for --epochs epochs (default 3); the table shows
 every epoch's time (the first includes Reel's trace and compile, unless the disk code
 cache has it) and the test accuracy after the last, then Reel/PyTorch for the
-steady-state epoch (the median of the epochs after the first).
+steady-state epoch (the median of the epochs after the first). Writes the numbers to
+build/bench/train_epoch.json (--out FILE for elsewhere).
 Needs dataset-fashion-mnist, python3-torch and a build (README, Benchmark)."""
 import argparse
 import gzip
@@ -66,8 +67,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--build", default=os.path.join(os.path.dirname(__file__), "..", "build"))
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "train_epoch.json"))
+    parser.add_argument("--out", help="where to write the results (default: BUILD/bench/train_epoch.json; "
+                        "bench/results/train_epoch.json is the recorded run)")
     args = parser.parse_args()
+    if args.out is None:  # under the build tree: a run does not change tracked files
+        args.out = os.path.join(args.build, "bench", "train_epoch.json")
     exe = os.path.join(args.build, "examples", "fashion_mnist_train")
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     out = subprocess.run([exe, "--epochs", str(args.epochs), "--quiet", "--summary", "--out",

@@ -1,19 +1,24 @@
-// One process of the disk-cache test (disk_cache_processes.sh): compiles the gradient
-// of a small MLP with the persistent code cache in the directory given, runs it, and
-// prints the results and what the cache did.
+// One process of the disk-cache tests: compiles the gradient of a small MLP with the
+// persistent code cache in the directory given (disk_cache_processes.sh), or, given
+// --env, where REEL_CACHE_DIR and REEL_CACHE_MAX_MB say (disk_cache_env.sh; it then
+// also compiles a second program and prints the cache's directory and bound first),
+// runs it, and prints the results and what the cache did.
 #include <fmt/format.h>
 #include <reel/reel.hpp>
 
+#include <cmath>
 #include <cstdio>
+#include <string>
 
 using namespace reel;
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::fprintf(stderr, "usage: cache_process <cache directory>\n");
+    std::fprintf(stderr, "usage: cache_process <cache directory> | --env\n");
     return 2;
   }
-  set_code_cache_dir(argv[1]);
+  const bool from_env = std::string(argv[1]) == "--env";
+  if (!from_env) set_code_cache_dir(argv[1]);
   auto loss = [](const Tensor& W1, const Tensor& W2, const Tensor& x) {
     return sum(square(matmul(W2, tanh(matmul(W1, x))) - 1.0));
   };
@@ -26,6 +31,12 @@ int main(int argc, char** argv) {
   for (std::size_t k = 0; k < out.size(); ++k) {
     const auto a = out[k].values(), b = want[k].values();
     for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]) / (1 + std::abs(b[i])));
+  }
+  if (from_env) {  // a second program, and the settings looked at again
+    const Tape t = trace([](const Tensor& v) { return sum(exp(v) * 3.0); }, W1);
+    const double a = compile(t)({W1})[0].item(), b = play(t, {W1})[0].item();
+    worst = std::max(worst, std::abs(a - b) / (1 + std::abs(b)));
+    fmt::print("dir {} max_bytes {}\n", code_cache_info().dir, code_cache_info().max_bytes);
   }
   const CodeCacheInfo c = code_cache_info();
   fmt::print("value {:.17g} worst {:.3g} hits {} misses {} writes {} rejected {}\n", out[0].item(), worst, c.hits,

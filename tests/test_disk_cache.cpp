@@ -3,10 +3,14 @@
 // truncated, corrupt or foreign file is ignored and replaced, never linked. Each
 // case uses a directory of its own and sizes no other test uses, so that the
 // in-memory kernel cache cannot answer for the disk.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <future>
 
 #include "test_util.hpp"
 
@@ -207,4 +211,77 @@ TEST_CASE("disk cache: a directory that cannot be made leaves compiling as it wa
   const CodeCacheInfo before = code_cache_info();
   compile_and_check(1061);
   CHECK(code_cache_info().writes == before.writes);
+}
+
+namespace {
+
+// Compiles program n in another thread; a compile that blocks on the entry fails the
+// test instead of hanging the suite: after the guard the FIFO at `fifo` (if any) is
+// opened for writing, which releases a reader blocked in open.
+void compile_and_check_unblocked(int64_t n, const fs::path& fifo) {
+  auto done = std::async(std::launch::async, [n] { compile_and_check(n); });
+  if (done.wait_for(std::chrono::seconds(120)) != std::future_status::ready) {
+    FAIL_CHECK("the compile blocked on the cache entry at " << fifo.string());
+    const int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) ::close(w);
+  }
+  done.get();
+}
+
+}  // namespace
+
+TEST_CASE("disk cache: a FIFO, directory or link at an entry's path is rejected, left alone, never blocked on") {
+  for (const std::string kind : {"fifo", "directory", "link"}) {
+    CAPTURE(kind);
+    const int64_t n = kind == "fifo" ? 1071 : kind == "directory" ? 1072 : 1073;
+    ScopedCacheDir cache("odd-" + kind);
+    compile_and_check(n);
+    REQUIRE(cache.files().size() == 1);
+    const fs::path entry = cache.files()[0];
+    fs::remove(entry);
+    fs::path target;  // the link's: an intact entry of this very program
+    if (kind == "fifo") {
+      REQUIRE(::mkfifo(entry.c_str(), 0600) == 0);
+    } else if (kind == "directory") {
+      fs::create_directory(entry);
+    } else {
+      compile_and_check(n);  // writes the entry again; moved aside and linked to
+      target = entry.string() + ".target";
+      fs::rename(entry, target);
+      fs::create_symlink(target, entry);
+    }
+    const CodeCacheInfo before = code_cache_info();
+    compile_and_check_unblocked(n, entry);
+    const CodeCacheInfo after = code_cache_info();
+    CHECK(after.rejected == before.rejected + 1);
+    CHECK(after.hits == before.hits);
+    CHECK(after.writes == before.writes);  // not replaced by a fresh entry
+    // Still there, of the same kind (never removed or written over).
+    const fs::file_status st = fs::symlink_status(entry);
+    if (kind == "fifo") CHECK(fs::is_fifo(st));
+    if (kind == "directory") CHECK(fs::is_directory(st));
+    if (kind == "link") CHECK(fs::is_symlink(st));
+    // Scanning the directory for the size bound neither blocks on it nor removes it.
+    set_code_cache_max_bytes(1);
+    CHECK(fs::symlink_status(entry).type() == st.type());
+    if (kind == "link") CHECK(fs::exists(target));
+  }
+}
+
+TEST_CASE("disk cache: the size bound's scan leaves what is not a regular file of this user alone") {
+  ScopedCacheDir cache("scan");
+  compile_and_check(1081);
+  REQUIRE(cache.files().size() == 1);
+  const fs::path dir = cache.files()[0].parent_path();
+  // A FIFO named as an entry, and one named as a temporary file a dead writer left
+  // (older than an hour): neither is opened, counted or removed.
+  const fs::path fifo = dir / "0123.reelobj", temp = dir / "4567.reelobj.tmp.abcdef";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  REQUIRE(::mkfifo(temp.c_str(), 0600) == 0);
+  fs::last_write_time(temp, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  set_code_cache_max_bytes(1);  // scans: everything of ours is over the bound
+  CHECK(fs::is_fifo(fs::symlink_status(fifo)));
+  CHECK(fs::is_fifo(fs::symlink_status(temp)));
+  CHECK(cache.files().size() == 2);  // the real entry is gone (over the bound): the FIFOs stay
+  CHECK(code_cache_info().bytes == 0);
 }

@@ -5,14 +5,16 @@ computations with torch autograd, one thread, in this process). For each eval an
 workload it times the primal and the derivative (GradBench's rule: runs until
 min_runs and min_seconds are met; the mean `evaluate` time), checks the tools'
 outputs against Reel's with GradBench's comparison, writes results.json and one PNG
-chart per eval (time against workload, log scale, one line per tool), and prints the
+chart per eval (time against workload, log scale, one line per tool) into
+build/bench/gradbench (--out DIR for elsewhere: --out bench/gradbench updates the
+recorded run the README shows), and prints the
 summary table (Reel/hand-written and Reel/PyTorch at the largest workload all tools
 ran). Workloads follow GradBench's defaults (specs/gradbench.md), generated here with
 numpy; ba's come from ../shared/data/adbench/ba; ht runs the one input here (hand1 of
 the big model, from the recorded transcript), GradBench's other ht data not being in
 ../shared.
 
-  /usr/bin/python3 bench/gradbench/run.py [--quick] [--evals lse,gmm] [--max-seconds 60]
+  /usr/bin/python3 bench/gradbench/run.py [--quick] [--evals lse,gmm] [--max-seconds 60] [--out DIR]
 """
 import argparse
 import itertools
@@ -496,7 +498,11 @@ def main():
                     help="a tool stops an eval after a workload whose primal and derivative took longer")
     ap.add_argument("--min-seconds", type=float, default=0.3)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--out", help="directory for results.json and the charts (default: BUILD/bench/gradbench; "
+                    "bench/gradbench holds the recorded run)")
     args = ap.parse_args()
+    out_dir = args.out or os.path.join(args.build, "bench", "gradbench")  # a run changes no tracked file
+    os.makedirs(out_dir, exist_ok=True)
     torch.set_num_threads(1)
     reel = Tool("reel", os.path.join(args.build, "tools", "reel-gradbench"))
     hand = Tool("hand", os.path.join(args.build, "bench", "gradbench_hand"))
@@ -547,16 +553,17 @@ def main():
     reel.close()
     hand.close()
     # Evals run now replace theirs in results.json; the others' results are kept.
-    out = os.path.join(HERE, "results.json")
+    out = os.path.join(out_dir, "results.json")
     everything = json.load(open(out)) if os.path.exists(out) else {}
     everything.update(results)
-    json.dump(everything, open(out, "w"), indent=1)
-    charts(results)
+    with open(out, "w") as f:
+        json.dump(everything, f, indent=1)
+    charts(results, out_dir)
     table(everything)
-    print(f"wrote {out} and bench/gradbench/<eval>.png")
+    print(f"wrote {out} and {os.path.join(out_dir, '<eval>.png')}")
 
 
-def charts(results):
+def charts(results, out_dir):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -576,7 +583,7 @@ def charts(results):
         ax.set_title(f"GradBench {ev}: Reel, hand-written C++, PyTorch (one thread)")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(os.path.join(HERE, f"{ev}.png"), dpi=110)
+        fig.savefig(os.path.join(out_dir, f"{ev}.png"), dpi=110)
         plt.close(fig)
 
 

@@ -11,7 +11,9 @@
 // descriptor does not match is ignored and replaced; files are written to a
 // temporary name and renamed into place (atomic on POSIX), so readers never see half
 // a file; the directory is kept under a size bound by removing the least recently
-// used files.
+// used files. Only regular files of this user are opened, removed or replaced: a
+// FIFO, link, device, directory or another user's file at an entry's path is
+// rejected and left alone, and nothing the cache does blocks on one.
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -24,7 +26,7 @@ namespace reel::codegen {
 
 class DiskCache {
  public:
-  static DiskCache& get();  // configured from the environment on first use
+  static DiskCache& get();  // configured from the environment on first use (settle)
 
   // The object stored under `name` for `descriptor`, or nothing (no file, or a file
   // that is not a whole, intact entry for this descriptor: counted as rejected).
@@ -42,8 +44,12 @@ class DiskCache {
   DiskCache();
   std::string path(const std::string& name) const;
   void bound_size();  // with mutex_ held
+  // With mutex_ held: on first use, the settings not set by set_dir / set_max_bytes
+  // come from the environment (a bad value is reported on stderr, once).
+  void settle();
 
   std::mutex mutex_;
+  bool settled_ = false, dir_set_ = false, max_bytes_set_ = false;
   std::string dir_;  // empty: off
   int64_t max_bytes_ = 0;
   CodeCacheInfo stats_;

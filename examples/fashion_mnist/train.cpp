@@ -5,8 +5,12 @@
 // writes the learning curve (CSV, and a PNG through matplotlib when it is installed).
 //
 //   ./build/examples/fashion_mnist_train [--epochs 3] [--model mlp|cnn] [--batch 100] [--lr 0.1]
-//        [--data /usr/share/datasets/fashion-mnist] [--out build/fashion_mnist] [--limit N] [--quiet]
+//        [--data /usr/share/datasets/fashion-mnist] [--out DIR] [--limit N] [--quiet]
 //        [--summary]   (one JSON line at the end, for bench/train_epoch.py)
+//
+// The curve goes to --out, by default fashion_mnist/ in the build tree the program is
+// in (<build>/examples/fashion_mnist_train writes <build>/fashion_mnist), wherever it
+// is run from: never into the current directory, which may be the checkout.
 #include <fmt/format.h>
 #include <reel/reel.hpp>
 
@@ -94,10 +98,30 @@ struct Options {
   double lr = 0.1;
   std::string model = "mlp";
   std::string data = "/usr/share/datasets/fashion-mnist";
-  std::string out = "fashion_mnist";
+  std::string out;  // "": default_out()
   int64_t limit = 0;  // 0: every training image
   bool quiet = false, summary = false;
 };
+
+// fashion_mnist/ beside the directory of the executable (its build tree's examples/),
+// or where the build put it if /proc/self/exe cannot be read.
+std::string default_out() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec || !exe.is_absolute()) return REEL_FASHION_MNIST_OUT;
+  return (exe.parent_path().parent_path() / "fashion_mnist").string();
+}
+
+// A path as shown to the user: relative to the current directory when inside it
+// (build/fashion_mnist from the checkout), else absolute.
+std::string shown(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path cwd = std::filesystem::current_path(ec);
+  const std::filesystem::path abs = std::filesystem::absolute(path, ec).lexically_normal();
+  if (ec) return path;
+  const std::filesystem::path rel = abs.lexically_relative(cwd);
+  return rel.empty() || rel.begin()->string() == ".." ? abs.string() : rel.string();
+}
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -122,6 +146,7 @@ Options parse(int argc, char** argv) {
     throw reel::Error(fmt::format("fashion_mnist_train: --model expects mlp or cnn, got {}", o.model));
   if (o.epochs < 1 || o.batch < 1 || !(o.lr > 0))
     throw reel::Error("fashion_mnist_train: --epochs and --batch must be at least 1, --lr positive");
+  if (o.out.empty()) o.out = default_out();
   return o;
 }
 
@@ -172,7 +197,9 @@ int main(int argc, char** argv) try {
   auto sgd = [lr](const Tensor& w, const Tensor& dw) { return w - lr * dw; };
 
   std::filesystem::create_directories(o.out);
-  std::ofstream curve(o.out + "/curve.csv");
+  const std::string csv = o.out + "/curve.csv", png = o.out + "/curve.png";
+  std::ofstream curve(csv);
+  if (!curve) throw reel::Error(fmt::format("fashion_mnist_train: cannot write {}", csv));
   curve << "epoch,step,train_loss,test_accuracy\n";
   std::vector<int64_t> order(static_cast<std::size_t>(train_x.shape()[0]));
   std::iota(order.begin(), order.end(), 0);
@@ -214,16 +241,17 @@ int main(int argc, char** argv) try {
                  epoch_seconds.back() * 1e6 / static_cast<double>(batches), std::string(20, ' '));
   }
   curve.close();
+  if (!curve) throw reel::Error(fmt::format("fashion_mnist_train: cannot write {}", csv));
   const reel::CacheInfo info = grad.cache_info();
   if (!o.quiet) {
     fmt::print("gradient cache: {} hits, {} misses, {} compilations ({:.0f} ms compiling)\n", info.hits, info.misses,
                info.compilations, info.compile_seconds * 1e3);
-    const std::string plot = fmt::format("/usr/bin/python3 '{}/plot_curve.py' '{}/curve.csv' '{}/curve.png'",
-                                         REEL_FASHION_MNIST_DIR, o.out, o.out);
+    const std::string plot =
+        fmt::format("/usr/bin/python3 '{}/plot_curve.py' '{}' '{}'", REEL_FASHION_MNIST_DIR, shown(csv), shown(png));
     if (std::system((plot + " 2>/dev/null").c_str()) == 0)
-      fmt::print("wrote {}/curve.csv and {}/curve.png\n", o.out, o.out);
+      fmt::print("wrote {} and {}\n", shown(csv), shown(png));
     else
-      fmt::print("wrote {}/curve.csv (for the PNG: apt-get install python3-matplotlib, then run\n  {})\n", o.out, plot);
+      fmt::print("wrote {} (for the PNG: apt-get install python3-matplotlib, then run\n  {})\n", shown(csv), plot);
   }
   if (o.summary) {
     std::string secs;

@@ -4,13 +4,17 @@
 #include <fmt/format.h>
 #include <reel/reel.hpp>
 
-#include <cmath>
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <numbers>
+#include <optional>
+#include <string_view>
 
 #include "session.hpp"
 
@@ -28,10 +32,44 @@ const json& field(const json& input, const char* name) {
   return input.at(name);
 }
 
-int64_t integer(const json& input, const char* name) {
-  const json& v = field(input, name);
-  if (!v.is_number()) throw reel::Error(fmt::format("evaluate: expected {} to be a number, got {}", name, v.dump()));
-  return v.get<int64_t>();
+// Every integer of the input is read here: a JSON integer, or a number with no
+// fractional part (2.0), within [lo, hi]; anything else (2.5, 1e30, a string, a
+// number past int64) is an error quoting what was given, never truncated or wrapped.
+// `what` names it for the message: "n", or "correspondences"[3].
+int64_t integer_of(const json& v, std::string_view eval, const std::string& what, int64_t lo, int64_t hi,
+                   std::string_view why_hi = "") {
+  constexpr int64_t lowest = std::numeric_limits<int64_t>::min(), highest = std::numeric_limits<int64_t>::max();
+  std::optional<int64_t> got;
+  if (v.is_number_unsigned()) {
+    if (v.get<uint64_t>() <= static_cast<uint64_t>(highest)) got = static_cast<int64_t>(v.get<uint64_t>());
+  } else if (v.is_number_integer()) {
+    got = v.get<int64_t>();
+  } else if (v.is_number_float()) {
+    const double d = v.get<double>();
+    // (2^63 is the first double past int64; -2^63 is in it.)
+    if (std::isfinite(d) && d == std::trunc(d) && d >= -0x1p63 && d < 0x1p63) got = static_cast<int64_t>(d);
+  }
+  if (got && *got >= lo && *got <= hi) return *got;
+  const std::string expected = hi != highest  ? fmt::format("an integer from {} to {}{}", lo, hi, why_hi)
+                               : lo == 0      ? std::string("a non-negative integer")
+                               : lo == 1      ? std::string("a positive integer")
+                               : lo == lowest ? std::string("an integer")
+                                              : fmt::format("an integer of at least {}", lo);
+  throw reel::Error(fmt::format("{}: {} must be {}, got {}", eval, what, expected, v.dump()));
+}
+
+int64_t integer(const json& input, std::string_view eval, const char* name, int64_t lo = 0,
+                int64_t hi = std::numeric_limits<int64_t>::max(), std::string_view why_hi = "") {
+  return integer_of(field(input, name), eval, fmt::format("\"{}\"", name), lo, hi, why_hi);
+}
+
+// An array of integers (each through integer_of); `what` as for integer_of.
+std::vector<int64_t> integers(const json& v, std::string_view eval, const std::string& what, int64_t lo, int64_t hi) {
+  if (!v.is_array()) throw reel::Error(fmt::format("{}: {} must be an array of integers, got {}", eval, what, v.dump()));
+  std::vector<int64_t> out;
+  out.reserve(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out.push_back(integer_of(v[i], eval, fmt::format("{}[{}]", what, i), lo, hi));
+  return out;
 }
 
 double number(const json& input, const char* name) {
@@ -116,11 +154,7 @@ Tensor llsq(const Tensor& x, int64_t n) {
   return 0.5 * reel::sum(reel::square(S - reel::matmul(V, x)));
 }
 
-int64_t llsq_points(const json& input) {
-  const int64_t n = integer(input, "n");
-  if (n < 2 || n > 10'000'000) throw reel::Error(fmt::format("llsq: expected 2 <= n <= 10,000,000, got {}", n));
-  return n;
-}
+int64_t llsq_points(const json& input) { return integer(input, "llsq", "n", 2, 10'000'000, " (the most points this tool takes)"); }
 
 Prepared llsq_primal(const json& input) {
   static const auto f = reel::jit(llsq, {.compile_after = 1});
@@ -164,12 +198,7 @@ Tensor ode(const Tensor& x, int64_t s) {
 }
 Tensor ode_last(const Tensor& x, int64_t s) { return reel::index(ode(x, s), -1); }
 
-int64_t ode_steps(const json& input) {
-  const int64_t s = integer(input, "s");
-  if (s < 1) throw reel::Error(fmt::format("ode: expected s >= 1, got {}", s));
-  if (s > 10000) throw reel::Error(fmt::format("ode: s = {} is more steps than this tool traces (10,000)", s));
-  return s;
-}
+int64_t ode_steps(const json& input) { return integer(input, "ode", "s", 1, 10'000, " (the most steps this tool traces)"); }
 
 Prepared ode_primal(const json& input) {
   static const auto f = reel::jit(ode, {.compile_after = 1});
@@ -283,12 +312,17 @@ std::shared_ptr<GmmInput> gmm_input(const json& input) {
   g->l = input_tensor(input, "l");
   g->x = input_tensor(input, "x");
   g->gamma = number(input, "gamma");
-  g->m = integer(input, "m");
+  g->m = integer(input, "gmm", "m", std::numeric_limits<int64_t>::min());
   const int64_t k = g->alpha.numel();
   if (g->x.rank() != 2 || g->mu.rank() != 2 || g->q.rank() != 2 || g->mu.shape() != reel::Shape{k, g->x.shape()[1]} ||
       g->q.shape() != g->mu.shape())
     throw reel::Error("gmm: expected alpha [k], mu and q [k][d], x [n][d]");
   const int64_t d = g->x.shape()[1];
+  // The sizes given must be those of the arrays.
+  for (const auto& [name, size, of] : {std::tuple{"d", d, "the length of x's rows"}, std::tuple{"k", k, "the length of alpha"},
+                                       std::tuple{"n", g->x.shape()[0], "the number of x's rows"}})
+    if (const int64_t given = integer(input, "gmm", name, 1); given != size)
+      throw reel::Error(fmt::format("gmm: \"{}\" is {} but {} is {}", name, given, of, size));
   if (g->l.rank() != 2) g->l = reel::reshape(g->l, {k, 0});  // d = 1: no strict lower part
   if (g->l.shape() != reel::Shape{k, d * (d - 1) / 2}) throw reel::Error("gmm: expected l [k][d(d-1)/2]");
   return g;
@@ -430,11 +464,10 @@ struct BaInput {
 };
 std::shared_ptr<BaInput> ba_input(const json& input) {
   auto b = std::make_shared<BaInput>();
-  b->n = integer(input, "n");
-  b->m = integer(input, "m");
-  b->p = integer(input, "p");
-  if (b->n < 1 || b->m < 1 || b->p < 1) throw reel::Error("ba: expected n, m, p >= 1");
-  if (b->p > 20'000'000) throw reel::Error(fmt::format("ba: p = {} is more than this tool takes (20,000,000)", b->p));
+  // (Column indices go up to 11n + 3m + p.)
+  b->n = integer(input, "ba", "n", 1, 1'000'000'000, " (the most cameras this tool takes)");
+  b->m = integer(input, "ba", "m", 1, 1'000'000'000, " (the most points this tool takes)");
+  b->p = integer(input, "ba", "p", 1, 20'000'000, " (the most observations this tool takes)");
   const Tensor cam = input_tensor(input, "cam"), x = input_tensor(input, "x"), feat = input_tensor(input, "feat");
   const double w = number(input, "w");
   if (cam.numel() != 11 || x.numel() != 3 || feat.numel() != 2) throw reel::Error("ba: expected cam[11], x[3], feat[2]");
@@ -568,8 +601,7 @@ Tensor det(const Tensor& A, int64_t ell) {
 }
 
 std::shared_ptr<std::pair<Tensor, int64_t>> det_input(const json& input) {
-  const int64_t ell = integer(input, "ell");
-  if (ell < 1 || ell > 20) throw reel::Error(fmt::format("det: expected 1 <= ell <= 20, got {}", ell));
+  const int64_t ell = integer(input, "det", "ell", 1, 20, " (the largest matrix this tool takes)");
   Tensor A = input_tensor(input, "A");
   if (A.numel() != ell * ell) throw reel::Error(fmt::format("det: expected A with {} values, got {}", ell * ell, A.numel()));
   return std::make_shared<std::pair<Tensor, int64_t>>(A, ell);
@@ -688,7 +720,8 @@ std::vector<std::vector<double>> rows_of(const json& v, const char* name, std::s
   if (!v.is_array()) throw reel::Error(fmt::format("ht: expected {} to be an array", name));
   std::vector<std::vector<double>> out;
   for (const json& r : v) {
-    if (!r.is_array() || (cols != 0 && r.size() != cols))
+    if (!r.is_array() || (cols != 0 && r.size() != cols) ||
+        !std::all_of(r.begin(), r.end(), [](const json& e) { return e.is_number(); }))
       throw reel::Error(fmt::format("ht: expected {} to hold rows of {} numbers", name, cols));
     out.push_back(r.get<std::vector<double>>());
   }
@@ -720,11 +753,16 @@ std::shared_ptr<HtInput> ht_input(const json& input) {
   const json& data = field(input, "data");
   const json& model = field(data, "model");
   HandModel& m = in->model;
-  m.parents = field(model, "parents").get<std::vector<int64_t>>();
-  const auto bones = m.parents.size();
-  if (bones != 22) throw reel::Error(fmt::format("ht: expected the hand model's 22 bones, got {}", bones));
-  for (std::size_t i = 0; i < bones; ++i)
-    if (m.parents[i] >= static_cast<int64_t>(i)) throw reel::Error("ht: a bone's parent must come before it");
+  constexpr int64_t bones = 22;
+  // bone_count, parents (each before its bone, -1 for the root) and the arrays of 22.
+  if (const int64_t count = integer(model, "ht", "bone_count", 0); count != bones)
+    throw reel::Error(fmt::format("ht: expected the hand model's {} bones, got \"bone_count\" {}", bones, count));
+  m.parents = integers(field(model, "parents"), "ht", "\"parents\"", -1, bones - 2);
+  if (static_cast<int64_t>(m.parents.size()) != bones)
+    throw reel::Error(fmt::format("ht: \"bone_count\" is {} but \"parents\" has {}", bones, m.parents.size()));
+  for (std::size_t i = 0; i < m.parents.size(); ++i)
+    if (m.parents[i] >= static_cast<int64_t>(i))
+      throw reel::Error(fmt::format("ht: \"parents\"[{}] is {}: a bone's parent must come before it", i, m.parents[i]));
   for (const char* name : {"base_relatives", "inverse_base_absolutes"}) {
     const json& mats = field(model, name);
     if (!mats.is_array() || mats.size() != bones) throw reel::Error(fmt::format("ht: expected {} 4x4 {}", bones, name));
@@ -735,28 +773,36 @@ std::shared_ptr<HtInput> ht_input(const json& input) {
   m.positions = from_rows(rows_of(field(model, "base_positions"), "base_positions", 4), 4, true);  // [4, V]
   m.weights = from_rows(rows_of(field(model, "weights"), "weights", bones), bones, true);        // [bones, V]
   if (m.weights.shape()[1] != m.positions.shape()[1]) throw reel::Error("ht: expected one weights row per vertex");
-  m.mirrored = field(model, "is_mirrored").get<bool>();
-  const auto corr = field(data, "correspondences").get<std::vector<int64_t>>();
+  const json& mirrored = field(model, "is_mirrored");
+  if (!mirrored.is_boolean()) throw reel::Error(fmt::format("ht: \"is_mirrored\" must be true or false, got {}", mirrored.dump()));
+  m.mirrored = mirrored.get<bool>();
+  const int64_t V = m.positions.shape()[1];
+  const json& us = field(input, "us");
+  m.complicated = us.is_array() && !us.empty();
+  // Vertex indices, or (with us) triangle indices whose corners are vertex indices.
+  std::vector<std::vector<int64_t>> tris;
+  if (m.complicated) {
+    const json& t = field(model, "triangles");
+    if (!t.is_array()) throw reel::Error(fmt::format("ht: \"triangles\" must be an array, got {}", t.dump()));
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      const std::string what = fmt::format("\"triangles\"[{}]", i);
+      tris.push_back(integers(t[i], "ht", what, 0, V - 1));
+      if (tris.back().size() != 3) throw reel::Error(fmt::format("ht: {} must hold 3 vertex indices", what));
+    }
+  }
+  const auto corr = integers(field(data, "correspondences"), "ht", "\"correspondences\"", 0,
+                             m.complicated ? static_cast<int64_t>(tris.size()) - 1 : V - 1);
   in->c = static_cast<int64_t>(corr.size());
   m.points = from_rows(rows_of(field(data, "points"), "points", 3), 3, true);  // [3, c]
   if (m.points.shape()[1] != in->c) throw reel::Error("ht: expected one point per correspondence");
-  const json& us = field(input, "us");
-  m.complicated = us.is_array() && !us.empty();
-  const int64_t V = m.positions.shape()[1];
   auto index_tensor = [&](const std::vector<int64_t>& v) {
     Tensor t(reel::DType::i64, {static_cast<int64_t>(v.size())});
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (v[i] < 0 || v[i] >= V) throw reel::Error(fmt::format("ht: vertex {} out of range", v[i]));
-      t.mutable_data<int64_t>()[i] = v[i];
-    }
+    std::copy(v.begin(), v.end(), t.mutable_data<int64_t>());
     return t;
   };
   if (m.complicated) {
-    const auto tris = field(model, "triangles").get<std::vector<std::vector<int64_t>>>();
     std::vector<int64_t> a, b, cc;
     for (int64_t t : corr) {
-      if (t < 0 || t >= static_cast<int64_t>(tris.size()) || tris[static_cast<std::size_t>(t)].size() != 3)
-        throw reel::Error(fmt::format("ht: triangle {} out of range", t));
       a.push_back(tris[static_cast<std::size_t>(t)][0]);
       b.push_back(tris[static_cast<std::size_t>(t)][1]);
       cc.push_back(tris[static_cast<std::size_t>(t)][2]);

@@ -45,13 +45,15 @@ KernelCacheStats kernel_cache_stats();
 // writes are atomic (a temporary file renamed into place); the directory is kept
 // under a size bound, least recently used files removed first.
 // Where: REEL_CACHE_DIR, else $XDG_CACHE_HOME/reel, else ~/.cache/reel;
-// REEL_CACHE_DIR=off disables it. Bound: REEL_CACHE_MAX_MB (default 512).
+// REEL_CACHE_DIR=off disables it. Bound: REEL_CACHE_MAX_MB (default 512). A bad
+// value of either is reported once on stderr (then: the default bound, or no cache).
 struct CodeCacheInfo {
   std::string dir;        // empty when the cache is off
   int64_t hits = 0;       // modules loaded from disk instead of compiled
   int64_t misses = 0;     // modules looked up and not found whole (then compiled)
   int64_t writes = 0;     // modules written
-  int64_t rejected = 0;   // files ignored: truncated, corrupt, another program's, unlinkable
+  int64_t rejected = 0;   // files ignored: truncated, corrupt, another program's, unlinkable,
+                          // or not a regular file of this user (those are left alone)
   int64_t removed = 0;    // files removed to keep the directory under max_bytes
   int64_t bytes = 0;      // the directory's files after this process's last write (0 before one)
   int64_t max_bytes = 0;  // the bound
