@@ -135,6 +135,16 @@ TEST_CASE("robustness 7: errors name the function the user called, with full typ
               "matmul: the batch dimensions [2] of f64[2,3,4] and [3] of f64[3,4,5] do not broadcast");
   CHECK_ERROR(matmul(zeros({2, 3, 4}), zeros({3, 5})), "matmul", "f64[2,3,4] and f64[3,5]");
 
+  CHECK_ERROR(conv1d(ones({1, 1, 3}), ones({1, 1, 5})), "conv1d: x f64[1,1,3] and w f64[1,1,5]", "does not fit");
+  CHECK_ERROR(stack({ones({2, 3}), ones({3, 2})}, 0), "stack: expected every tensor of the first one's type f64[2,3]",
+              "got f64[3,2] as tensor 2");
+  CHECK_ERROR(stack({ones({2, 3}), ones({2, 3})}, 3), "stack: axis 3 is out of range for f64[2,3] (expected -3 <= axis < 3)");
+  CHECK(stack({tensor({1.0, 2.0}), tensor({3.0, 4.0})}, -1).values() == std::vector<double>{1, 3, 2, 4});
+  // n * n overflowing int64 had given a negative entry count.
+  CHECK_ERROR(tril_from_vector(tensor({1.0, 2.0, 3.0}), 3037000500, 0, false), "tril_from_vector",
+              "expected at most");
+  CHECK(tril_from_vector(tensor({1.0, 2.0, 3.0}), 2, 0, false).values() == std::vector<double>{1, 0, 2, 3});
+
   // logsumexp over no elements is -inf (the log of an empty sum), as in SciPy and PyTorch;
   // softmax over an empty axis is empty.
   CHECK(logsumexp(zeros({0})).item() == -INFINITY);

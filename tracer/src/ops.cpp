@@ -357,9 +357,16 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
 }
 Tensor stack(const std::vector<Tensor>& xs, int64_t axis) {
   if (xs.empty()) throw Error("stack: expected at least one tensor, got none");
+  const int64_t a = checked_axis("stack", xs[0], axis, 1);
   std::vector<Tensor> parts;
-  for (const Tensor& x : xs) parts.push_back(expand_dims(defined("stack", x), axis));
-  return concat(parts, axis < 0 ? axis + xs[0].rank() + 1 : axis);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const Tensor& x = defined("stack", xs[i]);
+    if (x.dtype() != xs[0].dtype() || x.shape() != xs[0].shape())
+      throw Error(fmt::format("stack: expected every tensor of the first one's type {}, got {} as tensor {}",
+                              type_str(xs[0].dtype(), xs[0].shape()), type_str(x.dtype(), x.shape()), i + 1));
+    parts.push_back(expand_dims(x, a));
+  }
+  return concat(parts, a);
 }
 
 namespace {
@@ -389,9 +396,17 @@ Tensor conv1d(const Tensor& x, const Tensor& w, const Conv1dOptions& o) {
   if (x.rank() != 3 || w.rank() != 3)
     throw Error(fmt::format("conv1d: expected x [N,C,L] and w [O,C,K], got {} and {}", type_str(x.dtype(), x.shape()),
                             type_str(w.dtype(), w.shape())));
-  const Tensor y = conv2d(expand_dims(x, 2), expand_dims(w, 2),
-                          {.stride = {1, o.stride}, .padding = {0, o.padding}, .dilation = {1, o.dilation}});
-  return squeeze(y, 2);
+  // conv2d over [N,C,1,L] checks the rest; its complaint is given in conv1d's name, with
+  // conv1d's arguments.
+  try {
+    const Tensor y = conv2d(expand_dims(x, 2), expand_dims(w, 2),
+                            {.stride = {1, o.stride}, .padding = {0, o.padding}, .dilation = {1, o.dilation}});
+    return squeeze(y, 2);
+  } catch (const Error& e) {
+    throw Error(fmt::format("conv1d: x {} and w {} with stride {}, padding {}, dilation {}: {}",
+                            type_str(x.dtype(), x.shape()), type_str(w.dtype(), w.shape()), o.stride, o.padding,
+                            o.dilation, e.what()));
+  }
 }
 namespace {
 Attrs pool_attrs(std::array<int64_t, 2> kernel, const Pool2dOptions& o) {
@@ -416,6 +431,7 @@ Tensor tril_from_vector(const Tensor& v, int64_t n, int64_t k, bool column_major
   defined("tril_from_vector", v);
   if (k != 0 && k != -1) throw Error(fmt::format("tril_from_vector: expected k = 0 or -1, got {}", k));
   if (n < 0) throw Error(fmt::format("tril_from_vector: expected n >= 0, got {}", n));
+  (void)numel({n, n}, "tril_from_vector");  // n * n (and so the entries) fits
   const int64_t entries = k == 0 ? n * (n + 1) / 2 : n * (n - 1) / 2;
   if (v.rank() != 1 || v.numel() != entries)
     throw Error(fmt::format("tril_from_vector: a {}x{} {} triangle needs a vector of {} entries, got {}", n, n,
