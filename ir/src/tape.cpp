@@ -44,12 +44,10 @@ const char* kind_name(AttrKind k) {
   }
   return "?";
 }
-}  // namespace
 
-namespace {
 // An axis attribute of the first argument, as given, into [0, rank): one place, so every
 // later stage reads one spelling and an error quotes what the caller wrote.
-void normalize_axes(const Primitive& prim, const AttrSpec& spec, std::span<const VarType> args, AttrValue& v) {
+void normalize_axis_attr(const Primitive& prim, const AttrSpec& spec, std::span<const VarType> args, AttrValue& v) {
   if (args.empty())
     throw Error(fmt::format("{}: attribute '{}' is an axis of the first argument, but the call has none", prim.name,
                             spec.name));
@@ -115,14 +113,12 @@ void check_call_attrs(const Primitive& prim, std::span<const VarType> args, Attr
                                   spec.name, shape_str(*s)));
       (void)numel(*s, prim.name.c_str());  // throws if the element count overflows
     }
-    if (spec.kind == AttrKind::axis || spec.kind == AttrKind::axes) normalize_axes(prim, spec, args, v);
+    if (spec.kind == AttrKind::axis || spec.kind == AttrKind::axes) normalize_axis_attr(prim, spec, args, v);
     ordered.set(spec.name, std::move(v));
   }
   attrs = std::move(ordered);
 }
-}  // namespace
 
-namespace {
 std::string attrs_text(const Attrs& attrs) {
   std::string s;
   for (const auto& [name, value] : attrs.items()) s += fmt::format("{}{}={}", s.empty() ? "" : ", ", name, attr_str(value));
