@@ -13,11 +13,13 @@ using test::RandomTape;
 using test::scalarised;
 
 TEST_CASE("fuzz: random tapes and their gradients run the same compiled and interpreted") {
-  // REEL_FUZZ_SEEDS=N runs more seeds (CI runs 150).
+  // REEL_FUZZ_SEEDS=N runs more seeds (CI runs 150), from REEL_FUZZ_FIRST (default 1).
   const char* env = std::getenv("REEL_FUZZ_SEEDS");
+  const char* first_env = std::getenv("REEL_FUZZ_FIRST");
   const uint64_t seeds = env ? std::strtoull(env, nullptr, 10) : 150;
-  int edge_calls = 0, edge_errors = 0;
-  for (uint64_t seed = 1; seed <= seeds; ++seed) {
+  const uint64_t first = first_env ? std::strtoull(first_env, nullptr, 10) : 1;
+  int edge_calls = 0, edge_errors = 0, fd_skipped = 0;
+  for (uint64_t seed = first; seed < first + seeds; ++seed) {
     CAPTURE(seed);
     RandomTape gen(seed);
     const DType dtype = seed % 4 == 0 ? DType::f32 : DType::f64;
@@ -42,16 +44,25 @@ TEST_CASE("fuzz: random tapes and their gradients run the same compiled and inte
     CHECK_MESSAGE(std::abs(forward[1].item() - dot) <= tol * (1 + std::abs(dot)), "jvp ", forward[1].item(),
                   " vs <grad, u> ", dot);
     // And against central finite differences along u (f64 only: f32 has too few digits).
+    // Where the differences at h and h/2 disagree, the function varies too fast at this
+    // point for them to mean anything (sin of a large product), and the check is skipped;
+    // forward and reverse mode were compared above all the same.
     if (dtype == DType::f64) {
-      const double h = 1e-6;
-      std::vector<Tensor> plus = args, minus = args;
-      for (std::size_t i = 0; i < args.size(); ++i) {
-        plus[i] = args[i] + with_tangents[args.size() + i] * h;
-        minus[i] = args[i] - with_tangents[args.size() + i] * h;
+      auto central = [&](double h) {
+        std::vector<Tensor> plus = args, minus = args;
+        for (std::size_t i = 0; i < args.size(); ++i) {
+          plus[i] = args[i] + with_tangents[args.size() + i] * h;
+          minus[i] = args[i] - with_tangents[args.size() + i] * h;
+        }
+        return (play(s, plus)[0].item() - play(s, minus)[0].item()) / (2 * h);
+      };
+      const double fd = central(1e-6), fd_half = central(5e-7);
+      if (std::abs(fd - fd_half) <= 1e-6 * (1 + std::abs(fd))) {
+        CHECK_MESSAGE(std::abs(forward[1].item() - fd) <= 1e-5 * (1 + std::abs(fd)), "jvp ", forward[1].item(),
+                      " vs finite differences ", fd);
+      } else {
+        ++fd_skipped;
       }
-      const double fd = (play(s, plus)[0].item() - play(s, minus)[0].item()) / (2 * h);
-      CHECK_MESSAGE(std::abs(forward[1].item() - fd) <= 1e-5 * (1 + std::abs(fd)), "jvp ", forward[1].item(),
-                    " vs finite differences ", fd);
     }
     // Buffer reuse and in-place updates change no result: the same tape compiled with
     // every buffer separate agrees.
@@ -63,8 +74,9 @@ TEST_CASE("fuzz: random tapes and their gradients run the same compiled and inte
   }
   // Attributes at their edges were drawn, both valid ones (run above) and invalid ones
   // (each a reel::Error when its call was built).
-  MESSAGE(fmt::format("fuzz: {} seeds; {} calls with attributes at their edges, {} refused with reel::Error", seeds,
-                      edge_calls, edge_errors));
+  MESSAGE(fmt::format("fuzz: {} seeds; {} calls with attributes at their edges, {} refused with reel::Error; finite "
+                      "differences skipped at {} ill-conditioned points",
+                      seeds, edge_calls, edge_errors, fd_skipped));
   if (seeds >= 150) {
     CHECK(edge_calls > 0);
     CHECK(edge_errors > 0);
