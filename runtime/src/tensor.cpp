@@ -94,6 +94,9 @@ std::vector<double> Tensor::values() const {
   if (!tags_.empty())
     if (const detail::ValueReadRecorder record = detail::value_read_recorder()) record(*this);
   std::vector<double> out(static_cast<std::size_t>(numel_));
+  // A param's memory is read under its lock: W.assign on another thread writes it.
+  std::unique_lock<std::mutex> lock;
+  if (is_param()) lock = std::unique_lock<std::mutex>(detail::param_node(*this).mutex);
   if (dtype_ == DType::f64) {
     const double* p = data<double>();
     out.assign(p, p + numel_);
@@ -118,6 +121,8 @@ double Tensor::item() const {
 }
 
 double Tensor::first_value() const {
+  std::unique_lock<std::mutex> lock;  // as values()
+  if (is_param()) lock = std::unique_lock<std::mutex>(detail::param_node(*this).mutex);
   if (dtype_ == DType::i64) return static_cast<double>(data<int64_t>()[0]);
   return dtype_ == DType::f64 ? data<double>()[0] : data<float>()[0];
 }
@@ -141,12 +146,14 @@ Tensor Tensor::grad() const {
     throw Error(fmt::format("grad: expected a param (made by reel::param), got {} {}",
                             is_tracked() ? "a tensor computed from params" : "a plain tensor",
                             defined() ? type_str(dtype_, shape_) : "(undefined)"));
-  if (!track_->grad.defined()) {
-    Tensor z(dtype_, shape_);
-    if (z.nbytes() > 0) std::memset(z.mutable_raw(), 0, z.nbytes());
-    return z;
+  detail::ParamNode& node = detail::param_node(*this);
+  {
+    const std::lock_guard<std::mutex> lock(node.mutex);  // reel::back on another thread may be adding to it
+    if (node.grad.defined()) return node.grad;
   }
-  return track_->grad;
+  Tensor z(dtype_, shape_);
+  if (z.nbytes() > 0) std::memset(z.mutable_raw(), 0, z.nbytes());
+  return z;
 }
 
 Tensor& Tensor::assign(const Tensor& values) {
@@ -159,8 +166,19 @@ Tensor& Tensor::assign(const Tensor& values) {
   if (detail::in_active_trace(*this) || detail::in_active_trace(values))
     throw Error("assign: a param cannot be assigned while it or the values are traced (assign outside the traced "
                 "function)");
-  if (values.raw() != raw() && nbytes() > 0) std::memcpy(storage_.get(), values.raw(), nbytes());
-  track_->version += 1;
+  // A sequence-locked write (see detail::ParamNode): readers on other threads see the
+  // version odd, or changed, and do not use what they read meanwhile.
+  detail::ParamNode& node = detail::param_node(*this);
+  Tensor src = values;
+  if (values.is_param() && values.track_node() != track_) {  // another param's memory, read under its lock
+    src = Tensor(dtype_, shape_);
+    const std::lock_guard<std::mutex> lock(detail::param_node(values).mutex);
+    if (nbytes() > 0) std::memcpy(src.mutable_raw(), values.raw(), nbytes());
+  }
+  const std::lock_guard<std::mutex> lock(node.mutex);
+  node.version.fetch_add(1);
+  if (src.raw() != raw() && nbytes() > 0) std::memcpy(storage_.get(), src.raw(), nbytes());
+  node.version.fetch_add(1);
   return *this;
 }
 
@@ -168,7 +186,9 @@ void Tensor::zero_grad() {
   if (!is_param())
     throw Error(fmt::format("zero_grad: expected a param (made by reel::param), got {}",
                             is_tracked() ? "a tensor computed from params" : "a plain tensor"));
-  track_->grad = Tensor();
+  detail::ParamNode& node = detail::param_node(*this);
+  const std::lock_guard<std::mutex> lock(node.mutex);
+  node.grad = Tensor();
 }
 
 Tensor tensor(const std::vector<double>& values) {
@@ -227,6 +247,13 @@ void set_guard_recorder(GuardRecorder recorder) { g_guard_recorder.store(recorde
 GuardRecorder guard_recorder() { return g_guard_recorder.load(); }
 void set_value_read_recorder(ValueReadRecorder recorder) { g_value_read_recorder.store(recorder); }
 ValueReadRecorder value_read_recorder() { return g_value_read_recorder.load(); }
+uint64_t stable_version(const ParamNode& node) {
+  const uint64_t v = node.version.load();
+  if ((v & 1) == 0) return v;
+  // An assign is writing the memory, holding the lock: wait for it to finish.
+  const std::lock_guard<std::mutex> lock(node.mutex);
+  return node.version.load();
+}
 bool in_active_trace(const Tensor& t) {
   const TraceQuery q = g_trace_query.load();
   return q != nullptr && !t.trace_tags().empty() && q(t);

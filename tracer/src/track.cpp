@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstring>
 
 namespace reel {
@@ -15,9 +16,7 @@ Tensor param(const Tensor& values) {
                 "traced values would cut it off from the trace)");
   Tensor p(values.dtype(), values.shape());
   if (p.nbytes() > 0) std::memcpy(p.mutable_raw(), values.raw(), p.nbytes());
-  auto leaf = std::make_shared<detail::TrackNode>();
-  leaf->param = true;
-  p.set_track_node(std::move(leaf));
+  p.set_track_node(std::make_shared<detail::ParamNode>());
   return p;
 }
 
@@ -51,12 +50,16 @@ OpNode::~OpNode() {
   std::vector<std::shared_ptr<TrackNode>> own;
   const bool outermost = queue == nullptr;
   if (outermost) queue = &own;
-  if (call != nullptr && call.use_count() == 1)
+  if (call != nullptr && call.use_count() == 1) {
+    // The other nodes of the call (results of one call) are gone: on other threads
+    // too, whose reads of the arguments happened before they let go (acquire).
+    std::atomic_thread_fence(std::memory_order_acquire);
     for (Tensor& a : call->args)
       if (a.is_tracked()) {
         queue->push_back(a.track_node());
         a.set_track_node(nullptr);
       }
+  }
   call.reset();
   if (!outermost) return;
   while (!own.empty()) {
@@ -67,7 +70,8 @@ OpNode::~OpNode() {
   queue = nullptr;
 }
 
-void track_call(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> outs) {
+void track_call(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> outs,
+                std::span<const uint64_t> versions) {
   auto call = std::make_shared<TrackedCall>();
   call->prim = &prim;
   call->attrs = attrs;
@@ -76,8 +80,9 @@ void track_call(const Primitive& prim, std::span<const Tensor> inputs, const Att
   for (const Tensor& in : inputs) {
     call->args.push_back(in);
     call->args.back().clear_trace_tags();
-    call->versions.push_back(in.is_param() ? in.track_node()->version : 0);
   }
+  if (versions.empty()) call->versions.assign(inputs.size(), 0);
+  else call->versions.assign(versions.begin(), versions.end());
   for (std::size_t i = 0; i < outs.size(); ++i) {
     auto node = std::make_shared<OpNode>();
     node->call = call;
