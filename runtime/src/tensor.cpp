@@ -92,7 +92,7 @@ Tensor Tensor::borrow(const void* data, DType dtype, Shape shape) {
 std::vector<double> Tensor::values() const {
   if (!defined()) throw Error("values: the tensor is undefined");
   if (!tags_.empty())
-    if (const detail::ValueReadRecorder record = detail::value_read_recorder()) record(*this);
+    if (const detail::ValueReadRecorder record = detail::value_read_recorder()) record(*this, "values");
   std::vector<double> out(static_cast<std::size_t>(numel_));
   // A param's memory is read under its lock: W.assign on another thread writes it.
   std::unique_lock<std::mutex> lock;
@@ -116,7 +116,7 @@ double Tensor::item() const {
     throw Error(fmt::format("item: expected a tensor with one element, got {}",
                             type_str(dtype_, shape_)));
   if (!tags_.empty())
-    if (const detail::ValueReadRecorder record = detail::value_read_recorder()) record(*this);
+    if (const detail::ValueReadRecorder record = detail::value_read_recorder()) record(*this, "item");
   return first_value();
 }
 
@@ -163,6 +163,8 @@ Tensor& Tensor::assign(const Tensor& values) {
   if (!values.defined() || values.dtype() != dtype_ || values.shape() != shape_)
     throw Error(fmt::format("assign: expected values of the param's type {}, got {}", type_str(dtype_, shape_),
                             values.defined() ? type_str(values.dtype(), values.shape()) : "an undefined tensor"));
+  if (detail::in_foreign_trace(*this) || detail::in_foreign_trace(values))
+    throw Error(fmt::format("assign: the param or the values belong to {}", detail::kForeignTrace));
   if (detail::in_active_trace(*this) || detail::in_active_trace(values))
     throw Error("assign: a param cannot be assigned while it or the values are traced (assign outside the traced "
                 "function)");
@@ -241,6 +243,15 @@ namespace {
 std::atomic<TraceQuery> g_trace_query{nullptr};
 std::atomic<GuardRecorder> g_guard_recorder{nullptr};
 std::atomic<ValueReadRecorder> g_value_read_recorder{nullptr};
+std::atomic<ForeignTraceQuery> g_foreign_trace_query{nullptr};
+}
+const char* const kForeignTrace =
+    "a trace running on another thread; a traced tensor must be used on the thread tracing it (another thread's "
+    "operations, branches and reads are not recorded: the tape would take their results for constants)";
+void set_foreign_trace_query(ForeignTraceQuery query) { g_foreign_trace_query.store(query); }
+bool in_foreign_trace(const Tensor& t, bool* value_guards) {
+  const ForeignTraceQuery q = g_foreign_trace_query.load();
+  return q != nullptr && !t.trace_tags().empty() && q(t, value_guards);
 }
 void set_trace_query(TraceQuery query) { g_trace_query.store(query); }
 void set_guard_recorder(GuardRecorder recorder) { g_guard_recorder.store(recorder); }

@@ -20,6 +20,8 @@ std::vector<VarType> input_types(const Primitive& prim, std::span<const Tensor> 
     if (!inputs[i].defined())
       throw Error(fmt::format("{}: argument {} is an undefined tensor", prim.name, i + 1));
     types.push_back({inputs[i].dtype(), inputs[i].shape()});
+    if (detail::in_foreign_trace(inputs[i]))
+      throw Error(fmt::format("{}: argument {} belongs to {}", prim.name, i + 1, detail::kForeignTrace));
   }
   return types;
 }

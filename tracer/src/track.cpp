@@ -11,6 +11,8 @@ Tensor param(const Tensor& values) {
   if (!values.defined()) throw Error("param: expected a tensor, got an undefined one");
   if (values.dtype() != DType::f32 && values.dtype() != DType::f64)
     throw Error(fmt::format("param: expected f32 or f64 values, got {}", type_str(values.dtype(), values.shape())));
+  if (detail::in_foreign_trace(values))
+    throw Error(fmt::format("param: the values belong to {}", detail::kForeignTrace));
   if (detail::in_active_trace(values))
     throw Error("param: the values are being traced; make params outside the traced function (a param made from "
                 "traced values would cut it off from the trace)");

@@ -154,9 +154,19 @@ void set_guard_recorder(GuardRecorder recorder);
 GuardRecorder guard_recorder();
 // Records a guard on the values of a traced tensor read with item() or values() (the
 // tracer installs it; only traces made for a cache, such as reel::jit's, use it).
-using ValueReadRecorder = void (*)(const Tensor&);
+// `op` is "item" or "values".
+using ValueReadRecorder = void (*)(const Tensor&, const char* op);
 void set_value_read_recorder(ValueReadRecorder recorder);
 ValueReadRecorder value_read_recorder();
+// Whether a tensor belongs to a trace still running on another thread (traces are
+// per thread: an operation there is not recorded, so the trace would take its result
+// for a constant); with value_guards, whether that trace guards the values read from
+// its tensors (a cached function's). The tracer installs the answer as above.
+using ForeignTraceQuery = bool (*)(const Tensor&, bool* value_guards);
+void set_foreign_trace_query(ForeignTraceQuery query);
+bool in_foreign_trace(const Tensor& t, bool* value_guards = nullptr);
+// The rest of the error for such a tensor, after "<op>: argument 1 belongs to ".
+extern const char* const kForeignTrace;
 }  // namespace detail
 
 // Largest |a - b| over elements; shapes must match.
