@@ -108,6 +108,8 @@ void back_impl(const Tensor& y, const Tensor& seed) {
   in.push_back(untracked(seed));
   const std::vector<Tensor> out = play(g, in);
 
+  // (play read the params' memory unlocked: an assign meanwhile changes the version,
+  // checked below, and what was read is not used.)
   // Accumulation, with every param's lock held (taken in one order, by address, so
   // that backs on several threads never wait for each other in a cycle): backs on
   // other threads add up exactly, and a param assigned while this one read its values

@@ -44,6 +44,9 @@ auto untraced(F f) {
 // memory is written in place by W.assign, maybe on another thread while the function
 // reads it: the function runs again until it has read each param at one version (a
 // sequence lock, detail::ParamNode), and `versions` gets those versions for track().
+// (A read that overlaps an assign is a data race by the letter of the memory model,
+// which ThreadSanitizer reports; what it read is never used. Locking instead would
+// make operations on a shared param wait for each other.)
 template <class F>
 auto run_eager(const Primitive& prim, std::span<const Tensor> inputs, std::vector<uint64_t>& versions, F eager) {
   bool params = false;
