@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <functional>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -35,32 +38,43 @@ void back_impl(const Tensor& y, const Tensor& seed) {
   // (an iterative depth-first walk: recorded chains may be very long), and the params.
   std::vector<const TrackedCall*> order;
   std::vector<Tensor> params;  // one tensor per distinct param node, in order of discovery
-  std::unordered_set<const TrackNode*> seen_params;
+  // The version of each param's values y was computed from (detail::ParamNode): W.assign
+  // on another thread may change it while back runs.
+  std::vector<uint64_t> versions;
+  std::unordered_map<const TrackNode*, std::size_t> param_index;
   std::unordered_set<const TrackedCall*> visited;
-  auto note_param = [&](const Tensor& t) {
-    if (seen_params.insert(t.track_node().get()).second) params.push_back(t);
+  auto stale = [](const Tensor& p) {
+    return Error(fmt::format("back: a param ({}) was updated in place after y was computed from it; compute y again",
+                             type_str(p.dtype(), p.shape())));
+  };
+  auto note_param = [&](const Tensor& t, uint64_t version) {
+    const auto [it, is_new] = param_index.try_emplace(t.track_node().get(), params.size());
+    if (is_new) {
+      params.push_back(t);
+      versions.push_back(version);
+    } else if (versions[it->second] != version) {
+      throw stale(t);  // y mixes values read before and after an update
+    }
   };
   struct Frame {
     const TrackedCall* call;
     std::size_t next = 0;
   };
   std::vector<Frame> stack;
-  auto visit = [&](const Tensor& t) {
-    if (t.is_param()) note_param(t);
+  // version: the param's version when t was recorded as an argument.
+  auto visit = [&](const Tensor& t, uint64_t version) {
+    if (t.is_param()) note_param(t, version);
     else if (const OpNode* n = op_node(t); n != nullptr && visited.insert(n->call.get()).second)
       stack.push_back({n->call.get()});
   };
-  visit(y);
+  visit(y, y.is_param() ? detail::stable_version(detail::param_node(y)) : 0);
   while (!stack.empty()) {
     Frame& f = stack.back();
     if (f.next < f.call->args.size()) {
       const std::size_t i = f.next++;
       const Tensor& a = f.call->args[i];
-      if (a.is_param() && a.track_node()->version != f.call->versions[i])
-        throw Error(fmt::format("back: a param ({}) was updated in place after y was computed from it; compute y "
-                                "again",
-                                type_str(a.dtype(), a.shape())));
-      visit(a);  // may grow the stack (f is not used after)
+      if (a.is_param() && detail::param_node(a).version.load() != f.call->versions[i]) throw stale(a);
+      visit(a, f.call->versions[i]);  // may grow the stack (f is not used after)
       continue;
     }
     order.push_back(f.call);
@@ -93,11 +107,31 @@ void back_impl(const Tensor& y, const Tensor& seed) {
   for (const Tensor& p : params) in.push_back(untracked(p));
   in.push_back(untracked(seed));
   const std::vector<Tensor> out = play(g, in);
+
+  // (play read the params' memory unlocked: an assign meanwhile changes the version,
+  // checked below, and what was read is not used.)
+  // Accumulation, with every param's lock held (taken in one order, by address, so
+  // that backs on several threads never wait for each other in a cycle): backs on
+  // other threads add up exactly, and a param assigned while this one read its values
+  // (its version changed) adds nothing anywhere.
+  std::vector<std::size_t> by_address(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) by_address[i] = i;
+  std::sort(by_address.begin(), by_address.end(), [&](std::size_t a, std::size_t b) {
+    return std::less<const TrackNode*>()(params[a].track_node().get(), params[b].track_node().get());
+  });
+  std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(params.size());
+  for (const std::size_t i : by_address) locks.emplace_back(detail::param_node(params[i]).mutex);
+  for (std::size_t i = 0; i < params.size(); ++i)
+    if (detail::param_node(params[i]).version.load() != versions[i]) throw stale(params[i]);
+  std::vector<Tensor> sums;  // all made before any is stored: all params get their sum, or none
+  sums.reserve(params.size());
   for (std::size_t i = 0; i < params.size(); ++i) {
-    TrackNode& leaf = *params[i].track_node();
+    const Tensor& grad = detail::param_node(params[i]).grad;
     const Tensor& d = out.at(i + 1);
-    leaf.grad = leaf.grad.defined() ? untracked(add(leaf.grad, d)) : untracked(d);
+    sums.push_back(grad.defined() ? untracked(add(grad, d)) : untracked(d));
   }
+  for (std::size_t i = 0; i < params.size(); ++i) detail::param_node(params[i]).grad = std::move(sums[i]);
 }
 
 }  // namespace

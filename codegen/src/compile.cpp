@@ -323,6 +323,8 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
                               "does not record operations for reel::back; pass reel::detach(x) (its values), or "
                               "call the function itself",
                               i + 1));
+    if (detail::in_foreign_trace(*args[i]))
+      throw Error(fmt::format("compiled function: argument {} belongs to {}", i + 1, detail::kForeignTrace));
     if (detail::in_active_trace(*args[i]))
       throw Error(fmt::format(
           "compiled function: argument {} is being traced, and native code cannot be recorded "

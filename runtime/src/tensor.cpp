@@ -92,8 +92,11 @@ Tensor Tensor::borrow(const void* data, DType dtype, Shape shape) {
 std::vector<double> Tensor::values() const {
   if (!defined()) throw Error("values: the tensor is undefined");
   if (!tags_.empty())
-    if (const detail::ValueReadRecorder record = detail::value_read_recorder()) record(*this);
+    if (const detail::ValueReadRecorder record = detail::value_read_recorder()) record(*this, "values");
   std::vector<double> out(static_cast<std::size_t>(numel_));
+  // A param's memory is read under its lock: W.assign on another thread writes it.
+  std::unique_lock<std::mutex> lock;
+  if (is_param()) lock = std::unique_lock<std::mutex>(detail::param_node(*this).mutex);
   if (dtype_ == DType::f64) {
     const double* p = data<double>();
     out.assign(p, p + numel_);
@@ -113,11 +116,13 @@ double Tensor::item() const {
     throw Error(fmt::format("item: expected a tensor with one element, got {}",
                             type_str(dtype_, shape_)));
   if (!tags_.empty())
-    if (const detail::ValueReadRecorder record = detail::value_read_recorder()) record(*this);
+    if (const detail::ValueReadRecorder record = detail::value_read_recorder()) record(*this, "item");
   return first_value();
 }
 
 double Tensor::first_value() const {
+  std::unique_lock<std::mutex> lock;  // as values()
+  if (is_param()) lock = std::unique_lock<std::mutex>(detail::param_node(*this).mutex);
   if (dtype_ == DType::i64) return static_cast<double>(data<int64_t>()[0]);
   return dtype_ == DType::f64 ? data<double>()[0] : data<float>()[0];
 }
@@ -141,12 +146,14 @@ Tensor Tensor::grad() const {
     throw Error(fmt::format("grad: expected a param (made by reel::param), got {} {}",
                             is_tracked() ? "a tensor computed from params" : "a plain tensor",
                             defined() ? type_str(dtype_, shape_) : "(undefined)"));
-  if (!track_->grad.defined()) {
-    Tensor z(dtype_, shape_);
-    if (z.nbytes() > 0) std::memset(z.mutable_raw(), 0, z.nbytes());
-    return z;
+  detail::ParamNode& node = detail::param_node(*this);
+  {
+    const std::lock_guard<std::mutex> lock(node.mutex);  // reel::back on another thread may be adding to it
+    if (node.grad.defined()) return node.grad;
   }
-  return track_->grad;
+  Tensor z(dtype_, shape_);
+  if (z.nbytes() > 0) std::memset(z.mutable_raw(), 0, z.nbytes());
+  return z;
 }
 
 Tensor& Tensor::assign(const Tensor& values) {
@@ -156,11 +163,24 @@ Tensor& Tensor::assign(const Tensor& values) {
   if (!values.defined() || values.dtype() != dtype_ || values.shape() != shape_)
     throw Error(fmt::format("assign: expected values of the param's type {}, got {}", type_str(dtype_, shape_),
                             values.defined() ? type_str(values.dtype(), values.shape()) : "an undefined tensor"));
+  if (detail::in_foreign_trace(*this) || detail::in_foreign_trace(values))
+    throw Error(fmt::format("assign: the param or the values belong to {}", detail::kForeignTrace));
   if (detail::in_active_trace(*this) || detail::in_active_trace(values))
     throw Error("assign: a param cannot be assigned while it or the values are traced (assign outside the traced "
                 "function)");
-  if (values.raw() != raw() && nbytes() > 0) std::memcpy(storage_.get(), values.raw(), nbytes());
-  track_->version += 1;
+  // A sequence-locked write (see detail::ParamNode): readers on other threads see the
+  // version odd, or changed, and do not use what they read meanwhile.
+  detail::ParamNode& node = detail::param_node(*this);
+  Tensor src = values;
+  if (values.is_param() && values.track_node() != track_) {  // another param's memory, read under its lock
+    src = Tensor(dtype_, shape_);
+    const std::lock_guard<std::mutex> lock(detail::param_node(values).mutex);
+    if (nbytes() > 0) std::memcpy(src.mutable_raw(), values.raw(), nbytes());
+  }
+  const std::lock_guard<std::mutex> lock(node.mutex);
+  node.version.fetch_add(1);
+  if (src.raw() != raw() && nbytes() > 0) std::memcpy(storage_.get(), src.raw(), nbytes());
+  node.version.fetch_add(1);
   return *this;
 }
 
@@ -168,7 +188,9 @@ void Tensor::zero_grad() {
   if (!is_param())
     throw Error(fmt::format("zero_grad: expected a param (made by reel::param), got {}",
                             is_tracked() ? "a tensor computed from params" : "a plain tensor"));
-  track_->grad = Tensor();
+  detail::ParamNode& node = detail::param_node(*this);
+  const std::lock_guard<std::mutex> lock(node.mutex);
+  node.grad = Tensor();
 }
 
 Tensor tensor(const std::vector<double>& values) {
@@ -221,12 +243,28 @@ namespace {
 std::atomic<TraceQuery> g_trace_query{nullptr};
 std::atomic<GuardRecorder> g_guard_recorder{nullptr};
 std::atomic<ValueReadRecorder> g_value_read_recorder{nullptr};
+std::atomic<ForeignTraceQuery> g_foreign_trace_query{nullptr};
+}
+const char* const kForeignTrace =
+    "a trace running on another thread; a traced tensor must be used on the thread tracing it (another thread's "
+    "operations, branches and reads are not recorded: the tape would take their results for constants)";
+void set_foreign_trace_query(ForeignTraceQuery query) { g_foreign_trace_query.store(query); }
+bool in_foreign_trace(const Tensor& t, bool* value_guards) {
+  const ForeignTraceQuery q = g_foreign_trace_query.load();
+  return q != nullptr && !t.trace_tags().empty() && q(t, value_guards);
 }
 void set_trace_query(TraceQuery query) { g_trace_query.store(query); }
 void set_guard_recorder(GuardRecorder recorder) { g_guard_recorder.store(recorder); }
 GuardRecorder guard_recorder() { return g_guard_recorder.load(); }
 void set_value_read_recorder(ValueReadRecorder recorder) { g_value_read_recorder.store(recorder); }
 ValueReadRecorder value_read_recorder() { return g_value_read_recorder.load(); }
+uint64_t stable_version(const ParamNode& node) {
+  const uint64_t v = node.version.load();
+  if ((v & 1) == 0) return v;
+  // An assign is writing the memory, holding the lock: wait for it to finish.
+  const std::lock_guard<std::mutex> lock(node.mutex);
+  return node.version.load();
+}
 bool in_active_trace(const Tensor& t) {
   const TraceQuery q = g_trace_query.load();
   return q != nullptr && !t.trace_tags().empty() && q(t);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+
 #include "reel/ir/tape.hpp"
 #include "reel/trace.hpp"
 #include "reel/track.hpp"
@@ -18,6 +20,8 @@ std::vector<VarType> input_types(const Primitive& prim, std::span<const Tensor> 
     if (!inputs[i].defined())
       throw Error(fmt::format("{}: argument {} is an undefined tensor", prim.name, i + 1));
     types.push_back({inputs[i].dtype(), inputs[i].shape()});
+    if (detail::in_foreign_trace(inputs[i]))
+      throw Error(fmt::format("{}: argument {} belongs to {}", prim.name, i + 1, detail::kForeignTrace));
   }
   return types;
 }
@@ -34,6 +38,37 @@ auto untraced(F f) {
     ~Resume() { paused.swap(detail::active_traces()); }
   } resume{paused};
   return f();
+}
+
+// Runs a primitive's eager function on inputs that may include params. A param's
+// memory is written in place by W.assign, maybe on another thread while the function
+// reads it: the function runs again until it has read each param at one version (a
+// sequence lock, detail::ParamNode), and `versions` gets those versions for track().
+// (A read that overlaps an assign is a data race by the letter of the memory model,
+// which ThreadSanitizer reports; what it read is never used. Locking instead would
+// make operations on a shared param wait for each other.)
+template <class F>
+auto run_eager(const Primitive& prim, std::span<const Tensor> inputs, std::vector<uint64_t>& versions, F eager) {
+  bool params = false;
+  for (const Tensor& in : inputs) params = params || in.is_param();
+  if (!params) return untraced(eager);  // (versions stay empty: all 0)
+  versions.assign(inputs.size(), 0);
+  constexpr int kTries = 100;
+  for (int attempt = 0;; ++attempt) {
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].is_param()) versions[i] = detail::stable_version(detail::param_node(inputs[i]));
+    auto out = untraced(eager);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    std::size_t changed = inputs.size();
+    for (std::size_t i = 0; i < inputs.size() && changed == inputs.size(); ++i)
+      if (inputs[i].is_param() && detail::param_node(inputs[i]).version.load() != versions[i]) changed = i;
+    if (changed == inputs.size()) return out;
+    if (attempt + 1 == kTries)
+      throw Error(fmt::format("{}: argument {} (a param, {}) was assigned on another thread each of the {} times "
+                              "this operation read it; assign params between the operations that use them",
+                              prim.name, changed + 1, type_str(inputs[changed].dtype(), inputs[changed].shape()),
+                              kTries));
+  }
 }
 
 void check_result(const Primitive& prim, Tensor& out, const VarType& want, int index) {
@@ -69,10 +104,11 @@ void record(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& 
 }
 
 // Records the call for reel::back when an argument is a param or computed from one.
-void track(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> outs) {
+void track(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> outs,
+           std::span<const uint64_t> versions) {
   bool tracked = false;
   for (const Tensor& in : inputs) tracked = tracked || in.is_tracked();
-  if (tracked && !detail::tracking_paused()) detail::track_call(prim, inputs, attrs, outs);
+  if (tracked && !detail::tracking_paused()) detail::track_call(prim, inputs, attrs, outs, versions);
 }
 
 }  // namespace
@@ -83,10 +119,11 @@ Tensor apply(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs)
   const std::vector<VarType> types = input_types(prim, inputs);
   const VarType type = infer_call(prim, types, attrs);
   if (!prim.eager) throw Error(fmt::format("{}: the primitive has no eager kernel", prim.name));
-  Tensor out = untraced([&] { return prim.eager(inputs, attrs); });
+  std::vector<uint64_t> versions;
+  Tensor out = run_eager(prim, inputs, versions, [&] { return prim.eager(inputs, attrs); });
   check_result(prim, out, type, -1);
   record(prim, inputs, attrs, std::span<Tensor>(&out, 1));
-  track(prim, inputs, attrs, std::span<Tensor>(&out, 1));
+  track(prim, inputs, attrs, std::span<Tensor>(&out, 1), versions);
   return out;
 }
 
@@ -95,13 +132,14 @@ std::vector<Tensor> apply_results(const Primitive& prim, std::span<const Tensor>
   const std::vector<VarType> types = input_types(prim, inputs);
   const std::vector<VarType> results = infer_call_results(prim, types, attrs);
   if (!prim.eager_results) throw Error(fmt::format("{}: the primitive has no eager kernel", prim.name));
-  std::vector<Tensor> outs = untraced([&] { return prim.eager_results(inputs, attrs); });
+  std::vector<uint64_t> versions;
+  std::vector<Tensor> outs = run_eager(prim, inputs, versions, [&] { return prim.eager_results(inputs, attrs); });
   if (outs.size() != results.size())
     throw Error(fmt::format("{}: the eager function made {} results, the primitive has {}", prim.name,
                             outs.size(), results.size()));
   for (std::size_t i = 0; i < outs.size(); ++i) check_result(prim, outs[i], results[i], static_cast<int>(i));
   record(prim, inputs, attrs, outs);
-  track(prim, inputs, attrs, outs);
+  track(prim, inputs, attrs, outs, versions);
   return outs;
 }
 

@@ -1,6 +1,12 @@
 #include "reel/trace.hpp"
 
+#include <fmt/format.h>
+
 #include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 
 #include "trace_state.hpp"
 
@@ -12,8 +18,42 @@ std::vector<Trace*>& active_traces() {
 }
 
 namespace {
+
+// The traces alive (begun and not ended) on every thread, by id: a tensor tagged by
+// one of another thread's is refused rather than used untraced (in_foreign_trace).
+struct LiveTrace {
+  std::thread::id thread;
+  bool value_guards;
+};
+struct LiveTraces {
+  std::mutex mutex;
+  std::unordered_map<uint64_t, LiveTrace> traces;
+  std::atomic<int64_t> count{0};  // traces.size(), read without the lock
+};
+LiveTraces& live_traces() {
+  static LiveTraces* live = new LiveTraces();  // never destroyed: threads may end traces at exit
+  return *live;
+}
+thread_local int64_t t_live_here = 0;  // this thread's alive traces, paused ones included
+
+bool foreign_trace(const Tensor& t, bool* value_guards) {
+  LiveTraces& live = live_traces();
+  // Every alive trace is this thread's (the common case): no lock. A trace alive on
+  // another thread that tagged t began before t reached this thread, so it is counted.
+  if (live.count.load() == t_live_here) return false;
+  const std::thread::id here = std::this_thread::get_id();
+  const std::lock_guard<std::mutex> lock(live.mutex);
+  for (const TraceTag& tag : t.trace_tags())
+    if (const auto it = live.traces.find(tag.trace_id); it != live.traces.end() && it->second.thread != here) {
+      if (value_guards != nullptr) *value_guards = it->second.value_guards;
+      return true;  // (a finished trace's tags are not in the map: such a tensor is plain)
+    }
+  return false;
+}
+
 // A traced one-element tensor converted to bool: a guard on every trace it belongs to.
 void record_guard(const Tensor& t, bool value) {
+  if (in_foreign_trace(t)) throw Error(fmt::format("bool: the tensor belongs to {}", kForeignTrace));
   static const Primitive& guard = primitive("guard");
   for (Trace* trace : active_traces())
     if (trace->owns(t)) (void)trace->builder.call(guard, {trace->var_of(t)}, {{"expected", value}});
@@ -21,7 +61,11 @@ void record_guard(const Tensor& t, bool value) {
 
 // A traced tensor's values read with item()/values(): a guard on them, on the traces
 // made for a cache.
-void record_value_read(const Tensor& t) {
+void record_value_read(const Tensor& t, const char* op) {
+  // Another thread's trace for a cache would not guard the value (a plain trace does
+  // not guard them on its own thread either: the value is a constant there too).
+  if (bool guards = false; in_foreign_trace(t, &guards) && guards)
+    throw Error(fmt::format("{}: the tensor belongs to {}", op, kForeignTrace));
   static const Primitive& guard = primitive("guard_value");
   for (Trace* trace : active_traces()) {
     if (!trace->value_guards || !trace->owns(t)) continue;
@@ -42,6 +86,14 @@ TraceScope::TraceScope(bool lift_captures, bool value_guards)
   set_trace_query(&reel::is_traced);  // lets compiled functions refuse traced tensors
   set_guard_recorder(&record_guard);   // lets Tensor::operator bool record branches
   set_value_read_recorder(&record_value_read);
+  set_foreign_trace_query(&foreign_trace);
+  {
+    LiveTraces& live = live_traces();
+    const std::lock_guard<std::mutex> lock(live.mutex);
+    live.traces.emplace(trace_->id, LiveTrace{std::this_thread::get_id(), value_guards});
+    live.count.fetch_add(1);
+    ++t_live_here;
+  }
   active_traces().push_back(trace_);
 }
 
@@ -53,11 +105,20 @@ TraceScope::~TraceScope() {
       traces.erase(it);
       break;
     }
+  {
+    LiveTraces& live = live_traces();
+    const std::lock_guard<std::mutex> lock(live.mutex);
+    live.traces.erase(trace_->id);
+    live.count.fetch_sub(1);
+    --t_live_here;
+  }
   delete trace_;
 }
 
 Tensor TraceScope::input(const Tensor& value) {
   if (!value.defined()) throw Error("trace: an argument is an undefined tensor");
+  // (Its tags are cleared below: the other thread's trace would see none of this one.)
+  if (in_foreign_trace(value)) throw Error(fmt::format("trace: an argument belongs to {}", kForeignTrace));
   Tensor t = value;  // shares storage; only the tags differ
   t.clear_trace_tags();
   t.add_trace_tag({trace_->id, trace_->builder.input({value.dtype(), value.shape()})});

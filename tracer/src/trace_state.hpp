@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +48,8 @@ class Trace {
       auto [it, is_new] = snapshots_.try_emplace({t.raw(), t.shape()}, kNoVar);
       if (is_new) {  // one copy per tensor per trace
         Tensor copy(t.dtype(), t.shape());
+        std::unique_lock<std::mutex> lock;  // W.assign on another thread may be writing it
+        if (t.is_param()) lock = std::unique_lock<std::mutex>(param_node(t).mutex);
         if (copy.nbytes() > 0) std::memcpy(copy.mutable_raw(), t.raw(), copy.nbytes());
         it->second = builder.constant(copy);
       }

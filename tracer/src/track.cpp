@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstring>
 
 namespace reel {
@@ -10,14 +11,14 @@ Tensor param(const Tensor& values) {
   if (!values.defined()) throw Error("param: expected a tensor, got an undefined one");
   if (values.dtype() != DType::f32 && values.dtype() != DType::f64)
     throw Error(fmt::format("param: expected f32 or f64 values, got {}", type_str(values.dtype(), values.shape())));
+  if (detail::in_foreign_trace(values))
+    throw Error(fmt::format("param: the values belong to {}", detail::kForeignTrace));
   if (detail::in_active_trace(values))
     throw Error("param: the values are being traced; make params outside the traced function (a param made from "
                 "traced values would cut it off from the trace)");
   Tensor p(values.dtype(), values.shape());
   if (p.nbytes() > 0) std::memcpy(p.mutable_raw(), values.raw(), p.nbytes());
-  auto leaf = std::make_shared<detail::TrackNode>();
-  leaf->param = true;
-  p.set_track_node(std::move(leaf));
+  p.set_track_node(std::make_shared<detail::ParamNode>());
   return p;
 }
 
@@ -51,12 +52,16 @@ OpNode::~OpNode() {
   std::vector<std::shared_ptr<TrackNode>> own;
   const bool outermost = queue == nullptr;
   if (outermost) queue = &own;
-  if (call != nullptr && call.use_count() == 1)
+  if (call != nullptr && call.use_count() == 1) {
+    // The other nodes of the call (results of one call) are gone: on other threads
+    // too, whose reads of the arguments happened before they let go (acquire).
+    std::atomic_thread_fence(std::memory_order_acquire);
     for (Tensor& a : call->args)
       if (a.is_tracked()) {
         queue->push_back(a.track_node());
         a.set_track_node(nullptr);
       }
+  }
   call.reset();
   if (!outermost) return;
   while (!own.empty()) {
@@ -67,7 +72,8 @@ OpNode::~OpNode() {
   queue = nullptr;
 }
 
-void track_call(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> outs) {
+void track_call(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> outs,
+                std::span<const uint64_t> versions) {
   auto call = std::make_shared<TrackedCall>();
   call->prim = &prim;
   call->attrs = attrs;
@@ -76,8 +82,9 @@ void track_call(const Primitive& prim, std::span<const Tensor> inputs, const Att
   for (const Tensor& in : inputs) {
     call->args.push_back(in);
     call->args.back().clear_trace_tags();
-    call->versions.push_back(in.is_param() ? in.track_node()->version : 0);
   }
+  if (versions.empty()) call->versions.assign(inputs.size(), 0);
+  else call->versions.assign(versions.begin(), versions.end());
   for (std::size_t i = 0; i < outs.size(); ++i) {
     auto node = std::make_shared<OpNode>();
     node->call = call;

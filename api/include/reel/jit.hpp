@@ -285,6 +285,8 @@ auto tensor_pointers(const A&... args) {
 inline bool any_traced(std::span<const Tensor* const> tensors) {
   bool traced = false;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (in_foreign_trace(*tensors[i]))
+      throw Error(fmt::format("jit: tensor {} of the arguments belongs to {}", i + 1, kForeignTrace));
     if (in_active_trace(*tensors[i])) {  // recorded on the enclosing trace, which handles params
       traced = true;
       continue;

@@ -11,7 +11,10 @@
 // back rebuilds the tape y came from (the recorded calls, params as its inputs,
 // other tensors as constants), derives its vector-Jacobian product with the same
 // rules as reel::grad and runs it in the interpreter. Calling it twice adds twice.
-// Gradients are accumulated without locking: one thread per set of params.
+// Threads: several threads may compute from shared params and call back at once; each
+// back adds its gradients under the params' locks, so the sums are exact. W.assign on
+// another thread is safe too: operations read each param at one version, and back of a
+// y computed before the assign (or while it ran) is a reel::Error.
 #include "reel/track.hpp"
 
 namespace reel {

@@ -2,9 +2,11 @@
 // reel::Tensor: a dense, row-major, contiguous f32 or f64 array of any rank.
 // Tensors share their storage when copied; every operation makes a new tensor, so a
 // tensor's values never change once made.
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "reel/dtype.hpp"
@@ -68,7 +70,7 @@ class Tensor {
   // Tracker's tracked parameters (reel::param, reel::back; see reel/track.hpp). A
   // param's gradient accumulated by reel::back (zeros before the first), and clearing
   // it; both are a reel::Error for a tensor that is not a param. Copies of a param are
-  // the same param.
+  // the same param. All of these may run on several threads at once (ParamNode below).
   Tensor grad() const;
   void zero_grad();
   bool is_param() const;
@@ -112,14 +114,32 @@ Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::f64);   // U
 void release_cached_memory();
 
 namespace detail {
-// What a tracked tensor refers to: for a param, its accumulated gradient; the tracer
-// derives the nodes of recorded operations from it.
+// What a tracked tensor refers to: a param's node (ParamNode); the tracer derives the
+// nodes of recorded operations from it.
 struct TrackNode {
   virtual ~TrackNode() = default;
   bool param = false;
-  Tensor grad;           // a param's, undefined until the first reel::back reaches it
-  uint64_t version = 0;  // a param's in-place updates (x -= ...), counted
 };
+
+// A param's node, which its copies share, on every thread that uses them.
+struct ParamNode : TrackNode {
+  ParamNode() { param = true; }
+  // Held while reel::back adds to `grad` (so that backs on several threads add up
+  // exactly), while grad() and zero_grad() read or clear it, and while assign()
+  // writes the param's memory (one writer at a time).
+  mutable std::mutex mutex;
+  Tensor grad;  // undefined until the first reel::back reaches the param
+  // A sequence lock on the param's memory: even while its values are stable, odd
+  // while assign() writes them, 2 more after each assign. A reader (an operation, a
+  // value read, reel::back) takes stable_version() before it reads and compares
+  // after: a change means an assign overlapped its read.
+  std::atomic<uint64_t> version{0};
+};
+
+// The param's version once no assign() is writing its memory (waits for one that is).
+uint64_t stable_version(const ParamNode& node);
+// The node of a tensor for which is_param() is true.
+inline ParamNode& param_node(const Tensor& t) { return static_cast<ParamNode&>(*t.track_node()); }
 
 // Whether a tensor belongs to a trace active on this thread. The tracer installs the
 // answer when its first trace starts (before that, no tensor can be traced), so that
@@ -134,9 +154,19 @@ void set_guard_recorder(GuardRecorder recorder);
 GuardRecorder guard_recorder();
 // Records a guard on the values of a traced tensor read with item() or values() (the
 // tracer installs it; only traces made for a cache, such as reel::jit's, use it).
-using ValueReadRecorder = void (*)(const Tensor&);
+// `op` is "item" or "values".
+using ValueReadRecorder = void (*)(const Tensor&, const char* op);
 void set_value_read_recorder(ValueReadRecorder recorder);
 ValueReadRecorder value_read_recorder();
+// Whether a tensor belongs to a trace still running on another thread (traces are
+// per thread: an operation there is not recorded, so the trace would take its result
+// for a constant); with value_guards, whether that trace guards the values read from
+// its tensors (a cached function's). The tracer installs the answer as above.
+using ForeignTraceQuery = bool (*)(const Tensor&, bool* value_guards);
+void set_foreign_trace_query(ForeignTraceQuery query);
+bool in_foreign_trace(const Tensor& t, bool* value_guards = nullptr);
+// The rest of the error for such a tensor, after "<op>: argument 1 belongs to ".
+extern const char* const kForeignTrace;
 }  // namespace detail
 
 // Largest |a - b| over elements; shapes must match.

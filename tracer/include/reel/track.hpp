@@ -43,8 +43,11 @@ struct OpNode : TrackNode {
   ~OpNode() override;  // releases long chains without deep recursion
 };
 
-// Records a call whose arguments include tracked tensors: tags its results.
-void track_call(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> outs);
+// Records a call whose arguments include tracked tensors: tags its results. versions:
+// each param argument's version its values were read at (0 for other arguments; empty
+// when no argument is a param).
+void track_call(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> outs,
+                std::span<const uint64_t> versions);
 
 // Whether recording for params is paused on this thread (inside a primitive's eager
 // function, whose inner operations are not the call's), and a scope pausing it.
