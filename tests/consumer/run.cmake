@@ -6,9 +6,14 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${WORK}/pre
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cmake --install failed")
 endif()
+# A sanitizer build's libraries need the sanitizers' run-time libraries linked in.
+set(link_flags "")
+if(SANITIZE)
+  set(link_flags "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE}")
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE}/tests/consumer -B ${WORK}/build
                         -DCMAKE_PREFIX_PATH=${WORK}/prefix -DREEL_DEMO_SOURCE=${SOURCE}/examples/demo.cpp
-                        -DCMAKE_BUILD_TYPE=Release
+                        -DCMAKE_BUILD_TYPE=Release ${link_flags}
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "configuring the consumer failed")
