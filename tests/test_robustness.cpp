@@ -188,3 +188,28 @@ TEST_CASE("robustness 7: errors name the function the user called, with full typ
     CHECK(std::string(e.what()).find("adjoint rule") == std::string::npos);
   }
 }
+
+TEST_CASE("robustness: from review: NaN attributes pass verify, axis attributes need an argument") {
+  // verify compared attributes with ==, and NaN != NaN: every tape with a NaN attribute
+  // was refused by grad, jvp and compile.
+  const Tensor x = tensor({0.5, 2.0});
+  const auto g = grad([](const Tensor& a) { return sum(pow(a, NAN)); }, x);
+  CHECK(std::isnan(g.value.item()));
+  const Tape t = trace([](const Tensor& a) { return sum(pow(a, NAN)); }, x);
+  verify(t);
+  CHECK(std::isnan(compile(grad_tape(t))({x})[1].values()[0]));
+  (void)jvp_tape(t);
+  // A cached function's guard on a NaN value read with item() (guard_value, values=[nan]).
+  auto f = jit([](const Tensor& a) { return a * (std::isnan(a.item()) ? 2.0 : 3.0); }, {.compile_after = 1});
+  for (int i = 0; i < 3; ++i) CHECK(std::isnan(f(tensor({NAN})).item()));
+  CHECK(f(tensor({1.0})).item() == 3.0);
+
+  Primitive p;
+  p.name = "robust_axis_no_args";
+  p.arity = 0;
+  p.attrs = {{"axis", AttrKind::axis}};
+  p.infer = [](std::span<const VarType>, const Attrs&) { return VarType{DType::f64, {}}; };
+  p.eager = [](std::span<const Tensor>, const Attrs&) { return scalar(0.0); };
+  CHECK_ERROR(register_primitive(p), "register_primitive", "robust_axis_no_args", "axis attribute 'axis'",
+              "takes no arguments");
+}

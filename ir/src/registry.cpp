@@ -87,6 +87,11 @@ const Primitive& register_primitive(Primitive p) {
   if (p.arity < 0 && p.arity != kVariadic)
     throw Error(fmt::format("register_primitive: primitive '{}' has a negative arity", p.name));
   if (p.results < 1) throw Error(fmt::format("register_primitive: primitive '{}' has {} results", p.name, p.results));
+  if (p.arity == 0)
+    for (const AttrSpec& spec : p.attrs)
+      if (spec.kind == AttrKind::axis || spec.kind == AttrKind::axes)
+        throw Error(fmt::format("register_primitive: primitive '{}' has an axis attribute '{}' (an axis of the first "
+                                "argument) but takes no arguments", p.name, spec.name));
   auto mismatched = [&](const char* given, const char* want) {
     return Error(fmt::format("register_primitive: primitive '{}' has {} result{} but gives {}; use {}", p.name,
                              p.results, p.results == 1 ? "" : "s", given, want));
