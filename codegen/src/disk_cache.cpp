@@ -232,7 +232,7 @@ void DiskCache::store(const std::string& name, std::string_view descriptor, std:
   // A temporary name of its own (mkstemp: created exclusively, so never an existing
   // file, FIFO or link), renamed into place.
   std::string temp = final_path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(temp.data());
+  const int fd = ::mkostemp(temp.data(), O_CLOEXEC);  // not inherited by a child another thread starts
   if (fd < 0) return;
   std::string file(kHeader, '\0');
   const uint64_t dl = descriptor.size(), ol = object.size();
