@@ -124,6 +124,11 @@ TEST_CASE("threads: W.assign while other threads compute and back: values of one
       const std::vector<double> w = W.values();
       for (double v : w)
         if (v != w[0]) throw std::runtime_error("W.values() mixes two versions");
+      // Through a view of W (reshape shared W's memory, unguarded) and dot with a 1-D param.
+      const double s = sum(reshape(W, {n / 2, 2}) * 1.0).item(), d = dot(W, full({n}, 1.0)).item();
+      if (s / n != std::floor(s / n) || d / n != std::floor(d / n))
+        throw std::runtime_error("reshape(W) or dot(W, 1) mixes two versions: " + std::to_string(s) + ", " +
+                                 std::to_string(d));
       try {
         back(y);
         added[static_cast<std::size_t>(t)] += 2 * k;
@@ -246,4 +251,45 @@ TEST_CASE("threads: what is not another thread's live trace keeps working on oth
   });
   check_no_errors(errors);
   for (double g : got) CHECK(g == std::exp(1.0));
+}
+
+TEST_CASE("threads: review fixes: views of a param keep their values, nested guards, foreign captures") {
+  // reshape and nodiff of a param had shared its memory: W.assign changed them after
+  // they were made (and other threads' reads of them were not guarded).
+  Tensor W = param(tensor({1.0, 2.0, 3.0, 4.0}));
+  const Tensor r = reshape(W, {2, 2}), nd = nodiff(W), e = expand_dims(W, 0);
+  W.assign(tensor({5.0, 6.0, 7.0, 8.0}));
+  check_values(r, {1, 2, 3, 4}, "reshape(W) after assign");
+  check_values(nd, {1, 2, 3, 4}, "nodiff(W) after assign");
+  check_values(e, {1, 2, 3, 4}, "expand_dims(W) after assign");
+  check_values(reshape(W, {2, 2}), {5, 6, 7, 8}, "reshape(W) of the new values");
+  // A gradient through the view still reaches W.
+  back(sum(reshape(W, {2, 2}) * tensor({1.0, 2.0, 3.0, 4.0}, {2, 2})));
+  check_values(W.grad(), {1, 2, 3, 4}, "W.grad() through reshape");
+
+  // A value read on another thread from a tensor of two traces, a plain one (tagged
+  // first) and a cached function's, had escaped the guard a cached function needs.
+  CHECK_THROWS_WITH_AS(trace([](const Tensor& x) {
+                         auto inner = jit(
+                             [&](const Tensor& a) {
+                               const Tensor y = a * x;
+                               const double v = on_thread([&] { return scalar(y.item()); }).item();
+                               return a * v;
+                             },
+                             {.compile_after = 1});
+                         return inner(tensor({2.0})) + x;
+                       }, tensor({3.0})),
+                       doctest::Contains("item: the tensor belongs to a trace running on another thread"), Error);
+
+  // A tensor of another thread's live trace, returned by (or captured in) a trace on
+  // this thread, had become a constant of the other trace's value.
+  CHECK_THROWS_WITH_AS(trace([](const Tensor& x) {
+                         return on_thread([&] {
+                           const Tape b = trace([&](const Tensor&) { return x; }, ones({1}));
+                           return play(b, {ones({1})})[0];
+                         });
+                       }, tensor({3.0})),
+                       doctest::Contains("trace: a tensor the traced function returns or captures belongs to a trace "
+                                         "running on another thread"),
+                       Error);
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include <atomic>
 
 #include "reel/ir/tape.hpp"
@@ -47,11 +49,37 @@ auto untraced(F f) {
 // (A read that overlaps an assign is a data race by the letter of the memory model,
 // which ThreadSanitizer reports; what it read is never used. Locking instead would
 // make operations on a shared param wait for each other.)
+// An eager function may hand back a view of an argument (reshape and nodiff share its
+// memory): of a param, whose memory W.assign overwrites, the result is a copy, made
+// inside the sequence-locked read, so that it keeps its values like every tensor.
+void unshare_params(std::span<const Tensor> inputs, Tensor& out) {
+  if (!out.defined() || out.nbytes() == 0) return;
+  const char* o = static_cast<const char*>(out.raw());
+  for (const Tensor& in : inputs) {
+    if (!in.is_param() || in.nbytes() == 0) continue;
+    const char* p = static_cast<const char*>(in.raw());
+    if (o < p + in.nbytes() && p < o + out.nbytes()) {
+      Tensor copy(out.dtype(), out.shape());
+      std::memcpy(copy.mutable_raw(), out.raw(), out.nbytes());
+      out = std::move(copy);
+      return;
+    }
+  }
+}
+void unshare_params(std::span<const Tensor> inputs, std::vector<Tensor>& outs) {
+  for (Tensor& out : outs) unshare_params(inputs, out);
+}
+
 template <class F>
-auto run_eager(const Primitive& prim, std::span<const Tensor> inputs, std::vector<uint64_t>& versions, F eager) {
+auto run_eager(const Primitive& prim, std::span<const Tensor> inputs, std::vector<uint64_t>& versions, F eager_) {
   bool params = false;
   for (const Tensor& in : inputs) params = params || in.is_param();
-  if (!params) return untraced(eager);  // (versions stay empty: all 0)
+  if (!params) return untraced(eager_);  // (versions stay empty: all 0)
+  auto eager = [&] {
+    auto out = eager_();
+    unshare_params(inputs, out);
+    return out;
+  };
   versions.assign(inputs.size(), 0);
   constexpr int kTries = 100;
   for (int attempt = 0;; ++attempt) {

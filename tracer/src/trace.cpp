@@ -43,12 +43,15 @@ bool foreign_trace(const Tensor& t, bool* value_guards) {
   if (live.count.load() == t_live_here) return false;
   const std::thread::id here = std::this_thread::get_id();
   const std::lock_guard<std::mutex> lock(live.mutex);
+  // Every tag: one of several foreign traces may guard the values read (a cached
+  // function's inside a plain trace). A finished trace's tags are not in the map.
+  bool foreign = false;
   for (const TraceTag& tag : t.trace_tags())
     if (const auto it = live.traces.find(tag.trace_id); it != live.traces.end() && it->second.thread != here) {
-      if (value_guards != nullptr) *value_guards = it->second.value_guards;
-      return true;  // (a finished trace's tags are not in the map: such a tensor is plain)
+      foreign = true;
+      if (value_guards != nullptr) *value_guards = *value_guards || it->second.value_guards;
     }
-  return false;
+  return foreign;
 }
 
 // A traced one-element tensor converted to bool: a guard on every trace it belongs to.

@@ -8,6 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "reel/error.hpp"
 #include "reel/ir/builder.hpp"
 
 namespace reel::detail {
@@ -44,6 +47,10 @@ class Trace {
           }
           return it->second;
         }
+    // A tensor of another thread's live trace would be that trace's value frozen here
+    // (a returned output, a capture), the failure the checks on operations prevent.
+    if (in_foreign_trace(t))
+      throw Error(fmt::format("trace: a tensor the traced function returns or captures belongs to {}", kForeignTrace));
     if (t.is_tracked()) {  // a param's memory may be assigned later: the constant is its value now
       auto [it, is_new] = snapshots_.try_emplace({t.raw(), t.shape()}, kNoVar);
       if (is_new) {  // one copy per tensor per trace

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
 
 namespace reel {
 
@@ -17,6 +18,8 @@ Tensor param(const Tensor& values) {
     throw Error("param: the values are being traced; make params outside the traced function (a param made from "
                 "traced values would cut it off from the trace)");
   Tensor p(values.dtype(), values.shape());
+  std::unique_lock<std::mutex> lock;  // another param's memory: W.assign may be writing it
+  if (values.is_param()) lock = std::unique_lock<std::mutex>(detail::param_node(values).mutex);
   if (p.nbytes() > 0) std::memcpy(p.mutable_raw(), values.raw(), p.nbytes());
   p.set_track_node(std::make_shared<detail::ParamNode>());
   return p;
