@@ -3,8 +3,10 @@
 // tokens, numbers, attributes and lines deleted, duplicated and altered. Every mutant
 // goes to parse_tape; whatever parses must print and parse back to the same text, and
 // is played and compiled (and differentiated, both ways, where it has one scalar
-// output), and the two must agree or raise reel::Error. A crash, a hang or another
-// exception fails the run; doctest then prints the seed and the mutant.
+// output), and the two must agree or both raise reel::Error (compiled code may skip a
+// dead call the interpreter refuses); derivative tapes fail only for a primitive
+// without the rule. A crash, a hang or another exception fails the run; doctest then
+// prints the seed and the mutant.
 //
 // REEL_FUZZ_SEEDS=N runs N mutants (CI runs 3000), from REEL_FUZZ_FIRST (default 1),
 // so that long runs can be split between processes.
@@ -302,10 +304,21 @@ void run(const Tape& t, const std::vector<Tensor>& args, Counts& c, const char* 
       FAIL_CHECK(what, ": compiled code ran what the interpreter refused: ", e.what());
     }
   }
+  // And what the interpreter runs, compiled code runs too.
+  CHECK_MESSAGE(!(play_ok && !compile_ok), what, ": the interpreter ran it, compiling refused: ", compile_error);
   if (play_ok && compile_ok) {
     compare(compiled, interpreted, what);
     ++c.agreed;
   }
+}
+
+// A parsed tape (so a verified one) has derivative tapes, unless one of its primitives
+// has no rule for the mode (trigamma): nothing else may stop grad_tape or jvp_tape.
+void check_derivative_error(const Error& e) {
+  const std::string m = e.what();
+  CHECK_MESSAGE((m.find("has no reverse-mode (adjoint) rule") != std::string::npos ||
+                 m.find("has no forward-mode (tangent) rule") != std::string::npos),
+                "a derivative tape of a parsed mutant failed: ", m);
 }
 
 }  // namespace
@@ -342,14 +355,14 @@ TEST_CASE("fuzz: mutated tape text parses to an error or to a tape that runs the
     }
     const std::vector<Tensor> args = inputs_for(t, seed);
     run(t, args, c, "mutant");
-    // Its derivatives, where it has one scalar floating-point output (errors allowed: a
-    // primitive may lack a rule, an input may be an integer).
+    // Its derivatives, where it has one scalar floating-point output.
     if (t.outputs.size() == 1 && t.type(t.outputs[0]).shape.empty() && t.type(t.outputs[0]).dtype != DType::i64) {
       try {
         const Tape g = grad_tape(t);
         ++c.derivatives;
         run(g, args, c, "gradient");
-      } catch (const Error&) {
+      } catch (const Error& e) {
+        check_derivative_error(e);
       }
       try {
         const Tape j = jvp_tape(t);
@@ -357,7 +370,8 @@ TEST_CASE("fuzz: mutated tape text parses to an error or to a tape that runs the
         for (const Tensor& a : inputs_for(t, seed + 1)) with_tangents.push_back(a);
         ++c.derivatives;
         run(j, with_tangents, c, "forward mode");
-      } catch (const Error&) {
+      } catch (const Error& e) {
+        check_derivative_error(e);
       }
     }
   }
