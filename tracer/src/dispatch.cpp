@@ -2,9 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
-
 #include <atomic>
+#include <cstring>
 
 #include "reel/ir/tape.hpp"
 #include "reel/trace.hpp"
@@ -42,13 +41,6 @@ auto untraced(F f) {
   return f();
 }
 
-// Runs a primitive's eager function on inputs that may include params. A param's
-// memory is written in place by W.assign, maybe on another thread while the function
-// reads it: the function runs again until it has read each param at one version (a
-// sequence lock, detail::ParamNode), and `versions` gets those versions for track().
-// (A read that overlaps an assign is a data race by the letter of the memory model,
-// which ThreadSanitizer reports; what it read is never used. Locking instead would
-// make operations on a shared param wait for each other.)
 // An eager function may hand back a view of an argument (reshape and nodiff share its
 // memory): of a param, whose memory W.assign overwrites, the result is a copy, made
 // inside the sequence-locked read, so that it keeps its values like every tensor.
@@ -70,6 +62,13 @@ void unshare_params(std::span<const Tensor> inputs, std::vector<Tensor>& outs) {
   for (Tensor& out : outs) unshare_params(inputs, out);
 }
 
+// Runs a primitive's eager function on inputs that may include params. A param's
+// memory is written in place by W.assign, maybe on another thread while the function
+// reads it: the function runs again until it has read each param at one version (a
+// sequence lock, detail::ParamNode), and `versions` gets those versions for track().
+// (A read that overlaps an assign is a data race by the letter of the memory model,
+// which ThreadSanitizer reports; what it read is never used. Locking instead would
+// make operations on a shared param wait for each other.)
 template <class F>
 auto run_eager(const Primitive& prim, std::span<const Tensor> inputs, std::vector<uint64_t>& versions, F eager_) {
   bool params = false;
