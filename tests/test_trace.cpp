@@ -124,8 +124,35 @@ TEST_CASE("a compiled function refuses tensors that are being traced") {
   const CompiledFunction f = compile(trace([](const Tensor& a) { return sum(a); }, zeros({2})));
   CHECK_THROWS_WITH_AS(trace([&](const Tensor& a) { return f({a})[0]; }, zeros({2})),
                        doctest::Contains("argument 1 is being traced"), Error);
+  // A traced param too: the trace is the reason (its play would be recorded for both).
+  const Tensor W = param(tensor({1, 2}));
+  CHECK_THROWS_WITH_AS(trace([&](const Tensor& a) { return f({a})[0]; }, W),
+                       doctest::Contains("argument 1 is being traced"), Error);
   // Outside a trace the same tensor is fine.
   CHECK(f({tensor({1, 2})})[0].item() == 3);
+}
+
+TEST_CASE("a tensor's trace tags and track node change on that copy only") {
+  const Tensor W = param(tensor({1, 2}));
+  (void)trace(
+      [&](const Tensor& a) {
+        Tensor untagged = a;
+        untagged.clear_trace_tags();
+        CHECK(is_traced(a));
+        CHECK(!is_traced(untagged));
+        const Tensor both = a * W;  // traced, and tracked for reel::back
+        Tensor untracked = both;
+        untracked.set_track_node(nullptr);
+        CHECK(both.is_tracked());
+        CHECK(!untracked.is_tracked());
+        CHECK(is_traced(untracked));
+        Tensor plain = both;
+        plain.make_plain();
+        CHECK((!is_traced(plain) && !plain.is_tracked() && is_traced(both) && both.is_tracked()));
+        CHECK(plain.values() == both.values());
+        return sum(both);
+      },
+      zeros({2}));
 }
 
 TEST_CASE("branches on values record guards: play and compiled code refuse the other path") {

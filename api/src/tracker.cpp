@@ -25,8 +25,7 @@ const OpNode* op_node(const Tensor& t) { return dynamic_cast<const OpNode*>(t.tr
 
 Tensor untracked(const Tensor& t) {
   Tensor u = t;
-  u.set_track_node(nullptr);
-  u.clear_trace_tags();
+  u.make_plain();
   return u;
 }
 

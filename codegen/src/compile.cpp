@@ -317,20 +317,7 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
     for (const Tensor* a : args) copies.push_back(*a);
     check_args("compiled function", impl.input_types, copies);
   }
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i]->is_tracked())
-      throw Error(fmt::format("compiled function: argument {} is a param or computed from one, and compiled code "
-                              "does not record operations for reel::back; pass reel::detach(x) (its values), or "
-                              "call the function itself",
-                              i + 1));
-    if (detail::in_foreign_trace(*args[i]))
-      throw Error(fmt::format("compiled function: argument {} belongs to {}", i + 1, detail::kForeignTrace));
-    if (detail::in_active_trace(*args[i]))
-      throw Error(fmt::format(
-          "compiled function: argument {} is being traced, and native code cannot be recorded "
-          "on a tape; inside a traced function call reel::play(f.tape(), args) instead",
-          i + 1));
-  }
+  detail::check_unrecorded_args(args, detail::Unrecorded::compiled);
   if (outputs.size() != impl.output_types.size())
     throw Error(fmt::format("compiled function: expected room for {} outputs, got {}",
                             impl.output_types.size(), outputs.size()));

@@ -91,8 +91,7 @@ Tensor Tensor::borrow(const void* data, DType dtype, Shape shape) {
 
 std::vector<double> Tensor::values() const {
   if (!defined()) throw Error("values: the tensor is undefined");
-  if (!tags_.empty())
-    if (const detail::ValueReadRecorder record = detail::value_read_recorder()) record(*this, "values");
+  record_value_read("values");
   std::vector<double> out(static_cast<std::size_t>(numel_));
   // A param's memory is read under its lock: W.assign on another thread writes it.
   std::unique_lock<std::mutex> lock;
@@ -115,8 +114,7 @@ double Tensor::item() const {
   if (numel_ != 1)
     throw Error(fmt::format("item: expected a tensor with one element, got {}",
                             type_str(dtype_, shape_)));
-  if (!tags_.empty())
-    if (const detail::ValueReadRecorder record = detail::value_read_recorder()) record(*this, "item");
+  record_value_read("item");
   return first_value();
 }
 
@@ -134,12 +132,35 @@ Tensor Tensor::reshaped(Shape shape) const {
                             type_str(dtype_, shape_), numel_, shape_str(shape)));
   Tensor t = *this;
   t.shape_ = std::move(shape);
-  t.tags_.clear();
-  t.track_.reset();
+  t.make_plain();
   return t;
 }
 
-bool Tensor::is_param() const { return track_ != nullptr && track_->param; }
+void Tensor::set_annex(std::vector<TraceTag> tags, std::shared_ptr<detail::TrackNode> track) {
+  if (tags.empty() && track == nullptr) annex_.reset();
+  else annex_ = std::make_shared<const detail::TensorAnnex>(detail::TensorAnnex{std::move(tags), std::move(track)});
+}
+
+void Tensor::add_trace_tag(TraceTag tag) {
+  std::vector<TraceTag> tags(trace_tags().begin(), trace_tags().end());
+  tags.push_back(tag);
+  set_annex(std::move(tags), track_node());
+}
+
+void Tensor::clear_trace_tags() {
+  if (!trace_tags().empty()) set_annex({}, track_node());
+}
+
+const std::shared_ptr<detail::TrackNode>& Tensor::track_node() const {
+  static const std::shared_ptr<detail::TrackNode> none;
+  return annex_ ? annex_->track : none;
+}
+
+void Tensor::set_track_node(std::shared_ptr<detail::TrackNode> node) {
+  if (node != track_node()) set_annex({trace_tags().begin(), trace_tags().end()}, std::move(node));
+}
+
+bool Tensor::is_param() const { return is_tracked() && annex_->track->param; }
 
 Tensor Tensor::grad() const {
   if (!is_param())
@@ -172,7 +193,7 @@ Tensor& Tensor::assign(const Tensor& values) {
   // version odd, or changed, and do not use what they read meanwhile.
   detail::ParamNode& node = detail::param_node(*this);
   Tensor src = values;
-  if (values.is_param() && values.track_node() != track_) {  // another param's memory, read under its lock
+  if (values.is_param() && values.track_node() != track_node()) {  // another param's memory, read under its lock
     src = Tensor(dtype_, shape_);
     const std::lock_guard<std::mutex> lock(detail::param_node(values).mutex);
     if (nbytes() > 0) std::memcpy(src.mutable_raw(), values.raw(), nbytes());
@@ -240,24 +261,24 @@ Tensor rand(const Shape& shape, uint64_t seed, DType dtype) {
 
 namespace detail {
 namespace {
-std::atomic<TraceQuery> g_trace_query{nullptr};
-std::atomic<GuardRecorder> g_guard_recorder{nullptr};
-std::atomic<ValueReadRecorder> g_value_read_recorder{nullptr};
-std::atomic<ForeignTraceQuery> g_foreign_trace_query{nullptr};
+std::atomic<const TraceHooks*> g_trace_hooks{nullptr};
 }
 const char* const kForeignTrace =
     "a trace running on another thread; a traced tensor must be used on the thread tracing it (another thread's "
     "operations, branches and reads are not recorded: the tape would take their results for constants)";
-void set_foreign_trace_query(ForeignTraceQuery query) { g_foreign_trace_query.store(query); }
+void set_trace_hooks(const TraceHooks* hooks) { g_trace_hooks.store(hooks); }
+namespace {
+// The hooks for a tensor with trace tags (null before any trace started).
+const TraceHooks* hooks_for(const Tensor& t) { return t.trace_tags().empty() ? nullptr : g_trace_hooks.load(); }
+}  // namespace
 bool in_foreign_trace(const Tensor& t, bool* value_guards) {
-  const ForeignTraceQuery q = g_foreign_trace_query.load();
-  return q != nullptr && !t.trace_tags().empty() && q(t, value_guards);
+  const TraceHooks* h = hooks_for(t);
+  return h != nullptr && h->in_foreign_trace(t, value_guards);
 }
-void set_trace_query(TraceQuery query) { g_trace_query.store(query); }
-void set_guard_recorder(GuardRecorder recorder) { g_guard_recorder.store(recorder); }
-GuardRecorder guard_recorder() { return g_guard_recorder.load(); }
-void set_value_read_recorder(ValueReadRecorder recorder) { g_value_read_recorder.store(recorder); }
-ValueReadRecorder value_read_recorder() { return g_value_read_recorder.load(); }
+bool in_active_trace(const Tensor& t) {
+  const TraceHooks* h = hooks_for(t);
+  return h != nullptr && h->in_active_trace(t);
+}
 uint64_t stable_version(const ParamNode& node) {
   const uint64_t v = node.version.load();
   if ((v & 1) == 0) return v;
@@ -265,11 +286,39 @@ uint64_t stable_version(const ParamNode& node) {
   const std::lock_guard<std::mutex> lock(node.mutex);
   return node.version.load();
 }
-bool in_active_trace(const Tensor& t) {
-  const TraceQuery q = g_trace_query.load();
-  return q != nullptr && !t.trace_tags().empty() && q(t);
+
+bool check_unrecorded_args(std::span<const Tensor* const> args, Unrecorded code) {
+  const bool compiled = code == Unrecorded::compiled;
+  const auto which = [&](std::size_t i) {  // names argument i as the caller's messages do
+    return compiled ? fmt::format("compiled function: argument {}", i + 1)
+                    : fmt::format("jit: tensor {} of the arguments", i + 1);
+  };
+  bool traced = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const Tensor& t = *args[i];
+    if (!t.trace_tags().empty()) {
+      if (in_foreign_trace(t)) throw Error(fmt::format("{} belongs to {}", which(i), kForeignTrace));
+      if (in_active_trace(t)) {
+        if (compiled)
+          throw Error(fmt::format("{} is being traced, and native code cannot be recorded on a tape; inside a "
+                                  "traced function call reel::play(f.tape(), args) instead",
+                                  which(i)));
+        traced = true;  // recorded on the enclosing trace, which handles params
+        continue;
+      }
+    }
+    if (t.is_tracked())
+      throw Error(fmt::format("{} is a param or computed from one, and {} code does not record operations for "
+                              "reel::back; pass reel::detach(x) (its values), or call the function itself",
+                              which(i), compiled ? "compiled" : "cached"));
+  }
+  return traced;
 }
 }  // namespace detail
+
+void Tensor::record_value_read(const char* op) const {
+  if (const detail::TraceHooks* h = detail::hooks_for(*this)) h->record_value_read(*this, op);
+}
 
 Tensor::operator bool() const {
   if (!defined()) throw Error("bool: the tensor is undefined");
@@ -278,8 +327,7 @@ Tensor::operator bool() const {
                             type_str(dtype_, shape_)));
   const double v = first_value();  // not item(): the branch is guarded, not the value
   const bool truth = v != 0.0;     // NaN is true, as in C++
-  if (!tags_.empty())
-    if (const detail::GuardRecorder record = detail::guard_recorder()) record(*this, truth);
+  if (const detail::TraceHooks* h = detail::hooks_for(*this)) h->record_guard(*this, truth);
   return truth;
 }
 

@@ -103,8 +103,7 @@ void check_result(const Primitive& prim, Tensor& out, const VarType& want, int i
     throw Error(fmt::format("{}: the eager function made {}{}, the type rule says {}", prim.name,
                             out.defined() ? type_str(out.dtype(), out.shape()) : "undefined",
                             index >= 0 ? fmt::format(" for result {}", index + 1) : "", type_str(want)));
-  out.clear_trace_tags();
-  out.set_track_node(nullptr);  // an eager function may hand back a tracked argument
+  out.make_plain();  // an eager function may hand back a traced or tracked argument
 }
 
 // Records the call on every active trace that one of the inputs belongs to and tags

@@ -78,6 +78,14 @@ void record_value_read(const Tensor& t, const char* op) {
   }
 }
 
+// What the runtime asks about traces (detail::TraceHooks).
+constexpr TraceHooks kTraceHooks{
+    .in_active_trace = &reel::is_traced,  // lets compiled functions refuse traced tensors
+    .in_foreign_trace = &foreign_trace,
+    .record_guard = &record_guard,  // lets Tensor::operator bool record branches
+    .record_value_read = &record_value_read,
+};
+
 uint64_t next_trace_id() {
   static std::atomic<uint64_t> counter{1};
   return counter.fetch_add(1);
@@ -86,10 +94,8 @@ uint64_t next_trace_id() {
 
 TraceScope::TraceScope(bool lift_captures, bool value_guards)
     : trace_(new Trace(next_trace_id(), lift_captures, value_guards)) {
-  set_trace_query(&reel::is_traced);  // lets compiled functions refuse traced tensors
-  set_guard_recorder(&record_guard);   // lets Tensor::operator bool record branches
-  set_value_read_recorder(&record_value_read);
-  set_foreign_trace_query(&foreign_trace);
+  static const bool hooks_installed = (set_trace_hooks(&kTraceHooks), true);
+  (void)hooks_installed;
   {
     LiveTraces& live = live_traces();
     const std::lock_guard<std::mutex> lock(live.mutex);

@@ -280,24 +280,10 @@ auto tensor_pointers(const A&... args) {
   }
 }
 
-// Also refuses params (reel::param) and tensors computed from them: cached code does
-// not record operations for reel::back, so it would cut them off silently.
+// Whether a tensor argument is traced on this thread; refuses params, tensors computed
+// from them and other threads' traced tensors (detail::check_unrecorded_args).
 inline bool any_traced(std::span<const Tensor* const> tensors) {
-  bool traced = false;
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (in_foreign_trace(*tensors[i]))
-      throw Error(fmt::format("jit: tensor {} of the arguments belongs to {}", i + 1, kForeignTrace));
-    if (in_active_trace(*tensors[i])) {  // recorded on the enclosing trace, which handles params
-      traced = true;
-      continue;
-    }
-    if (tensors[i]->is_tracked())
-      throw Error(fmt::format("jit: tensor {} of the arguments is a param or computed from one, and cached code does "
-                              "not record operations for reel::back; pass reel::detach(x) (its values), or call the "
-                              "function itself",
-                              i + 1));
-  }
-  return traced;
+  return check_unrecorded_args(tensors, Unrecorded::cached);
 }
 
 inline std::vector<Tensor> tensor_list(std::span<const Tensor* const> tensors) {

@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "reel/dtype.hpp"
@@ -15,16 +16,24 @@
 
 namespace reel {
 
-namespace detail {
-struct TrackNode;
-}
-
 // While a function is traced, tensors carry tags saying which tape variable they are
 // in which active trace. The runtime only stores them; the tracer gives them meaning.
 struct TraceTag {
   uint64_t trace_id;
   int32_t var;
 };
+
+namespace detail {
+struct TrackNode;
+// What a tensor carries for the tracer and for Tracker: its trace tags and its track
+// node (see TrackNode below). A plain tensor has none (a null annex: one pointer). An
+// annex is never changed once made: changing a tensor's tags or node gives it a new
+// one, so copies of a tensor, on any thread, share it safely.
+struct TensorAnnex {
+  std::vector<TraceTag> tags;
+  std::shared_ptr<TrackNode> track;
+};
+}  // namespace detail
 
 class Tensor {
  public:
@@ -63,9 +72,11 @@ class Tensor {
   // tracing, use reel::reshape, which is recorded on the tape.
   Tensor reshaped(Shape shape) const;
 
-  const std::vector<TraceTag>& trace_tags() const { return tags_; }
-  void add_trace_tag(TraceTag tag) { tags_.push_back(tag); }
-  void clear_trace_tags() { tags_.clear(); }
+  std::span<const TraceTag> trace_tags() const {
+    return annex_ ? std::span<const TraceTag>(annex_->tags) : std::span<const TraceTag>();
+  }
+  void add_trace_tag(TraceTag tag);
+  void clear_trace_tags();
 
   // Tracker's tracked parameters (reel::param, reel::back; see reel/track.hpp). A
   // param's gradient accumulated by reel::back (zeros before the first), and clearing
@@ -82,18 +93,21 @@ class Tensor {
   Tensor& assign(const Tensor& values);
   // A param, or computed from one outside any trace: its operations are recorded
   // for reel::back. The node is the tracer's; the runtime only stores it.
-  bool is_tracked() const { return track_ != nullptr; }
-  const std::shared_ptr<detail::TrackNode>& track_node() const { return track_; }
-  void set_track_node(std::shared_ptr<detail::TrackNode> node) { track_ = std::move(node); }
+  bool is_tracked() const { return annex_ && annex_->track; }
+  const std::shared_ptr<detail::TrackNode>& track_node() const;
+  void set_track_node(std::shared_ptr<detail::TrackNode> node);
+  // Drops the trace tags and the track node: the same tensor, plain.
+  void make_plain() { annex_.reset(); }
 
  private:
   std::shared_ptr<void> storage_;
   DType dtype_ = DType::f64;
   Shape shape_;
   int64_t numel_ = 0;
-  std::vector<TraceTag> tags_;
-  std::shared_ptr<detail::TrackNode> track_;
+  std::shared_ptr<const detail::TensorAnnex> annex_;  // tags and track node; null for a plain tensor
   double first_value() const;  // element 0 as a double, recording nothing
+  void record_value_read(const char* op) const;  // a guard, while traced for a cache
+  void set_annex(std::vector<TraceTag> tags, std::shared_ptr<detail::TrackNode> track);
 };
 
 // Creation.
@@ -141,32 +155,43 @@ uint64_t stable_version(const ParamNode& node);
 // The node of a tensor for which is_param() is true.
 inline ParamNode& param_node(const Tensor& t) { return static_cast<ParamNode&>(*t.track_node()); }
 
-// Whether a tensor belongs to a trace active on this thread. The tracer installs the
-// answer when its first trace starts (before that, no tensor can be traced), so that
-// code below the tracer, such as compiled functions, can refuse traced tensors
-// without depending on the tracer.
-using TraceQuery = bool (*)(const Tensor&);
-void set_trace_query(TraceQuery query);
+// What the tracer tells the runtime about traces, so that code below the tracer
+// (Tensor's bool, item and values; compiled functions) can ask without depending on it.
+// The tracer installs its table when its first trace starts: before that, no tensor is
+// traced. Each is called only for a tensor with trace tags.
+struct TraceHooks {
+  // Whether the tensor belongs to a trace active on this thread.
+  bool (*in_active_trace)(const Tensor& t);
+  // Whether it belongs to a trace still running on another thread (traces are per
+  // thread: an operation there is not recorded, so the trace would take its result
+  // for a constant); with value_guards, whether such a trace guards the values read
+  // from its tensors (a cached function's).
+  bool (*in_foreign_trace)(const Tensor& t, bool* value_guards);
+  // Records a guard for a traced tensor converted to bool.
+  void (*record_guard)(const Tensor& t, bool value);
+  // Records a guard on the values of a traced tensor read with item() or values()
+  // (only traces made for a cache, such as reel::jit's, use it); `op` is "item" or
+  // "values".
+  void (*record_value_read)(const Tensor& t, const char* op);
+};
+// Installs the table, which must outlive every use (a static one).
+void set_trace_hooks(const TraceHooks* hooks);
+// The hooks' answers, false for an untagged tensor or before any trace started.
 bool in_active_trace(const Tensor& t);
-// Records a guard for a traced tensor converted to bool (the tracer installs it).
-using GuardRecorder = void (*)(const Tensor&, bool value);
-void set_guard_recorder(GuardRecorder recorder);
-GuardRecorder guard_recorder();
-// Records a guard on the values of a traced tensor read with item() or values() (the
-// tracer installs it; only traces made for a cache, such as reel::jit's, use it).
-// `op` is "item" or "values".
-using ValueReadRecorder = void (*)(const Tensor&, const char* op);
-void set_value_read_recorder(ValueReadRecorder recorder);
-ValueReadRecorder value_read_recorder();
-// Whether a tensor belongs to a trace still running on another thread (traces are
-// per thread: an operation there is not recorded, so the trace would take its result
-// for a constant); with value_guards, whether that trace guards the values read from
-// its tensors (a cached function's). The tracer installs the answer as above.
-using ForeignTraceQuery = bool (*)(const Tensor&, bool* value_guards);
-void set_foreign_trace_query(ForeignTraceQuery query);
 bool in_foreign_trace(const Tensor& t, bool* value_guards = nullptr);
 // The rest of the error for such a tensor, after "<op>: argument 1 belongs to ".
 extern const char* const kForeignTrace;
+
+// Code that runs without recording its operations: a CompiledFunction (native code)
+// and a cached function (reel::jit, reel::simplegrad(f)), which runs compiled tapes.
+enum class Unrecorded { compiled, cached };
+// The one check of such code's arguments. Refused: a tensor of a trace running on
+// another thread; a param or a tensor computed from one (reel::back would miss the
+// operations); and, by compiled code, a tensor traced on this thread (native code
+// cannot be recorded on a tape). Cached code takes a traced tensor (not checked for
+// params: the enclosing trace handles them) and gets true back: it then calls the
+// function itself, which the enclosing trace records.
+bool check_unrecorded_args(std::span<const Tensor* const> args, Unrecorded code);
 }  // namespace detail
 
 // Largest |a - b| over elements; shapes must match.
