@@ -253,3 +253,38 @@ TEST_CASE("compiled gathers and scatters are loops after an index check: bad ind
   const Tape t32 = trace([](const Tensor& v) { return gather(v, tensor({3, 3, 1}, {3}, DType::i64)); }, x32);
   test::run_checked(t32, {x32});
 }
+
+TEST_CASE("compile runs the cleanup passes only on a tape that has not run them last") {
+  const Tensor x = tensor({0.5, 1.5, -2.0});
+  // x * 1 and a dead exp: what simplify and dce remove.
+  const Tape raw = trace(
+      [](const Tensor& v) {
+        (void)exp(v);
+        return sum(sin(v) * 1.0);
+      },
+      x);
+  CHECK_FALSE(raw.cleaned);
+  CHECK_FALSE(parse_tape(to_string(raw)).cleaned);
+  const CompiledFunction f = compile(raw);
+  CHECK(to_string(f.tape()) == to_string(cleanup(raw)));
+  CHECK(f.tape().size() < raw.size());
+  test::check_close(f({x})[0], play(raw, {x})[0], 1e-12, 1e-12, "raw tape, cleaned by compile");
+
+  const Tape g = grad_tape(raw);
+  CHECK(g.cleaned);
+  CHECK(jvp_tape(raw).cleaned);
+  CHECK(PassPipeline({"grad", "dce", "simplify", "cse", "dce"}).run(raw).cleaned);
+  CHECK_FALSE(PassPipeline({"grad", "simplify"}).run(raw).cleaned);
+  CHECK_FALSE(select_outputs(g, {0}).cleaned);  // fewer outputs: maybe dead code
+  const CompiledFunction fg = compile(g);
+  CHECK(to_string(fg.tape()) == to_string(g));  // compiled as grad_tape left it
+  const auto want = play(g, {x}), got = fg({x});
+  for (std::size_t i = 0; i < want.size(); ++i) test::check_close(got[i], want[i], 1e-12, 1e-12, "gradient");
+
+  // A stale mark (the raw tape claimed clean) costs optimisation, not correctness.
+  Tape stale = raw;
+  stale.cleaned = true;
+  const CompiledFunction fs = compile(stale);
+  CHECK(fs.tape().size() == raw.size());
+  test::check_close(fs({x})[0], play(raw, {x})[0], 1e-12, 1e-12, "stale mark");
+}

@@ -11,12 +11,11 @@
 #include "kernel_cache.hpp"
 #include "memory_plan.hpp"
 #include "plan.hpp"
-#include "reel/blas.hpp"
 #include "reel/passes.hpp"
+#include "steps.hpp"
+#include "workspace.hpp"
 
 namespace reel {
-
-using StepFn = codegen::KernelFn;
 
 struct CompiledFunction::Impl {
   Tape tape;
@@ -24,16 +23,11 @@ struct CompiledFunction::Impl {
   std::vector<VarType> input_types;
   std::vector<VarType> output_types;
   Tensor constant_pool;  // every constant, each at a 64-byte-aligned offset
-  std::vector<int64_t> refs;
-  struct Call {
-    StepFn fn;
-    const int64_t* refs;
-  };
-  std::vector<Call> calls;  // the schedule
-  codegen::DriverFn driver = nullptr;  // runs `calls` in order, when chosen
-  bool has_extern = false;             // some step calls an eager function
+  std::vector<codegen::StepArgs> steps;  // the schedule; never resized after compile: calls point in
+  std::vector<codegen::BoundStep> calls;  // each step bound to its function
+  codegen::DriverFn driver = nullptr;     // runs `calls` in order, when chosen
+  bool has_extern = false;                // some step may throw (and may nest another call)
   std::vector<codegen::KernelSpec> kernels;
-  std::vector<codegen::ExternCall> externs;  // never resized after compile: steps point in
   std::vector<std::shared_ptr<void>> code;  // keeps the kernels' code alive
   int kernels_compiled = 0;
   int64_t workspace_bytes = 0, workspace_lower_bound = 0;
@@ -43,113 +37,6 @@ struct CompiledFunction::Impl {
 
 namespace {
 
-// The steps that are not kernels: C++ functions of the same signature.
-template <class T>
-T* at(void* const* bases, const int64_t* ref) {
-  return reinterpret_cast<T*>(static_cast<char*>(bases[ref[0]]) + ref[1]);
-}
-template <class T>
-void gemm_step(void* const* bases, const int64_t* r) {
-  // refs: a, b, c, trans_a, trans_b, m, n, k, lda, ldb, ldc
-  if constexpr (std::is_same_v<T, double>)
-    reel_rt_gemm_f64(static_cast<int32_t>(r[6]), static_cast<int32_t>(r[7]), r[8], r[9], r[10],
-                     at<double>(bases, r), r[11], at<double>(bases, r + 2), r[12], at<double>(bases, r + 4), r[13]);
-  else
-    reel_rt_gemm_f32(static_cast<int32_t>(r[6]), static_cast<int32_t>(r[7]), r[8], r[9], r[10],
-                     at<float>(bases, r), r[11], at<float>(bases, r + 2), r[12], at<float>(bases, r + 4), r[13]);
-}
-template <class T>
-void gemv_step(void* const* bases, const int64_t* r) {
-  // refs: a, x, y, trans_a, rows, cols
-  if constexpr (std::is_same_v<T, double>)
-    reel_rt_gemv_f64(static_cast<int32_t>(r[6]), r[7], r[8], at<double>(bases, r), at<double>(bases, r + 2),
-                     at<double>(bases, r + 4));
-  else
-    reel_rt_gemv_f32(static_cast<int32_t>(r[6]), r[7], r[8], at<float>(bases, r), at<float>(bases, r + 2),
-                     at<float>(bases, r + 4));
-}
-void copy_step(void* const* bases, const int64_t* r) {
-  // refs: from, to, bytes
-  if (r[4] > 0) std::memcpy(at<char>(bases, r + 2), at<char>(bases, r), static_cast<std::size_t>(r[4]));
-}
-
-// refs: n, n argument refs, k, k result refs, then the ExternCall's address.
-void extern_step(void* const* bases, const int64_t* r) {
-  const int64_t n = r[0], k = r[1 + 2 * n];
-  const int64_t* result_refs = r + 2 + 2 * n;
-  const auto& call = *reinterpret_cast<const codegen::ExternCall*>(result_refs[2 * k]);
-  // The eager function gets tensors of its own (copies), which it may keep: views of
-  // the workspace would change under it after the call.
-  std::vector<Tensor> args;
-  args.reserve(static_cast<std::size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const VarType& t = call.args[static_cast<std::size_t>(i)];
-    args.emplace_back(t.dtype, t.shape);
-    if (args.back().nbytes() > 0)
-      std::memcpy(args.back().mutable_raw(), at<void>(bases, r + 1 + 2 * i), args.back().nbytes());
-  }
-  std::vector<Tensor> outs;
-  try {
-    if (k == 1) outs.push_back(call.prim->eager(args, call.attrs));
-    else outs = call.prim->eager_results(args, call.attrs);
-  } catch (const GuardFailure& e) {  // name the guard
-    throw GuardFailure(fmt::format("compiled {}: {}", call.label, e.what()));
-  }
-  if (static_cast<int64_t>(outs.size()) != k)
-    throw Error(fmt::format("{}: the eager function made {} results, the primitive has {}", call.prim->name,
-                            outs.size(), k));
-  for (int64_t i = 0; i < k; ++i) {
-    const Tensor& out = outs[static_cast<std::size_t>(i)];
-    const VarType& want = call.outs[static_cast<std::size_t>(i)];
-    if (!out.defined() || out.dtype() != want.dtype || out.shape() != want.shape)
-      throw Error(fmt::format("{}: the eager function made {}{}, the type rule says {}", call.prim->name,
-                              out.defined() ? type_str(out.dtype(), out.shape()) : "undefined",
-                              k > 1 ? fmt::format(" for result {}", i + 1) : "", type_str(want)));
-  }
-  for (int64_t i = 0; i < k; ++i) {
-    const Tensor& out = outs[static_cast<std::size_t>(i)];
-    if (out.nbytes() > 0) std::memcpy(at<void>(bases, result_refs + 2 * i), out.raw(), out.nbytes());
-  }
-}
-
-// refs: the indices' ref, count, axis length, axis, 1 for scatter_add (else gather).
-void check_indices_step(void* const* bases, const int64_t* r) {
-  const auto* idx = at<const int64_t>(bases, r);
-  const int64_t count = r[2], n = r[3];
-  for (int64_t i = 0; i < count; ++i)
-    if (idx[i] < 0 || idx[i] >= n)
-      throw Error(fmt::format("{}: index {} (element {} of the indices) is out of range for axis {} of length {}",
-                              r[5] ? "scatter_add" : "gather", idx[i], i, r[4], n));
-}
-
-// refs: the condition's ref, expected (0/1), then the ExternCall's address (its label).
-template <class T>
-void guard_step(void* const* bases, const int64_t* r) {
-  const double v = static_cast<double>(*at<const T>(bases, r));
-  const bool truth = v != 0.0, expected = r[2] != 0;
-  if (truth != expected) {
-    const auto& call = *reinterpret_cast<const codegen::ExternCall*>(r[3]);
-    throw GuardFailure(fmt::format("compiled {}: guard: the tape was traced with this condition {}, here it is {} "
-                                   "(value {}); trace the other path (reel::jit and reel::simplegrad(f) do)",
-                                   call.label, expected ? "true" : "false", truth ? "true" : "false", v));
-  }
-}
-
-StepFn step_fn(const codegen::ScheduledStep& s) {
-  const bool f64 = s.dtype == DType::f64;
-  switch (s.kind) {
-    case codegen::StepKind::gemm: return f64 ? &gemm_step<double> : &gemm_step<float>;
-    case codegen::StepKind::gemv: return f64 ? &gemv_step<double> : &gemv_step<float>;
-    case codegen::StepKind::copy: return &copy_step;
-    case codegen::StepKind::external: return &extern_step;
-    case codegen::StepKind::check_indices: return &check_indices_step;
-    case codegen::StepKind::guard:
-      return s.dtype == DType::f64 ? &guard_step<double> : s.dtype == DType::f32 ? &guard_step<float> : &guard_step<int64_t>;
-    case codegen::StepKind::kernel: break;
-  }
-  return nullptr;
-}
-
 struct Planned {
   Tape tape;
   codegen::Plan plan;
@@ -157,11 +44,12 @@ struct Planned {
   codegen::Schedule schedule;
 };
 
-// Everything before LLVM: passes, plan, memory plan, schedule.
+// Everything before LLVM: the cleanup passes (unless the tape has run them last, as
+// grad_tape's and jvp_tape's have), plan, memory plan, schedule.
 Planned plan_tape(const Tape& input, const CompileOptions& options) {
   verify(input);
   Planned p;
-  p.tape = PassPipeline({"simplify", "cse", "dce"}).run(input);
+  p.tape = input.cleaned ? input : cleanup(input);
   p.plan = codegen::make_plan(p.tape);
   p.memory = codegen::plan_memory(p.tape, p.plan, options.reuse_memory);
   p.schedule = codegen::make_schedule(p.tape, p.plan);
@@ -181,56 +69,23 @@ std::string ir_text(const std::vector<codegen::KernelSpec>& kernels, const Compi
 // (docs/codegen.md).
 bool use_driver(CompileOptions::Runner runner) { return runner == CompileOptions::Runner::driver; }
 
-// Growing, 64-byte-aligned scratch buffers, reused across calls: one per thread and
-// nesting depth, since a call may run an eager function (an external step) that calls
-// another compiled function on the same thread, which must not write over (or
-// reallocate) the outer call's workspace.
-struct WorkspaceStack {
-  struct Buffer {
-    void* data = nullptr;
-    int64_t size = 0;
-  };
-  std::vector<Buffer> buffers;
-  std::size_t depth = 0;
-  ~WorkspaceStack() {
-    for (Buffer& b : buffers) std::free(b.data);
+// Moves the schedule's steps and kernels into impl and binds each step to its code.
+void bind_steps(CompiledFunction::Impl& impl, codegen::Schedule schedule, std::vector<codegen::KernelCode>& kernels) {
+  std::vector<codegen::StepFn> code;
+  std::vector<std::size_t> params;
+  for (std::size_t k = 0; k < kernels.size(); ++k) {
+    code.push_back(kernels[k].fn);
+    params.push_back(schedule.kernels[k].params.size());
+    impl.code.push_back(std::move(kernels[k].code));
   }
-};
-thread_local WorkspaceStack t_workspaces;
-
-// Holds this thread's workspace at the current depth for one call. A call that needs
-// no workspace touches nothing; one without external steps cannot nest another call
-// and does not deepen the stack.
-class WorkspaceLease {
- public:
-  WorkspaceLease(int64_t bytes, bool may_nest) {
-    if (bytes == 0) return;
-    WorkspaceStack& stack = t_workspaces;
-    if (stack.buffers.size() <= stack.depth) stack.buffers.resize(stack.depth + 1);
-    WorkspaceStack::Buffer& buf = stack.buffers[stack.depth];
-    if (buf.size < bytes) {
-      std::free(buf.data);
-      buf.data = nullptr;
-      buf.size = 0;
-      buf.data = std::aligned_alloc(64, static_cast<std::size_t>((bytes + 63) / 64 * 64));
-      if (buf.data == nullptr)
-        throw Error(fmt::format("compiled function: cannot allocate a workspace of {} bytes", bytes));
-      buf.size = bytes;
-    }
-    data_ = buf.data;
-    if (may_nest) stack_ = &stack, ++stack.depth;
+  impl.steps = std::move(schedule.steps);
+  impl.calls.reserve(impl.steps.size());
+  for (const codegen::StepArgs& step : impl.steps) {
+    impl.calls.push_back(codegen::bind_step(step, code, params));
+    impl.has_extern = impl.has_extern || codegen::may_throw(step);
   }
-  ~WorkspaceLease() {
-    if (stack_ != nullptr) --stack_->depth;
-  }
-  WorkspaceLease(const WorkspaceLease&) = delete;
-  WorkspaceLease& operator=(const WorkspaceLease&) = delete;
-  void* data() const { return data_; }
-
- private:
-  WorkspaceStack* stack_ = nullptr;  // set when this call deepened the stack
-  void* data_ = nullptr;
-};
+  impl.kernels = std::move(schedule.kernels);
+}
 
 }  // namespace
 
@@ -255,38 +110,15 @@ CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
     std::lock_guard<std::recursive_mutex> lock(jit.mutex());
     kernels = codegen::get_kernels(p.schedule.kernels, options.vector_math, impl->kernels_compiled);
   }
-  for (auto& k : kernels) impl->code.push_back(std::move(k.code));
-  std::size_t total_refs = 0;
-  for (const auto& s : p.schedule.steps) total_refs += s.refs.size();
-  impl->refs.reserve(total_refs);
-  for (const auto& s : p.schedule.steps) {
-    const StepFn fn = s.kind == codegen::StepKind::kernel ? kernels[static_cast<std::size_t>(s.kernel)].fn : step_fn(s);
-    impl->calls.push_back({fn, reinterpret_cast<const int64_t*>(impl->refs.size())});
-    impl->refs.insert(impl->refs.end(), s.refs.begin(), s.refs.end());
-  }
-  impl->externs = std::move(p.schedule.externs);
-  for (std::size_t i = 0; i < p.schedule.steps.size(); ++i) {
-    // A check step may throw too: such schedules run through the loop (below).
-    if (p.schedule.steps[i].kind == codegen::StepKind::check_indices) impl->has_extern = true;
-    if (p.schedule.steps[i].kind != codegen::StepKind::external && p.schedule.steps[i].kind != codegen::StepKind::guard)
-      continue;
-    impl->has_extern = true;  // the last ref: the index of its call -> the call's address
-    const std::size_t at = reinterpret_cast<std::size_t>(impl->calls[i].refs) + p.schedule.steps[i].refs.size() - 1;
-    impl->refs[at] = reinterpret_cast<int64_t>(&impl->externs[static_cast<std::size_t>(impl->refs[at])]);
-  }
-  for (auto& c : impl->calls)  // offsets into refs -> pointers, now that refs is final
-    c.refs = impl->refs.data() + reinterpret_cast<std::size_t>(c.refs);
-  // An external step may throw, and C++ exceptions must not unwind through JIT code:
-  // such schedules always run through the loop.
+  bind_steps(*impl, std::move(p.schedule), kernels);
+  // A step that may throw must not unwind through JIT code: such schedules always run
+  // through the loop.
   if (!impl->has_extern && use_driver(options.runner)) {
-    std::vector<std::pair<codegen::KernelFn, const int64_t*>> calls;
-    for (const auto& c : impl->calls) calls.emplace_back(c.fn, c.refs);
     std::lock_guard<std::recursive_mutex> lock(codegen::Jit::get().mutex());
-    codegen::DriverCode d = codegen::make_driver(calls);
+    codegen::DriverCode d = codegen::make_driver(impl->calls);
     impl->driver = d.fn;
     impl->code.push_back(std::move(d.code));
   }
-  impl->kernels = std::move(p.schedule.kernels);
   impl->tape = std::move(p.tape);
   if (std::getenv("REEL_DUMP_IR") != nullptr) {
     std::lock_guard<std::recursive_mutex> lock(codegen::Jit::get().mutex());
@@ -339,7 +171,7 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
   Tensor* result = outputs.data();
   if (!empty_slots) result = (staged.resize(outputs.size()), staged.data());
 
-  const WorkspaceLease workspace(impl.workspace_bytes, impl.has_extern);
+  const codegen::WorkspaceLease workspace(impl.workspace_bytes, impl.has_extern);
   bases[codegen::kWorkspaceBase] = workspace.data();
   bases[codegen::kConstantBase] = const_cast<void*>(impl.constant_pool.raw());
   // Kernels may assume 64-byte-aligned buffers; a tensor made by Tensor::borrow need
@@ -363,7 +195,7 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
     impl.driver(bases);
   } else {
     try {
-      for (const Impl::Call& c : impl.calls) c.fn(bases, c.refs);
+      for (const codegen::BoundStep& c : impl.calls) c.fn(bases, c.args);
     } catch (...) {  // an external step threw: leave no half-computed outputs behind
       for (std::size_t k = 0; k < outputs.size(); ++k) result[k] = Tensor();
       throw;

@@ -106,8 +106,8 @@ class Emitter {
  public:
   Emitter(llvm::LLVMContext& ctx, llvm::Module& m, const KernelSpec& k) : ctx_(ctx), m_(m), k_(k), b_(ctx) {}
 
-  // void NAME(ptr bases, ptr refs): loads each parameter's pointer (bases[refs[2j]] +
-  // refs[2j+1]) and calls an always-inlined body taking them as noalias parameters:
+  // void NAME(ptr bases, ptr buffers): loads each parameter's pointer
+  // (bases[buffers[j].base] + buffers[j].offset, BufferRef read as 64-bit words) and calls an always-inlined body taking them as noalias parameters:
   // distinct parameters never overlap (an in-place update is one parameter), so the
   // vectorizer may reorder their loads and stores.
   void emit(const std::string& name) {
@@ -139,11 +139,12 @@ class Emitter {
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", f));
     std::vector<Value*> args;
     for (std::size_t j = 0; j < k_.params.size(); ++j) {
-      Value* at = b_.CreateInBoundsGEP(b_.getInt64Ty(), f->getArg(1), b_.getInt64(2 * j));
-      Value* base_index = b_.CreateAlignedLoad(b_.getInt64Ty(), at, llvm::Align(8));
-      Value* off = b_.CreateAlignedLoad(
-          b_.getInt64Ty(), b_.CreateInBoundsGEP(b_.getInt64Ty(), f->getArg(1), b_.getInt64(2 * j + 1)),
-          llvm::Align(8));
+      auto word = [&](std::size_t w) {
+        Value* at = b_.CreateInBoundsGEP(b_.getInt64Ty(), f->getArg(1), b_.getInt64(kBufferRefWords * j + w));
+        return b_.CreateAlignedLoad(b_.getInt64Ty(), at, llvm::Align(alignof(BufferRef)));
+      };
+      Value* base_index = word(kBufferRefBaseWord);
+      Value* off = word(kBufferRefOffsetWord);
       Value* base = b_.CreateAlignedLoad(ptr, b_.CreateInBoundsGEP(ptr, f->getArg(0), base_index), llvm::Align(8));
       args.push_back(b_.CreateInBoundsGEP(b_.getInt8Ty(), base, off));
     }
@@ -368,7 +369,7 @@ void emit_kernel(llvm::Module& module, const KernelSpec& kernel, const std::stri
   Emitter(module.getContext(), module, kernel).emit(name);
 }
 
-void emit_driver(llvm::Module& module, const std::vector<std::pair<KernelFn, const int64_t*>>& calls,
+void emit_driver(llvm::Module& module, const std::vector<BoundStep>& calls,
                  const std::string& name) {
   llvm::LLVMContext& ctx = module.getContext();
   IRBuilder<> b(ctx);
@@ -381,8 +382,8 @@ void emit_driver(llvm::Module& module, const std::vector<std::pair<KernelFn, con
   auto address = [&](const void* p) {
     return b.CreateIntToPtr(b.getInt64(reinterpret_cast<uint64_t>(p)), ptr);
   };
-  for (const auto& [fn, refs] : calls)
-    b.CreateCall(step_t, address(reinterpret_cast<const void*>(fn)), {f->getArg(0), address(refs)});
+  for (const BoundStep& s : calls)
+    b.CreateCall(step_t, address(reinterpret_cast<const void*>(s.fn)), {f->getArg(0), address(s.args)});
   b.CreateRetVoid();
 }
 

@@ -7,18 +7,19 @@
 #include <string>
 
 #include "kernel.hpp"
+#include "steps.hpp"
 
 namespace reel::codegen {
-
 
 std::unique_ptr<llvm::Module> new_module(llvm::LLVMContext& context, const std::string& name,
                                          const llvm::DataLayout& layout, const std::string& triple);
 
-// Adds `void NAME(void* const* bases, const int64_t* refs)` computing the kernel.
+// Adds `void NAME(void* const* bases, const BufferRef* buffers)` computing the kernel
+// (a StepFn whose arguments are one BufferRef per kernel parameter).
 void emit_kernel(llvm::Module& module, const KernelSpec& kernel, const std::string& name);
 
-// Adds `void NAME(void* const* bases)` calling fn(bases, refs) for each pair, in order.
-void emit_driver(llvm::Module& module, const std::vector<std::pair<KernelFn, const int64_t*>>& calls,
+// Adds `void NAME(void* const* bases)` calling fn(bases, args) for each step, in order.
+void emit_driver(llvm::Module& module, const std::vector<BoundStep>& calls,
                  const std::string& name);
 
 // Throws reel::Error if the module is not valid IR (an internal error).

@@ -80,22 +80,20 @@ class Scheduler {
   }
 
  private:
-  // (base index, byte offset) of a slot.
-  void push_ref(std::vector<int64_t>& refs, int slot_index) const {
+  // Where a slot's memory is.
+  BufferRef ref(int slot_index) const {
     if (slot_index < 0) throw Error("compile: internal error: a step reads a value with no memory");
     const Slot& s = p_.slots[static_cast<std::size_t>(slot_index)];
     switch (s.kind) {
-      case SlotKind::workspace: refs.insert(refs.end(), {kWorkspaceBase, s.offset}); return;
-      case SlotKind::constant:
-        refs.insert(refs.end(), {kConstantBase, sched_.constant_offsets[static_cast<std::size_t>(s.index)]});
-        return;
-      case SlotKind::input: refs.insert(refs.end(), {kFirstInputBase + s.index, 0}); return;
-      case SlotKind::output:
-        refs.insert(refs.end(), {kFirstInputBase + p_.num_inputs + s.index, 0});
-        return;
+      case SlotKind::workspace: return {kWorkspaceBase, s.offset};
+      case SlotKind::constant: return {kConstantBase, sched_.constant_offsets[static_cast<std::size_t>(s.index)]};
+      case SlotKind::input: return {kFirstInputBase + s.index, 0};
+      case SlotKind::output: return {kFirstInputBase + p_.num_inputs + s.index, 0};
     }
+    throw Error("compile: internal error: a slot of no known kind");
   }
-  void push_ref_of(std::vector<int64_t>& refs, Var v) const { push_ref(refs, p_.slot_of[v]); }
+  BufferRef ref_of(Var v) const { return ref(p_.slot_of[v]); }
+  TypedBuffer typed(Var v) const { return {ref_of(v), t_.type(v)}; }
 
   // A primitive's element rule for these attributes, recorded once per schedule (a
   // million-operation tape has a few distinct ones).
@@ -116,8 +114,8 @@ class Scheduler {
     spec.key = make_key(spec);
     auto [it, added] = index_.emplace(spec.key, static_cast<int>(sched_.kernels.size()));
     if (added) sched_.kernels.push_back(std::move(spec));
-    ScheduledStep step{StepKind::kernel, DType::f64, it->second, {}};
-    for (int slot : param_slots) push_ref(step.refs, slot);
+    KernelArgs step{.kernel = it->second, .buffers = {}};
+    for (int slot : param_slots) step.buffers.push_back(ref(slot));
     sched_.steps.push_back(std::move(step));
   }
 
@@ -225,11 +223,11 @@ class Scheduler {
     k.n = x.shape[axis];
     k.count = numel(t_.type(idx).shape);
     k.empty = k.outer * k.count * k.inner == 0;
-    // refs: the indices' ref, their count, the axis length, the axis, 1 for scatter_add.
-    ScheduledStep check{StepKind::check_indices, DType::i64, -1, {}};
-    push_ref_of(check.refs, idx);
-    check.refs.insert(check.refs.end(), {k.count, k.n, static_cast<int64_t>(axis), kind == KernelSpec::Kind::scatter ? 1 : 0});
-    sched_.steps.push_back(std::move(check));
+    sched_.steps.push_back(CheckIndicesArgs{.indices = ref_of(idx),
+                                            .count = k.count,
+                                            .axis_length = k.n,
+                                            .axis = static_cast<int64_t>(axis),
+                                            .scatter = kind == KernelSpec::Kind::scatter});
     std::vector<int> slots;
     for (Var a : op.args) {
       k.params.push_back(t_.type(a).dtype);
@@ -242,13 +240,10 @@ class Scheduler {
   void schedule(const CheckStep& c) {
     const Op& op = t_.op(c.guard);
     const Var cond = op.args[0];
-    ScheduledStep step{StepKind::guard, t_.type(cond).dtype, -1, {}};
-    push_ref_of(step.refs, cond);
-    step.refs.push_back(op.attrs.boolean("expected") ? 1 : 0);
-    step.refs.push_back(static_cast<int64_t>(sched_.externs.size()));
-    sched_.externs.push_back(
-        ExternCall{op.prim, op.attrs, {t_.type(cond)}, {op.type}, fmt::format("%{} = guard(%{})", c.guard, cond)});
-    sched_.steps.push_back(std::move(step));
+    sched_.steps.push_back(GuardArgs{.dtype = t_.type(cond).dtype,
+                                     .cond = ref_of(cond),
+                                     .expected = op.attrs.boolean("expected"),
+                                     .label = fmt::format("%{} = guard(%{})", c.guard, cond)});
   }
 
   void schedule(const GatherStep& g) { schedule_indexed(g.out, KernelSpec::Kind::gather); }
@@ -257,50 +252,51 @@ class Scheduler {
   void schedule(const MatmulStep& m) {
     const Shape& as = t_.type(m.a).shape;
     const Shape& bs = t_.type(m.b).shape;
-    ScheduledStep step{bs.size() == 1 ? StepKind::gemv : StepKind::gemm, t_.type(m.out).dtype, -1, {}};
-    push_ref_of(step.refs, m.a);
-    push_ref_of(step.refs, m.b);
-    push_ref_of(step.refs, m.out);
+    const DType dtype = t_.type(m.out).dtype;
     if (bs.size() == 1) {
-      step.refs.insert(step.refs.end(), {m.trans_a ? 1 : 0, as[0], as[1]});
-    } else {
-      const int64_t M = m.trans_a ? as[1] : as[0];
-      const int64_t K = m.trans_a ? as[0] : as[1];
-      const int64_t N = m.trans_b ? bs[0] : bs[1];
-      step.refs.insert(step.refs.end(), {m.trans_a ? 1 : 0, m.trans_b ? 1 : 0, M, N, K, as[1], bs[1], N});
+      sched_.steps.push_back(GemvArgs{.dtype = dtype,
+                                      .a = ref_of(m.a),
+                                      .x = ref_of(m.b),
+                                      .y = ref_of(m.out),
+                                      .trans_a = m.trans_a,
+                                      .rows = as[0],
+                                      .cols = as[1]});
+      return;
     }
-    sched_.steps.push_back(std::move(step));
+    const int64_t N = m.trans_b ? bs[0] : bs[1];
+    sched_.steps.push_back(GemmArgs{.dtype = dtype,
+                                    .a = ref_of(m.a),
+                                    .b = ref_of(m.b),
+                                    .c = ref_of(m.out),
+                                    .trans_a = m.trans_a,
+                                    .trans_b = m.trans_b,
+                                    .m = m.trans_a ? as[1] : as[0],
+                                    .n = N,
+                                    .k = m.trans_a ? as[0] : as[1],
+                                    .lda = as[1],
+                                    .ldb = bs[1],
+                                    .ldc = N});
   }
 
-  // refs: number of arguments n, n argument refs, number of results k, k result refs,
-  // the call's index.
   void schedule(const ExternStep& e) {
     const Op& op = t_.op(e.out);
-    ScheduledStep step{StepKind::external, op.type.dtype, -1, {static_cast<int64_t>(op.args.size())}};
     std::vector<std::string> argnames;
     for (Var a : op.args) argnames.push_back(fmt::format("%{}", a));
-    ExternCall call{op.prim, op.attrs, {}, {}, fmt::format("%{} = {}({})", e.out, op.prim->name, fmt::join(argnames, ", "))};
-    for (Var a : op.args) {
-      push_ref_of(step.refs, a);
-      call.args.push_back(t_.type(a));
-    }
-    step.refs.push_back(e.results);
-    for (int i = 0; i < e.results; ++i) {
-      push_ref_of(step.refs, e.out + i);
-      call.outs.push_back(t_.type(e.out + i));
-    }
-    step.refs.push_back(static_cast<int64_t>(sched_.externs.size()));
-    sched_.externs.push_back(std::move(call));
-    sched_.steps.push_back(std::move(step));
+    ExternArgs call{.prim = op.prim,
+                    .attrs = op.attrs,
+                    .args = {},
+                    .results = {},
+                    .label = fmt::format("%{} = {}({})", e.out, op.prim->name, fmt::join(argnames, ", "))};
+    for (Var a : op.args) call.args.push_back(typed(a));
+    for (int i = 0; i < e.results; ++i) call.results.push_back(typed(e.out + i));
+    sched_.steps.push_back(std::move(call));
   }
 
   void schedule(const CopyStep& c) {
     const VarType& t = t_.type(c.from);
-    ScheduledStep step{StepKind::copy, t.dtype, -1, {}};
-    push_ref_of(step.refs, c.from);
-    push_ref(step.refs, c.slot);
-    step.refs.push_back(numel(t.shape) * static_cast<int64_t>(dtype_size(t.dtype)));
-    sched_.steps.push_back(std::move(step));
+    sched_.steps.push_back(CopyArgs{.from = ref_of(c.from),
+                                    .to = ref(c.slot),
+                                    .bytes = numel(t.shape) * static_cast<int64_t>(dtype_size(t.dtype))});
   }
 
   const Tape& t_;

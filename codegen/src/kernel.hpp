@@ -9,17 +9,15 @@
 // update) and nothing else (no variable numbers, no addresses), so equal keys mean
 // interchangeable code, and a process-wide cache compiles each key once.
 //
-// Every step of a compiled function has one signature,
-//   void step(void* const* bases, const int64_t* refs)
-// where bases = {workspace, constant pool, inputs..., outputs...} for this call and
-// refs, fixed at compile time, name each buffer as a pair (base index, byte offset),
-// followed by the step's other integers (a CBLAS call's sizes, a copy's length).
+// The schedule is the steps a compiled function runs, in order, each with its
+// arguments (step_args.hpp).
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "plan.hpp"
+#include "step_args.hpp"
 
 namespace reel::codegen {
 
@@ -79,42 +77,12 @@ struct KernelSpec {
   std::string key;
 };
 
-// The signature of every step (see above).
-using KernelFn = void (*)(void* const* bases, const int64_t* refs);
-
-// What a step runs.
-// check_indices: a C++ step before a gather or scatter kernel that throws reel::Error
-// for an index out of range (JIT code must not read out of bounds, nor throw).
-// guard: a C++ step checking one element of a guard's condition (refs: its ref,
-// expected, then the index of an ExternCall whose label names it).
-enum class StepKind { kernel, gemm, gemv, copy, external, check_indices, guard };
-
-// An external step: a primitive's eager function called on the step's buffers.
-struct ExternCall {
-  const Primitive* prim;
-  Attrs attrs;
-  std::vector<VarType> args;
-  std::vector<VarType> outs;  // one per result
-  std::string label;          // "%7 = guard(%6)", for errors
-};
-
-struct ScheduledStep {
-  StepKind kind;
-  DType dtype = DType::f64;  // gemm, gemv
-  int kernel = -1;           // kernel: index into Schedule::kernels
-  std::vector<int64_t> refs;
-};
-
 struct Schedule {
   std::vector<KernelSpec> kernels;  // distinct keys, in order of first use
-  std::vector<ScheduledStep> steps;
-  std::vector<ExternCall> externs;  // external steps' calls; their refs end with the index
+  std::vector<StepArgs> steps;
   std::vector<int64_t> constant_offsets;  // per constant: byte offset in the pool
   int64_t constant_pool_bytes = 0;
 };
-
-// Base indices of the `bases` table.
-constexpr int64_t kWorkspaceBase = 0, kConstantBase = 1, kFirstInputBase = 2;
 
 // The schedule of a planned tape whose memory plan is done.
 Schedule make_schedule(const Tape& tape, const Plan& plan);

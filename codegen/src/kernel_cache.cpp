@@ -17,7 +17,7 @@ namespace reel::codegen {
 namespace {
 
 struct Entry {
-  KernelFn fn;
+  StepFn fn;
   std::weak_ptr<void> code;
 };
 
@@ -93,7 +93,7 @@ std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool
   }
   for (std::size_t j = 0; j < missing.size(); ++j) {
     const std::size_t i = missing[j];
-    const auto fn = reinterpret_cast<KernelFn>(added->addresses[j]);
+    const auto fn = reinterpret_cast<StepFn>(added->addresses[j]);
     out[i] = {fn, added->handle};
     c.entries[std::move(keys[i])] = {fn, added->handle};
   }
@@ -109,7 +109,7 @@ std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool
   return out;
 }
 
-DriverCode make_driver(const std::vector<std::pair<KernelFn, const int64_t*>>& calls) {
+DriverCode make_driver(const std::vector<BoundStep>& calls) {
   auto& jit = Jit::get();
   auto context = std::make_unique<llvm::LLVMContext>();
   const uint64_t id = g_module_counter++;

@@ -7,11 +7,12 @@
 #include <vector>
 
 #include "kernel.hpp"
+#include "steps.hpp"
 
 namespace reel::codegen {
 
 struct KernelCode {
-  KernelFn fn;
+  StepFn fn;  // called with the kernel's buffers: a BufferRef per parameter
   std::shared_ptr<void> code;  // keeps the module holding fn alive
 };
 
@@ -22,14 +23,14 @@ std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool
                                     int& compiled);
 
 // A driver for a schedule: `void driver(void* const* bases)` calling each step's
-// function with its refs, in order, both addresses written into the code. Compiled
+// function with its arguments, in order, both addresses written into the code. Compiled
 // without optimisation (it only sequences calls). Call with the JIT's mutex held.
 using DriverFn = void (*)(void* const* bases);
 struct DriverCode {
   DriverFn fn;
   std::shared_ptr<void> code;
 };
-DriverCode make_driver(const std::vector<std::pair<KernelFn, const int64_t*>>& calls);
+DriverCode make_driver(const std::vector<BoundStep>& calls);
 
 // One module with every kernel, printed before and after optimisation, for inspection.
 struct KernelsIr {

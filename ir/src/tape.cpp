@@ -310,6 +310,7 @@ void check_args(const char* op, std::span<const VarType> types, std::span<const 
 Tape select_outputs(const Tape& tape, const std::vector<int>& positions) {
   Tape t = tape;
   t.outputs.clear();
+  t.cleaned = false;  // dropping outputs may leave dead code
   for (int p : positions) {
     if (p < 0 || p >= static_cast<int>(tape.outputs.size()))
       throw Error(fmt::format("select_outputs: the tape has {} outputs, asked for output {}",

@@ -74,7 +74,7 @@ class CompiledFunction {
   void run(std::span<const Tensor* const> args, std::span<Tensor> outputs) const;
   std::size_t num_outputs() const;
 
-  const Tape& tape() const;            // the tape that was compiled (after simplification)
+  const Tape& tape() const;            // the tape that was compiled (after cleanup)
   int64_t workspace_bytes() const;     // scratch memory one call uses (after reuse)
   int64_t workspace_lower_bound() const;  // the most bytes alive at one step
   std::size_t num_steps() const;       // steps of the schedule (kernel, CBLAS and copy calls)
@@ -92,7 +92,8 @@ class CompiledFunction {
   std::shared_ptr<const Impl> impl_;
 };
 
-// Simplifies the tape (simplify, cse, dce), plans it (fused loops, CBLAS calls, a
+// Simplifies the tape (simplify, cse, dce: reel::cleanup) unless it is marked
+// `cleaned` (grad_tape, vjp_tape and jvp_tape end with those passes), plans it (fused loops, CBLAS calls, a
 // memory plan over one workspace), and turns it into a schedule of steps whose
 // kernels come from the kernel cache; the kernels not yet cached are optimised at O3
 // for the host CPU and JIT-compiled together.

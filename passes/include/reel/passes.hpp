@@ -39,6 +39,11 @@ Tape dce(const Tape& tape);
 // x already has the result's type (so no broadcast is lost). Not x+0: -0+0 is +0.
 Tape simplify(const Tape& tape);
 
+// The cleanup passes: simplify, cse and dce, in that order. The result is marked
+// `cleaned` (Tape::cleaned), as is that of any PassPipeline ending with them.
+Tape cleanup(const Tape& tape);
+const std::vector<std::string>& cleanup_pass_names();
+
 // reverse_mode (or reverse_mode_seeded) followed by simplify, cse and dce.
 Tape grad_tape(const Tape& tape);
 Tape vjp_tape(const Tape& tape);
@@ -49,7 +54,8 @@ using Pass = std::function<Tape(const Tape&)>;
 std::vector<std::string> pass_names();
 const Pass& find_pass(const std::string& name);  // throws reel::Error for unknown names
 
-// Runs named passes in order.
+// Runs named passes in order; marks the result `cleaned` if the last passes are
+// cleanup_pass_names().
 class PassPipeline {
  public:
   explicit PassPipeline(std::vector<std::string> names);
@@ -59,6 +65,7 @@ class PassPipeline {
  private:
   std::vector<std::string> names_;
   std::vector<const Pass*> passes_;
+  bool ends_with_cleanup_ = false;
 };
 
 }  // namespace reel

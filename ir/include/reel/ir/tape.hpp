@@ -34,6 +34,13 @@ class Tape {
  public:
   std::vector<Op> ops;       // variable v is ops[v - 1]
   std::vector<Var> outputs;
+  // Set on the result of a pass pipeline that ends with the cleanup passes (simplify,
+  // cse, dce), so on what grad_tape, vjp_tape and jvp_tape return; reel::compile runs
+  // those passes only on a tape without it (a traced, parsed or hand-built one).
+  // Everything else that makes a tape leaves it false, and code that changes a tape's
+  // ops or outputs in place must reset it (select_outputs does). A stale mark costs
+  // optimisation, not correctness: compiled code runs any verified tape.
+  bool cleaned = false;
 
   const Op& op(Var v) const { return ops.at(static_cast<std::size_t>(v - 1)); }
   const VarType& type(Var v) const { return op(v).type; }

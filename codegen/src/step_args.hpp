@@ -1,0 +1,107 @@
+#pragma once
+// The arguments of each kind of schedule step, declared once: the scheduler
+// (kernel.cpp) fills them in by field name and the steps (steps.cpp, and kernels
+// through BufferRef) read them by field name. Needs no LLVM. Internal to codegen/.
+//
+// Every step of a compiled function has one signature,
+//   void step(void* const* bases, const void* args)
+// where bases = {workspace, constant pool, inputs..., outputs...} for this call, and
+// args, fixed at compile time, points at the step's argument struct below: for a
+// kernel an array of BufferRef (one per kernel parameter), for a C++ step its
+// XxxArgs. steps.cpp pairs each struct with the function that reads it, so a step
+// cannot get another kind's arguments.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "reel/ir/tape.hpp"
+
+namespace reel::codegen {
+
+// Base indices of the `bases` table.
+constexpr int64_t kWorkspaceBase = 0, kConstantBase = 1, kFirstInputBase = 2;
+
+// A buffer of a step: bases[base] + offset bytes.
+struct BufferRef {
+  int64_t base = 0;
+  int64_t offset = 0;
+};
+// Generated kernels read an array of BufferRef as consecutive 64-bit integers (emit.cpp
+// indexes it with these constants), so this layout is part of their ABI.
+static_assert(std::is_standard_layout_v<BufferRef> && std::is_trivially_copyable_v<BufferRef>);
+static_assert(sizeof(BufferRef) == 2 * sizeof(int64_t) && alignof(BufferRef) == alignof(int64_t));
+constexpr std::size_t kBufferRefWords = sizeof(BufferRef) / sizeof(int64_t);
+constexpr std::size_t kBufferRefBaseWord = offsetof(BufferRef, base) / sizeof(int64_t);
+constexpr std::size_t kBufferRefOffsetWord = offsetof(BufferRef, offset) / sizeof(int64_t);
+static_assert(kBufferRefBaseWord == 0 && kBufferRefOffsetWord == 1);
+
+// A generated kernel of Schedule::kernels, on its parameters' buffers (in order).
+struct KernelArgs {
+  int kernel = -1;
+  std::vector<BufferRef> buffers;
+};
+
+// C = op(A) op(B) through CBLAS (row major), transposes folded into the flags.
+struct GemmArgs {
+  DType dtype = DType::f64;  // f32 or f64
+  BufferRef a, b, c;
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+};
+
+// y = op(A) x through CBLAS; A is [rows, cols] as stored.
+struct GemvArgs {
+  DType dtype = DType::f64;
+  BufferRef a, x, y;
+  bool trans_a = false;
+  int64_t rows = 0, cols = 0;
+};
+
+// An output that is a view or a repeat of another value, copied at the end.
+struct CopyArgs {
+  BufferRef from, to;
+  int64_t bytes = 0;
+};
+
+// A buffer with the type it holds.
+struct TypedBuffer {
+  BufferRef ref;
+  VarType type;
+};
+
+// A primitive's eager function called on the step's buffers (copied into tensors), its
+// results copied back; `label` ("%7 = slice(%6)") names it in errors.
+struct ExternArgs {
+  const Primitive* prim = nullptr;
+  Attrs attrs;
+  std::vector<TypedBuffer> args;
+  std::vector<TypedBuffer> results;  // one per result of the primitive
+  std::string label;
+};
+
+// Before a gather or scatter kernel: throws reel::Error for an index out of range (JIT
+// code must not read out of bounds, nor throw).
+struct CheckIndicesArgs {
+  BufferRef indices;  // i64
+  int64_t count = 0, axis_length = 0, axis = 0;
+  bool scatter = false;  // names scatter_add in the error, else gather
+};
+
+// A guard: throws reel::GuardFailure if the first element of `cond` is not `expected`.
+struct GuardArgs {
+  DType dtype = DType::f64;
+  BufferRef cond;
+  bool expected = true;
+  std::string label;  // "%7 = guard(%6)"
+};
+
+using StepArgs = std::variant<KernelArgs, GemmArgs, GemvArgs, CopyArgs, ExternArgs, CheckIndicesArgs, GuardArgs>;
+
+// The signature of every step (see above).
+using StepFn = void (*)(void* const* bases, const void* args);
+
+}  // namespace reel::codegen

@@ -1,0 +1,151 @@
+#include "steps.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "reel/blas.hpp"
+
+namespace reel::codegen {
+
+namespace {
+
+template <class T>
+T* at(void* const* bases, const BufferRef& ref) {
+  return reinterpret_cast<T*>(static_cast<char*>(bases[ref.base]) + ref.offset);
+}
+
+void gemm(void* const* bases, const GemmArgs& g) {
+  const auto ta = static_cast<int32_t>(g.trans_a), tb = static_cast<int32_t>(g.trans_b);
+  if (g.dtype == DType::f64)
+    reel_rt_gemm_f64(ta, tb, g.m, g.n, g.k, at<double>(bases, g.a), g.lda, at<double>(bases, g.b), g.ldb,
+                     at<double>(bases, g.c), g.ldc);
+  else
+    reel_rt_gemm_f32(ta, tb, g.m, g.n, g.k, at<float>(bases, g.a), g.lda, at<float>(bases, g.b), g.ldb,
+                     at<float>(bases, g.c), g.ldc);
+}
+
+void gemv(void* const* bases, const GemvArgs& g) {
+  const auto ta = static_cast<int32_t>(g.trans_a);
+  if (g.dtype == DType::f64)
+    reel_rt_gemv_f64(ta, g.rows, g.cols, at<double>(bases, g.a), at<double>(bases, g.x), at<double>(bases, g.y));
+  else
+    reel_rt_gemv_f32(ta, g.rows, g.cols, at<float>(bases, g.a), at<float>(bases, g.x), at<float>(bases, g.y));
+}
+
+void copy(void* const* bases, const CopyArgs& c) {
+  if (c.bytes > 0) std::memcpy(at<char>(bases, c.to), at<char>(bases, c.from), static_cast<std::size_t>(c.bytes));
+}
+
+// Throws reel::Error unless the eager function made one tensor of each result's type.
+void check_results(const ExternArgs& call, const std::vector<Tensor>& outs) {
+  const std::size_t k = call.results.size();
+  if (outs.size() != k)
+    throw Error(fmt::format("{}: the eager function made {} results, the primitive has {}", call.prim->name,
+                            outs.size(), k));
+  for (std::size_t i = 0; i < k; ++i) {
+    const Tensor& out = outs[i];
+    const VarType& want = call.results[i].type;
+    if (!out.defined() || out.dtype() != want.dtype || out.shape() != want.shape)
+      throw Error(fmt::format("{}: the eager function made {}{}, the type rule says {}", call.prim->name,
+                              out.defined() ? type_str(out.dtype(), out.shape()) : "undefined",
+                              k > 1 ? fmt::format(" for result {}", i + 1) : "", type_str(want)));
+  }
+}
+
+void external(void* const* bases, const ExternArgs& call) {
+  // The eager function gets tensors of its own (copies), which it may keep: views of
+  // the workspace would change under it after the call.
+  std::vector<Tensor> args;
+  args.reserve(call.args.size());
+  for (const TypedBuffer& a : call.args) {
+    args.emplace_back(a.type.dtype, a.type.shape);
+    if (args.back().nbytes() > 0) std::memcpy(args.back().mutable_raw(), at<void>(bases, a.ref), args.back().nbytes());
+  }
+  const std::size_t k = call.results.size();
+  std::vector<Tensor> outs;
+  try {
+    if (k == 1) outs.push_back(call.prim->eager(args, call.attrs));
+    else outs = call.prim->eager_results(args, call.attrs);
+  } catch (const GuardFailure& e) {  // name the guard
+    throw GuardFailure(fmt::format("compiled {}: {}", call.label, e.what()));
+  }
+  check_results(call, outs);
+  for (std::size_t i = 0; i < k; ++i)
+    if (outs[i].nbytes() > 0) std::memcpy(at<void>(bases, call.results[i].ref), outs[i].raw(), outs[i].nbytes());
+}
+
+void check_indices(void* const* bases, const CheckIndicesArgs& c) {
+  const auto* idx = at<const int64_t>(bases, c.indices);
+  for (int64_t i = 0; i < c.count; ++i)
+    if (idx[i] < 0 || idx[i] >= c.axis_length)
+      throw Error(fmt::format("{}: index {} (element {} of the indices) is out of range for axis {} of length {}",
+                              c.scatter ? "scatter_add" : "gather", idx[i], i, c.axis, c.axis_length));
+}
+
+double first_element(void* const* bases, DType dtype, const BufferRef& ref) {
+  switch (dtype) {
+    case DType::f64: return *at<const double>(bases, ref);
+    case DType::f32: return static_cast<double>(*at<const float>(bases, ref));
+    default: return static_cast<double>(*at<const int64_t>(bases, ref));
+  }
+}
+
+void guard(void* const* bases, const GuardArgs& g) {
+  const double v = first_element(bases, g.dtype, g.cond);
+  const bool truth = v != 0.0;
+  if (truth != g.expected)
+    throw GuardFailure(fmt::format("compiled {}: guard: the tape was traced with this condition {}, here it is {} "
+                                   "(value {}); trace the other path (reel::jit and reel::simplegrad(f) do)",
+                                   g.label, g.expected ? "true" : "false", truth ? "true" : "false", v));
+}
+
+// The one place a step's arguments are cast back from `const void*`: instantiated per
+// argument type together with the function that reads it.
+template <class Args, void (*Run)(void* const*, const Args&)>
+void step(void* const* bases, const void* args) {
+  Run(bases, *static_cast<const Args*>(args));
+}
+
+template <class Args, void (*Run)(void* const*, const Args&)>
+BoundStep bound(const Args& args) {
+  return {&step<Args, Run>, &args};
+}
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+
+}  // namespace
+
+BoundStep bind_step(const StepArgs& s, const std::vector<StepFn>& kernel_code,
+                    const std::vector<std::size_t>& kernel_params) {
+  return std::visit(
+      Overloaded{
+          [&](const KernelArgs& k) -> BoundStep {
+            const auto i = static_cast<std::size_t>(k.kernel);
+            if (k.kernel < 0 || i >= kernel_code.size() || kernel_params.size() != kernel_code.size())
+              throw Error(fmt::format("compile: internal error: a step calls kernel {} of {}", k.kernel,
+                                      kernel_code.size()));
+            if (k.buffers.size() != kernel_params[i])
+              throw Error(fmt::format("compile: internal error: a step gives kernel {} {} buffers, it takes {}",
+                                      k.kernel, k.buffers.size(), kernel_params[i]));
+            return {kernel_code[i], k.buffers.data()};
+          },
+          [](const GemmArgs& a) { return bound<GemmArgs, gemm>(a); },
+          [](const GemvArgs& a) { return bound<GemvArgs, gemv>(a); },
+          [](const CopyArgs& a) { return bound<CopyArgs, copy>(a); },
+          [](const ExternArgs& a) { return bound<ExternArgs, external>(a); },
+          [](const CheckIndicesArgs& a) { return bound<CheckIndicesArgs, check_indices>(a); },
+          [](const GuardArgs& a) { return bound<GuardArgs, guard>(a); },
+      },
+      s);
+}
+
+bool may_throw(const StepArgs& step) {
+  return std::holds_alternative<ExternArgs>(step) || std::holds_alternative<CheckIndicesArgs>(step) ||
+         std::holds_alternative<GuardArgs>(step);
+}
+
+}  // namespace reel::codegen

@@ -1,0 +1,30 @@
+#pragma once
+// The steps of a compiled function that are not generated kernels (CBLAS calls,
+// copies, eager functions, index and guard checks), and the binding of every step to
+// the function that runs it. Needs no LLVM. Internal to codegen/.
+#include <vector>
+
+#include "step_args.hpp"
+
+namespace reel::codegen {
+
+// A step ready to run: fn(bases, args). `args` points into the StepArgs it was bound
+// from, which must outlive it and not move.
+struct BoundStep {
+  StepFn fn;
+  const void* args;
+};
+
+// Binds a step: a kernel to its code (kernel_code[k] for KernelArgs{k}, called on its
+// buffers), any other step to the C++ function that reads its kind of arguments.
+// Throws reel::Error (an internal error) if a kernel step names no kernel or has
+// another number of buffers than its kernel has parameters.
+BoundStep bind_step(const StepArgs& step, const std::vector<StepFn>& kernel_code,
+                    const std::vector<std::size_t>& kernel_params);
+
+// Whether a step may throw (an eager function, an index or guard check): a schedule
+// with such a step runs through the loop, since exceptions must not unwind through
+// JIT code, and its calls may nest other compiled calls on the same thread.
+bool may_throw(const StepArgs& step);
+
+}  // namespace reel::codegen
