@@ -19,77 +19,39 @@ using llvm::IRBuilder;
 using llvm::Type;
 using llvm::Value;
 
-// An element program (ir/element.hpp) as LLVM instructions of element type t, with
-// NumMath's conventions (runtime/elementwise.hpp) op by op.
+// The element machine that emits: each operation of the list
+// (runtime/include/reel/element_ops.def) as LLVM instructions of element type t, with
+// NumMath's conventions op by op. An element program runs through eval_element on it.
 class ElementEmitter {
  public:
+  using Value = llvm::Value*;
   ElementEmitter(IRBuilder<>& b, llvm::Module& m, Type* t) : b_(b), m_(m), t_(t) {}
 
-  Value* emit(const ElementProgram& p, const std::vector<Value*>& args) {
-    std::vector<Value*> v;
-    for (const ElemInst& in : p.insts) {
-      auto x = [&](int32_t i) { return v[static_cast<std::size_t>(i)]; };
-      Value* a = in.a >= 0 && in.op != ElemOp::input ? x(in.a) : nullptr;
-      Value* b = in.b >= 0 ? x(in.b) : nullptr;
-      switch (in.op) {
-        case ElemOp::input: v.push_back(args.at(static_cast<std::size_t>(in.a))); break;
-        case ElemOp::constant: v.push_back(constant(in.value)); break;
-        case ElemOp::add: v.push_back(b_.CreateFAdd(a, b)); break;
-        case ElemOp::sub: v.push_back(b_.CreateFSub(a, b)); break;
-        case ElemOp::mul: v.push_back(b_.CreateFMul(a, b)); break;
-        case ElemOp::div: v.push_back(b_.CreateFDiv(a, b)); break;
-        // The intrinsics, not fcmp + select: LLVM 19's InstCombine folded
-        // select(isnan(a), a, select(a > 0, a, 0)) with a = fabs(x) into
-        // select(x > 0 unordered, fabs(x), 0), which is 0 for every negative x
-        // (relu(abs(x)) was all zeros; found by the fuzzer).
-        case ElemOp::max: v.push_back(b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, b)); break;
-        case ElemOp::min: v.push_back(b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, b)); break;
-        case ElemOp::lt: v.push_back(flag(b_.CreateFCmpOLT(a, b))); break;
-        case ElemOp::le: v.push_back(flag(b_.CreateFCmpOLE(a, b))); break;
-        case ElemOp::gt: v.push_back(flag(b_.CreateFCmpOGT(a, b))); break;
-        case ElemOp::ge: v.push_back(flag(b_.CreateFCmpOGE(a, b))); break;
-        case ElemOp::eq: v.push_back(flag(b_.CreateFCmpOEQ(a, b))); break;
-        case ElemOp::ne: v.push_back(flag(b_.CreateFCmpUNE(a, b))); break;  // NaN != anything
-        case ElemOp::select: v.push_back(b_.CreateSelect(b_.CreateFCmpUNE(a, constant(0)), b, x(in.c))); break;
-        case ElemOp::neg: v.push_back(b_.CreateFNeg(a)); break;
-        case ElemOp::abs: v.push_back(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, a)); break;
-        case ElemOp::exp: v.push_back(b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, a)); break;
-        case ElemOp::log: v.push_back(b_.CreateUnaryIntrinsic(llvm::Intrinsic::log, a)); break;
-        case ElemOp::sin: v.push_back(b_.CreateUnaryIntrinsic(llvm::Intrinsic::sin, a)); break;
-        case ElemOp::cos: v.push_back(b_.CreateUnaryIntrinsic(llvm::Intrinsic::cos, a)); break;
-        case ElemOp::sqrt: v.push_back(b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, a)); break;
-        case ElemOp::tanh: v.push_back(libm("tanh", a)); break;
-        case ElemOp::log1p: v.push_back(libm("log1p", a)); break;
-        case ElemOp::expm1: v.push_back(libm("expm1", a)); break;
-        case ElemOp::erf: v.push_back(libm("erf", a)); break;
-        case ElemOp::lgamma: v.push_back(libm("lgamma", a)); break;
-        case ElemOp::pow: v.push_back(pow(a, in.value)); break;
-      }
-    }
-    return v.at(static_cast<std::size_t>(p.result));
-  }
+  Value emit(const ElementProgram& p, const std::vector<Value>& args) { return eval_element(p, *this, args); }
 
- private:
-  Value* constant(double c) { return llvm::ConstantFP::get(t_, c); }
-  Value* flag(Value* cmp) { return b_.CreateSelect(cmp, constant(1), constant(0)); }
+  // The operations whose lowering the list names, generated: Value name(operands).
+#define REEL_EMIT(name, operands, ...) \
+  Value name(REEL_ELEM_PARAMS_##operands(Value)) { return __VA_ARGS__; }
+#define REEL_EMIT_inst(name, operands, symbol) REEL_EMIT(name, operands, b_.symbol(REEL_ELEM_ARGS_##operands))
+#define REEL_EMIT_fcmp(name, operands, symbol) \
+  REEL_EMIT(name, operands, flag(b_.CreateFCmp(llvm::CmpInst::FCMP_##symbol, REEL_ELEM_ARGS_##operands)))
+#define REEL_EMIT_intrinsic(name, operands, symbol) \
+  REEL_EMIT(name, operands, b_.CreateIntrinsic(llvm::Intrinsic::symbol, {t_}, {REEL_ELEM_ARGS_##operands}))
+#define REEL_EMIT_libm(name, operands, symbol) REEL_EMIT(name, operands, libm(#symbol, {REEL_ELEM_ARGS_##operands}))
+#define REEL_EMIT_custom(name, operands, symbol)
+#define REEL_ELEM_OP(name, operands, eval, lowering, symbol) REEL_EMIT_##lowering(name, operands, symbol)
+#include "reel/element_ops.def"
+#undef REEL_EMIT
+#undef REEL_EMIT_inst
+#undef REEL_EMIT_fcmp
+#undef REEL_EMIT_intrinsic
+#undef REEL_EMIT_libm
+#undef REEL_EMIT_custom
 
-  // A libm function without an LLVM intrinsic (tanh, log1p, expm1, erf, lgamma in LLVM 19), called
-  // by name (f suffix for float), declared free of side effects so the vectorizer may
-  // replace it with libmvec's vector form.
-  Value* libm(const char* name, Value* a) {
-    const bool f64 = t_->isDoubleTy();
-    llvm::FunctionCallee fn = m_.getOrInsertFunction(f64 ? std::string(name) : std::string(name) + "f", t_, t_);
-    if (auto* f = llvm::dyn_cast<llvm::Function>(fn.getCallee())) {
-      f->setDoesNotAccessMemory();
-      f->setDoesNotThrow();
-      f->setWillReturn();
-    }
-    llvm::CallInst* call = b_.CreateCall(fn, {a});
-    call->setDoesNotAccessMemory();
-    return call;
-  }
-
-  Value* pow(Value* x, double p) {
+  // The operations with a `custom` lowering: written here.
+  Value constant(double c) { return llvm::ConstantFP::get(t_, c); }
+  Value select(Value c, Value a, Value b) { return b_.CreateSelect(b_.CreateFCmpUNE(c, constant(0)), a, b); }
+  Value pow(Value x, double p) {
     if (p == 1.0) return x;
     if (p == 2.0) return b_.CreateFMul(x, x);
     if (p == 3.0) return b_.CreateFMul(b_.CreateFMul(x, x), x);
@@ -97,10 +59,32 @@ class ElementEmitter {
     return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, constant(p));
   }
 
+ private:
+  Value flag(Value cmp) { return b_.CreateSelect(cmp, constant(1), constant(0)); }
+
+  // A libm function without an LLVM intrinsic (tanh, log1p, expm1, erf, lgamma in LLVM 19), called
+  // by name (f suffix for float), declared free of side effects so the vectorizer may
+  // replace it with libmvec's vector form.
+  Value libm(const char* name, llvm::ArrayRef<Value> args) {
+    const bool f64 = t_->isDoubleTy();
+    const std::vector<Type*> params(args.size(), t_);
+    llvm::FunctionCallee fn = m_.getOrInsertFunction(f64 ? std::string(name) : std::string(name) + "f",
+                                                     llvm::FunctionType::get(t_, params, false));
+    if (auto* f = llvm::dyn_cast<llvm::Function>(fn.getCallee())) {
+      f->setDoesNotAccessMemory();
+      f->setDoesNotThrow();
+      f->setWillReturn();
+    }
+    llvm::CallInst* call = b_.CreateCall(fn, args);
+    call->setDoesNotAccessMemory();
+    return call;
+  }
+
   IRBuilder<>& b_;
   llvm::Module& m_;
   Type* t_;
 };
+static_assert(ElementMachine<ElementEmitter>, "ElementEmitter lacks an operation of reel/element_ops.def");
 
 class Emitter {
  public:

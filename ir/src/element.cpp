@@ -2,57 +2,48 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
+
+#include "reel/elementwise.hpp"
 #include "reel/error.hpp"
 
 namespace reel {
 
-const char* elem_op_name(ElemOp op) {
-  switch (op) {
-    case ElemOp::input: return "input";
-    case ElemOp::constant: return "constant";
-    case ElemOp::add: return "add";
-    case ElemOp::sub: return "sub";
-    case ElemOp::mul: return "mul";
-    case ElemOp::div: return "div";
-    case ElemOp::max: return "max";
-    case ElemOp::min: return "min";
-    case ElemOp::lt: return "lt";
-    case ElemOp::le: return "le";
-    case ElemOp::gt: return "gt";
-    case ElemOp::ge: return "ge";
-    case ElemOp::eq: return "eq";
-    case ElemOp::ne: return "ne";
-    case ElemOp::select: return "select";
-    case ElemOp::neg: return "neg";
-    case ElemOp::abs: return "abs";
-    case ElemOp::exp: return "exp";
-    case ElemOp::log: return "log";
-    case ElemOp::log1p: return "log1p";
-    case ElemOp::expm1: return "expm1";
-    case ElemOp::sin: return "sin";
-    case ElemOp::cos: return "cos";
-    case ElemOp::tanh: return "tanh";
-    case ElemOp::sqrt: return "sqrt";
-    case ElemOp::erf: return "erf";
-    case ElemOp::lgamma: return "lgamma";
-    case ElemOp::pow: return "pow";
-  }
-  return "?";
-}
-
 namespace {
-int operand_count(ElemOp op) {
-  switch (op) {
-    case ElemOp::input:
-    case ElemOp::constant: return 0;
-    case ElemOp::add: case ElemOp::sub: case ElemOp::mul: case ElemOp::div: case ElemOp::max: case ElemOp::min:
-    case ElemOp::lt: case ElemOp::le: case ElemOp::gt: case ElemOp::ge: case ElemOp::eq: case ElemOp::ne:
-      return 2;
-    case ElemOp::select: return 3;
-    default: return 1;
-  }
-}
+
+struct ElemOpInfo {
+  ElemOp op;
+  const char* name;
+  ElemOperands operands;
+};
+
+// Indexed by ElemOp, generated from the list in its order.
+constexpr ElemOpInfo kInfo[] = {
+    {ElemOp::input, "input", {0, false}},
+#define REEL_ELEM_OP(name, operands, eval, lowering, symbol) {ElemOp::name, #name, elem_operands::operands},
+#include "reel/element_ops.def"
+};
+static_assert(std::size(kInfo) == kElemOpCount);
+static_assert([] {
+  for (std::size_t i = 0; i < std::size(kInfo); ++i)
+    if (kInfo[i].op != static_cast<ElemOp>(i)) return false;
+  return true;
+}(), "kInfo must be in ElemOp's order");
+
+// Both eager arithmetic and recording have every operation of the list.
+static_assert(ElementMachine<const NumMath<float>> && ElementMachine<const NumMath<double>>);
+
+bool known(ElemOp op) { return static_cast<std::size_t>(op) < std::size(kInfo); }
+
 }  // namespace
+
+const char* elem_op_name(ElemOp op) { return known(op) ? kInfo[static_cast<std::size_t>(op)].name : "?"; }
+
+ElemOperands elem_op_operands(ElemOp op) {
+  if (!known(op))
+    throw Error(fmt::format("elem_op_operands: expected an element operation, got code {}", static_cast<int>(op)));
+  return kInfo[static_cast<std::size_t>(op)].operands;
+}
 
 void check_element_program(const ElementProgram& p, int arity, const std::string& prim) {
   auto fail = [&](std::size_t i, const std::string& what) {
@@ -61,11 +52,12 @@ void check_element_program(const ElementProgram& p, int arity, const std::string
   };
   for (std::size_t i = 0; i < p.insts.size(); ++i) {
     const ElemInst& in = p.insts[i];
+    if (!known(in.op)) fail(i, fmt::format("expected an element operation, got code {}", static_cast<int>(in.op)));
     if (in.op == ElemOp::input) {
       if (in.a < 0 || in.a >= arity) fail(i, fmt::format("expected an input below {}, got {}", arity, in.a));
       continue;
     }
-    const int n = operand_count(in.op);
+    const int n = elem_op_operands(in.op).values;
     const int32_t operands[] = {in.a, in.b, in.c};
     for (int k = 0; k < 3; ++k) {
       const int32_t x = operands[k];
@@ -89,7 +81,7 @@ std::string ElementProgram::str() const {
     else
       for (int32_t arg : {in.a, in.b, in.c})
         if (arg >= 0) s += fmt::format(" x{}", arg);
-    if (in.op == ElemOp::constant || in.op == ElemOp::pow) s += fmt::format(" {}", in.value);
+    if (elem_op_operands(in.op).constant) s += fmt::format(" {}", in.value);
     s += "; ";
   }
   return s + fmt::format("-> x{}", result);

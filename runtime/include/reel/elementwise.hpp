@@ -5,58 +5,27 @@
 // double, through map_unary, map_binary and map_ternary; the code generator records the same
 // function once as an ElementProgram and translates that into LLVM instructions. So a
 // primitive's math has one definition for both, and both must agree op by op: the
-// NaN and tie conventions below are the code generator's too.
+// operations and their NaN and tie conventions are one list, reel/element_ops.def.
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "reel/element_ops.hpp"
 #include "reel/error.hpp"
 #include "reel/tensor.hpp"
 
 namespace reel {
 
+// The element machine that computes: each operation of reel/element_ops.def on float
+// or double, as its `eval` column says.
 template <class T>
 struct NumMath {
   using Value = T;
-  T constant(double v) const { return static_cast<T>(v); }
-  T add(T a, T b) const { return a + b; }
-  T sub(T a, T b) const { return a - b; }
-  T mul(T a, T b) const { return a * b; }
-  T div(T a, T b) const { return a / b; }
-  T neg(T a) const { return -a; }
-  T exp(T a) const { return std::exp(a); }
-  T log(T a) const { return std::log(a); }
-  T sin(T a) const { return std::sin(a); }
-  T cos(T a) const { return std::cos(a); }
-  T tanh(T a) const { return std::tanh(a); }
-  T sqrt(T a) const { return std::sqrt(a); }
-  T pow(T a, double p) const { return std::pow(a, static_cast<T>(p)); }
-  // IEEE 754-2019 maximum and minimum (LLVM's llvm.maximum / llvm.minimum): NaN if
-  // either is NaN, and +0 counts as greater than -0.
-  T max(T a, T b) const {
-    if (a != a || b != b) return a != a ? a : b;
-    if (a == b) return std::signbit(a) ? b : a;
-    return a > b ? a : b;
-  }
-  T min(T a, T b) const {
-    if (a != a || b != b) return a != a ? a : b;
-    if (a == b) return std::signbit(a) ? a : b;
-    return a < b ? a : b;
-  }
-  T lt(T a, T b) const { return a < b ? T(1) : T(0); }
-  T le(T a, T b) const { return a <= b ? T(1) : T(0); }
-  T gt(T a, T b) const { return a > b ? T(1) : T(0); }
-  T ge(T a, T b) const { return a >= b ? T(1) : T(0); }
-  T eq(T a, T b) const { return a == b ? T(1) : T(0); }
-  T ne(T a, T b) const { return a != b ? T(1) : T(0); }
-  T select(T c, T a, T b) const { return c != T(0) ? a : b; }  // NaN counts as true
-  T abs(T a) const { return std::fabs(a); }
-  T log1p(T a) const { return std::log1p(a); }
-  T expm1(T a) const { return std::expm1(a); }
-  T erf(T a) const { return std::erf(a); }
-  T lgamma(T a) const { return std::lgamma(a); }  // log |Gamma(a)|
+#define REEL_ELEM_OP(name, operands, eval, lowering, symbol) \
+  T name(REEL_ELEM_PARAMS_##operands(T)) const { return eval; }
+#include "reel/element_ops.def"
 };
 
 namespace kernels {

@@ -8,27 +8,35 @@
 // code generator (codegen/) translates into LLVM instructions. So ir/ holds the math
 // and no code-generation vocabulary, and the two executions agree by construction.
 //
-// Adding an operation to the machine touches three places, once: ElemOp and
-// ElementRecorder here, NumMath (runtime/include/reel/elementwise.hpp) and the
-// translation in codegen/src/emit.cpp. Every primitive can then use it.
+// The operations (ElemOp, ElementRecorder's methods, their names, NumMath and the
+// code generator's translation) are generated from one list,
+// runtime/include/reel/element_ops.def: adding an operation is one line there, and
+// every primitive can then use it.
+#include <concepts>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "reel/element_ops.hpp"
+#include "reel/error.hpp"
+
 namespace reel {
 
+// input (a: which argument), then the list's operations in its order: operands in a,
+// b, c (earlier values), the constant of `constant` and `pow` in ElemInst::value.
 enum class ElemOp : uint8_t {
-  input,     // a: which argument
-  constant,  // value
-  add, sub, mul, div, max, min,  // a, b. max/min: IEEE maximum/minimum (NaN if either is; -0 < +0)
-  lt, le, gt, ge, eq, ne,        // a, b: 1 if the comparison holds, else 0
-  select,                        // a != 0 ? b : c
-  neg, abs, exp, log, log1p, expm1, sin, cos, tanh, sqrt, erf, lgamma,  // a
-  pow,                           // a ^ value (a constant exponent)
+  input,
+#define REEL_ELEM_OP(name, operands, eval, lowering, symbol) name,
+#include "reel/element_ops.def"
 };
+inline constexpr int kElemOpCount = 1 + kElementOps;
 
 const char* elem_op_name(ElemOp op);
+// What the operation takes (input: no values, no constant).
+ElemOperands elem_op_operands(ElemOp op);
 
 struct ElemInst {
   ElemOp op;
@@ -54,33 +62,9 @@ class ElementRecorder {
  public:
   using Value = int32_t;
   Value input(int i) { return push({ElemOp::input, i}); }
-  Value constant(double v) { return push({.op = ElemOp::constant, .value = v}); }
-  Value add(Value a, Value b) { return push({ElemOp::add, a, b}); }
-  Value sub(Value a, Value b) { return push({ElemOp::sub, a, b}); }
-  Value mul(Value a, Value b) { return push({ElemOp::mul, a, b}); }
-  Value div(Value a, Value b) { return push({ElemOp::div, a, b}); }
-  Value max(Value a, Value b) { return push({ElemOp::max, a, b}); }
-  Value min(Value a, Value b) { return push({ElemOp::min, a, b}); }
-  Value lt(Value a, Value b) { return push({ElemOp::lt, a, b}); }
-  Value le(Value a, Value b) { return push({ElemOp::le, a, b}); }
-  Value gt(Value a, Value b) { return push({ElemOp::gt, a, b}); }
-  Value ge(Value a, Value b) { return push({ElemOp::ge, a, b}); }
-  Value eq(Value a, Value b) { return push({ElemOp::eq, a, b}); }
-  Value ne(Value a, Value b) { return push({ElemOp::ne, a, b}); }
-  Value select(Value c, Value a, Value b) { return push({ElemOp::select, c, a, b}); }
-  Value neg(Value a) { return push({ElemOp::neg, a}); }
-  Value abs(Value a) { return push({ElemOp::abs, a}); }
-  Value exp(Value a) { return push({ElemOp::exp, a}); }
-  Value log(Value a) { return push({ElemOp::log, a}); }
-  Value log1p(Value a) { return push({ElemOp::log1p, a}); }
-  Value expm1(Value a) { return push({ElemOp::expm1, a}); }
-  Value sin(Value a) { return push({ElemOp::sin, a}); }
-  Value cos(Value a) { return push({ElemOp::cos, a}); }
-  Value tanh(Value a) { return push({ElemOp::tanh, a}); }
-  Value sqrt(Value a) { return push({ElemOp::sqrt, a}); }
-  Value erf(Value a) { return push({ElemOp::erf, a}); }
-  Value lgamma(Value a) { return push({ElemOp::lgamma, a}); }
-  Value pow(Value a, double p) { return push({.op = ElemOp::pow, .a = a, .value = p}); }
+#define REEL_ELEM_OP(name, operands, eval, lowering, symbol) \
+  Value name(REEL_ELEM_PARAMS_##operands(Value)) { return push(ElemOp::name, REEL_ELEM_ARGS_##operands); }
+#include "reel/element_ops.def"
 
   ElementProgram finish(Value result) {
     program_.result = result;
@@ -88,6 +72,10 @@ class ElementRecorder {
   }
 
  private:
+  // By the operands' types: values (Value), a constant (double), or a value and a constant.
+  Value push(ElemOp op, Value a, Value b = -1, Value c = -1) { return push({op, a, b, c}); }
+  Value push(ElemOp op, double p) { return push({.op = op, .value = p}); }
+  Value push(ElemOp op, Value a, double p) { return push({.op = op, .a = a, .value = p}); }
   Value push(ElemInst inst) {
     program_.insts.push_back(inst);
     return static_cast<Value>(program_.insts.size() - 1);
@@ -103,5 +91,49 @@ ElementProgram record_element(F f) {
     return e.finish(f(e, e.input(I)...));
   }(std::make_integer_sequence<int, N>{});
 }
+
+// An element machine: a type with every operation of the list, like NumMath<T>,
+// ElementRecorder and the code generator's ElementEmitter (each is checked against it).
+template <class M>
+concept ElementMachine = requires(M m, typename M::Value a, typename M::Value b, typename M::Value c, double p) {
+#define REEL_ELEM_OP(name, operands, eval, lowering, symbol) \
+  { m.name(REEL_ELEM_ARGS_##operands) } -> std::convertible_to<typename M::Value>;
+#include "reel/element_ops.def"
+};
+
+// The interpreter of element programs: runs p on machine m with arguments args (the
+// values of its inputs). With a NumMath it computes the element function's value; the
+// code generator runs its ElementEmitter through it. p must be well formed
+// (check_element_program).
+template <class M>
+typename M::Value eval_element(const ElementProgram& p, M& m, const std::vector<typename M::Value>& args) {
+  std::vector<typename M::Value> v;
+  v.reserve(p.insts.size());
+  for (const ElemInst& in : p.insts) {
+    const std::size_t defined = v.size();
+    auto x = [&](int32_t i) { return v.at(static_cast<std::size_t>(i)); };
+    switch (in.op) {  // no default: a missing operation is a -Wswitch warning
+      case ElemOp::input: v.push_back(args.at(static_cast<std::size_t>(in.a))); break;
+#define REEL_ELEM_OPERANDS_a x(in.a)
+#define REEL_ELEM_OPERANDS_ab x(in.a), x(in.b)
+#define REEL_ELEM_OPERANDS_abc x(in.a), x(in.b), x(in.c)
+#define REEL_ELEM_OPERANDS_p in.value
+#define REEL_ELEM_OPERANDS_ap x(in.a), in.value
+#define REEL_ELEM_OP(name, operands, eval, lowering, symbol) \
+  case ElemOp::name: v.push_back(m.name(REEL_ELEM_OPERANDS_##operands)); break;
+#include "reel/element_ops.def"
+#undef REEL_ELEM_OPERANDS_a
+#undef REEL_ELEM_OPERANDS_ab
+#undef REEL_ELEM_OPERANDS_abc
+#undef REEL_ELEM_OPERANDS_p
+#undef REEL_ELEM_OPERANDS_ap
+    }
+    if (v.size() == defined)
+      throw Error(fmt::format("eval_element: expected an element operation, got code {}", static_cast<int>(in.op)));
+  }
+  return v.at(static_cast<std::size_t>(p.result));
+}
+
+static_assert(ElementMachine<ElementRecorder>);
 
 }  // namespace reel
