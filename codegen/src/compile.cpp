@@ -90,14 +90,11 @@ void extern_step(void* const* bases, const int64_t* r) {
   }
   std::vector<Tensor> outs;
   try {
-    if (k == 1) outs.push_back(call.prim->eager(args, call.attrs));
-    else outs = call.prim->eager_results(args, call.attrs);
+    outs = call.prim->eager(args, call.attrs);
   } catch (const GuardFailure& e) {  // name the guard
     throw GuardFailure(fmt::format("compiled {}: {}", call.label, e.what()));
   }
-  if (static_cast<int64_t>(outs.size()) != k)
-    throw Error(fmt::format("{}: the eager function made {} results, the primitive has {}", call.prim->name,
-                            outs.size(), k));
+  check_result_count(*call.prim, "the eager function", outs.size());
   for (int64_t i = 0; i < k; ++i) {
     const Tensor& out = outs[static_cast<std::size_t>(i)];
     const VarType& want = call.outs[static_cast<std::size_t>(i)];
