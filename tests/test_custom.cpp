@@ -300,7 +300,98 @@ TEST_CASE("a primitive with two results: trace, text, gradients, forward mode, p
   Primitive bad;
   bad.name = "two_without_rules";
   bad.results = 2;
-  CHECK_THROWS_WITH_AS(register_primitive(bad), doctest::Contains("infer_results"), Error);
+  CHECK_THROWS_WITH_AS(register_primitive(bad), doctest::Contains("'two_without_rules' has no type rule (infer)"),
+                       Error);
+}
+
+TEST_CASE("one rule form for several results; the older spellings still work; counts are checked") {
+  test::register_test_primitives();
+  const Tensor x = randn({3}, 21);
+  // sincos_old (infer_results, eager_results, tangent_results) behaves as sincos (infer,
+  // eager and tangent giving lists): values, gradients, forward mode, compiled.
+  auto with = [](const char* name) {
+    return [name](const Tensor& a) {
+      const auto sc = reel::apply_results(name, std::vector<Tensor>{a});
+      return sum(sc[0] * sc[1] + sc[1]);
+    };
+  };
+  const Tape t_new = trace(with("sincos"), x), t_old = trace(with("sincos_old"), x);
+  const Primitive& old = primitive("sincos_old");
+  CHECK(old.infer);
+  CHECK(old.eager);
+  CHECK(old.tangent);
+  CHECK_FALSE(old.infer_results);  // moved into the one form at registration
+  const auto g_new = test::run_checked(grad_tape(t_new), {x}), g_old = test::run_checked(grad_tape(t_old), {x});
+  test::check_close(g_old[0], g_new[0], 0, 0, "sincos_old value");
+  test::check_close(g_old[1], g_new[1], 0, 0, "sincos_old gradient");
+  const auto fd = test::finite_diff([&](const std::vector<Tensor>& a) { return with("sincos")(a[0]); }, {x});
+  test::check_close(g_new[1], fd[0], 1e-6, 1e-8, "sincos gradient vs finite differences");
+  test::check_close(jvp(with("sincos_old"), {x}, {ones({3})}).tangent, reel::sum(g_new[1]), 1e-12, 1e-12,
+                    "sincos_old jvp");
+  test::run_checked(jvp_tape(t_old), {x, ones({3})});
+
+  // A one-result primitive's rules may return one value or a list of one.
+  Primitive listed;
+  listed.name = "listed_double";
+  listed.infer = [](std::span<const VarType> in, const Attrs&) { return std::vector<VarType>{in[0]}; };
+  listed.eager = [](std::span<const Tensor> in, const Attrs&) { return std::vector<Tensor>{in[0] * 2.0}; };
+  listed.adjoint = [](TapeBuilder& b, const AdjointArgs& a) { return std::vector<Var>{b.mul(a.dout, 2.0)}; };
+  listed.tangent = [](TapeBuilder& b, const TangentArgs& a) { return std::vector<Var>{b.mul(a.tangents[0], 2.0)}; };
+  register_primitive(listed);
+  auto twice = [](const Tensor& a) { return sum(reel::apply("listed_double", std::vector<Tensor>{a}) * a); };
+  const auto g = test::run_checked(grad_tape(trace(twice, x)), {x});
+  test::check_close(g[1], x * 4.0, 1e-15, 0, "d/dx 2x^2");
+  test::check_close(jvp(twice, {x}, {ones({3})}).tangent, reel::sum(x * 4.0), 1e-12, 1e-12, "jvp of 2x^2");
+
+  // A rule giving a count other than `results`: an error naming the rule, the
+  // primitive, what it gave and what was expected, wherever the rule runs.
+  Primitive counts;
+  counts.name = "wrong_counts";
+  counts.results = 2;
+  counts.structure = Structure::opaque;
+  counts.infer = [](std::span<const VarType> in, const Attrs& a) {
+    if (a.has("short")) return std::vector<VarType>{in[0]};
+    return std::vector<VarType>{in[0], in[0]};
+  };
+  counts.attrs = {{"short", AttrKind::boolean, true}};
+  counts.eager = [](std::span<const Tensor> in, const Attrs&) { return std::vector<Tensor>{in[0], in[0], in[0]}; };
+  counts.tangent = [](TapeBuilder&, const TangentArgs& a) { return std::vector<Var>{a.tangents[0]}; };
+  const Primitive& wrong = register_primitive(counts);
+  CHECK_THROWS_WITH_AS(reel::apply_results(wrong, std::vector<Tensor>{x}, {{"short", true}}),
+                       doctest::Contains("the type rule (infer) of 'wrong_counts' gave 1 value, expected 2 (one per "
+                                         "result)"),
+                       Error);
+  CHECK_THROWS_WITH_AS(reel::apply_results(wrong, std::vector<Tensor>{x}),
+                       doctest::Contains("the eager function of 'wrong_counts' gave 3 values, expected 2"), Error);
+  TapeBuilder b;
+  const Var in = b.input({DType::f64, {3}});
+  const std::vector<Var> outs = b.call_results(wrong, {in}, {});
+  b.set_outputs({outs[0], outs[1]});
+  const Tape t = b.finish();
+  CHECK_THROWS_WITH_AS(jvp_tape(t), doctest::Contains("jvp: the tangent rule of 'wrong_counts' gave 1 value, expected 2"),
+                       Error);
+  CHECK_THROWS_WITH_AS(compile(t)(std::vector<Tensor>{x}),
+                       doctest::Contains("the eager function of 'wrong_counts' gave 3 values, expected 2"), Error);
+}
+
+TEST_CASE("every built-in primitive passes register_primitive's checks") {
+  int builtins = 0;
+  for (const Primitive* p : all_primitives()) {
+    if (!is_builtin(*p)) continue;
+    ++builtins;
+    CAPTURE(p->name);
+    CHECK_NOTHROW(check_primitive(*p, true));
+    // Only the built-in structures need the built-in flag: the others pass as a user's.
+    if (p->structure == Structure::elementwise || p->structure == Structure::opaque)
+      CHECK_NOTHROW(check_primitive(*p));
+    else
+      CHECK_THROWS_WITH_AS(check_primitive(*p), doctest::Contains("only the elementwise"), Error);
+  }
+  CHECK(builtins >= 66);  // as many as the builders list
+  CHECK(is_builtin(primitive("exp")));
+  CHECK(is_builtin(primitive("sum_to")));
+  test::register_test_primitives();
+  CHECK_FALSE(is_builtin(primitive("sincos")));
 }
 
 TEST_CASE("a tape as an attribute: printed, parsed, differentiated through its primitive's rules") {
@@ -384,18 +475,20 @@ TEST_CASE("review fixes: nested tape attributes are capped, element programs and
   const Primitive& registered = register_primitive(bad);
   CHECK_THROWS_WITH_AS(compile(test::tape_calling(registered)),
                        doctest::Contains("bad_element: malformed element program at x1 (add): operand 2"), Error);
-  // Rules for one result on a primitive with two, and the other way round.
+  // A rule given both in its one form and in its older spelling.
   Primitive two;
-  two.name = "two_with_single_rules";
+  two.name = "two_with_both_spellings";
   two.results = 2;
   two.infer_results = [](std::span<const VarType> in, const Attrs&) { return std::vector<VarType>{in[0], in[0]}; };
   two.eager_results = [](std::span<const Tensor> in, const Attrs&) { return std::vector<Tensor>{in[0], in[0]}; };
-  two.tangent = [](TapeBuilder&, const TangentArgs&) { return kNoVar; };
-  CHECK_THROWS_WITH_AS(register_primitive(two), doctest::Contains("gives tangent; use tangent_results"), Error);
+  two.tangent = [](TapeBuilder&, const TangentArgs&) { return std::vector<Var>{kNoVar, kNoVar}; };
+  two.tangent_results = [](TapeBuilder&, const TangentArgs&) { return std::vector<Var>{}; };
+  CHECK_THROWS_WITH_AS(register_primitive(two),
+                       doctest::Contains("'two_with_both_spellings' gives both tangent and tangent_results"), Error);
   Primitive one;
-  one.name = "one_with_multi_rules";
+  one.name = "one_with_both_spellings";
   one.infer = bad.infer;
   one.eager = bad.eager;
   one.eager_results = two.eager_results;
-  CHECK_THROWS_WITH_AS(register_primitive(one), doctest::Contains("gives eager_results; use eager"), Error);
+  CHECK_THROWS_WITH_AS(register_primitive(one), doctest::Contains("gives both eager and eager_results"), Error);
 }

@@ -78,30 +78,43 @@ void define_conv1d() {
 }
 
 
-// sincos(x) = (sin x, cos x): one call, two results.
+// sincos(x) = (sin x, cos x): one call, two results, each rule giving one value per
+// result. sincos_old is the same primitive in the older spelling of the rules
+// (infer_results, eager_results, tangent_results), still accepted.
+Primitive sincos_definition(const char* name) {
+  return {
+      .name = name,
+      .results = 2,
+      .infer = [](std::span<const VarType> in, const Attrs&) { return std::vector<VarType>{in[0], in[0]}; },
+      .eager = [](std::span<const Tensor> in, const Attrs&) {
+        return std::vector<Tensor>{kernels::map_unary(in[0], [](const auto& e, auto x) { return e.sin(x); }),
+                                   kernels::map_unary(in[0], [](const auto& e, auto x) { return e.cos(x); })};
+      },
+      // x's adjoint: ds * cos x - dc * sin x, either term absent when its result is unused.
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        const Var s = a.outs[0], c = a.outs[1], ds = a.douts[0], dc = a.douts[1];
+        const Var from_s = ds == kNoVar ? kNoVar : b.mul(ds, c);
+        const Var from_c = dc == kNoVar ? kNoVar : b.mul(dc, s);
+        return std::vector<Var>{from_c == kNoVar ? from_s : from_s == kNoVar ? b.neg(from_c) : b.sub(from_s, from_c)};
+      },
+      .tangent = [](TapeBuilder& b, const TangentArgs& a) {
+        const Var t = a.tangents[0];
+        return std::vector<Var>{b.mul(t, a.outs[1]), b.neg(b.mul(t, a.outs[0]))};
+      },
+      .structure = Structure::opaque,
+  };
+}
+
 void define_sincos() {
-  Primitive p;
-  p.name = "sincos";
-  p.arity = 1;
-  p.results = 2;
-  p.structure = Structure::opaque;
-  p.infer_results = [](std::span<const VarType> in, const Attrs&) { return std::vector<VarType>{in[0], in[0]}; };
-  p.eager_results = [](std::span<const Tensor> in, const Attrs&) {
-    return std::vector<Tensor>{kernels::map_unary(in[0], [](const auto& e, auto x) { return e.sin(x); }),
-                               kernels::map_unary(in[0], [](const auto& e, auto x) { return e.cos(x); })};
-  };
-  // x's adjoint: ds * cos x - dc * sin x, either term absent when its result is unused.
-  p.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    const Var s = a.outs[0], c = a.outs[1], ds = a.douts[0], dc = a.douts[1];
-    const Var from_s = ds == kNoVar ? kNoVar : b.mul(ds, c);
-    const Var from_c = dc == kNoVar ? kNoVar : b.mul(dc, s);
-    return std::vector<Var>{from_c == kNoVar ? from_s : from_s == kNoVar ? b.neg(from_c) : b.sub(from_s, from_c)};
-  };
-  p.tangent_results = [](TapeBuilder& b, const TangentArgs& a) {
-    const Var t = a.tangents[0];
-    return std::vector<Var>{b.mul(t, a.outs[1]), b.neg(b.mul(t, a.outs[0]))};
-  };
-  register_primitive(std::move(p));
+  register_primitive(sincos_definition("sincos"));
+  Primitive old = sincos_definition("sincos_old");
+  old.infer_results = [infer = old.infer](std::span<const VarType> in, const Attrs& a) { return infer(in, a); };
+  old.eager_results = [eager = old.eager](std::span<const Tensor> in, const Attrs& a) { return eager(in, a); };
+  old.tangent_results = [tangent = old.tangent](TapeBuilder& b, const TangentArgs& a) { return tangent(b, a); };
+  old.infer = nullptr;
+  old.eager = nullptr;
+  old.tangent = nullptr;
+  register_primitive(std::move(old));
 }
 
 // call_body(x, body={tape}): the tape attribute `body`, a function of one tensor to

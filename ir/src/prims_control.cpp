@@ -8,60 +8,66 @@
 
 namespace reel::prims {
 
-void add_control(std::vector<Primitive>& t) {
-  Primitive guard;
-  guard.name = "guard";
-  guard.arity = 1;
-  guard.attrs = {{"expected", AttrKind::boolean}};
-  guard.any_dtype = true;
-  guard.effect = true;
-  guard.structure = Structure::check;
-  guard.infer = [](std::span<const VarType> in, const Attrs&) {
-    if (numel(in[0].shape) != 1)
-      throw Error(fmt::format("guard: expected a condition with one element, got {}", type_str(in[0])));
-    return in[0];
-  };
-  guard.eager = [](std::span<const Tensor> in, const Attrs& a) {
-    const double v = in[0].item();
-    const bool truth = v != 0.0, expected = a.boolean("expected");
-    if (truth != expected)
-      throw GuardFailure(fmt::format("guard: the tape was traced with this condition {}, here it is {} (value {}); "
-                                     "trace the other path (reel::jit and reel::simplegrad(f) do)",
-                                     expected ? "true" : "false", truth ? "true" : "false", v));
-    return in[0];
-  };
-  guard.adjoint = [](TapeBuilder&, const AdjointArgs&) { return std::vector<Var>{kNoVar}; };
-  guard.tangent = [](TapeBuilder&, const TangentArgs&) { return kNoVar; };
-  t.push_back(std::move(guard));
+namespace {
 
-  // guard_value(x, values): x's values read while tracing for a cache (item(),
-  // values()); running the tape where they differ throws reel::GuardFailure.
-  Primitive value;
-  value.name = "guard_value";
-  value.arity = 1;
-  value.attrs = {{"values", AttrKind::reals}};
-  value.any_dtype = true;
-  value.effect = true;
-  value.structure = Structure::opaque;
-  value.infer = [](std::span<const VarType> in, const Attrs& a) {
-    if (static_cast<int64_t>(a.reals("values").size()) != numel(in[0].shape))
-      throw Error(fmt::format("guard_value: expected {} values for {}, got {}", numel(in[0].shape), type_str(in[0]),
-                              a.reals("values").size()));
-    return in[0];
+Primitive guard_p() {
+  return {
+      .name = "guard",
+      .attrs = {{"expected", AttrKind::boolean}},
+      .infer = [](std::span<const VarType> in, const Attrs&) {
+        if (numel(in[0].shape) != 1)
+          throw Error(fmt::format("guard: expected a condition with one element, got {}", type_str(in[0])));
+        return in[0];
+      },
+      .eager = [](std::span<const Tensor> in, const Attrs& a) {
+        const double v = in[0].item();
+        const bool truth = v != 0.0, expected = a.boolean("expected");
+        if (truth != expected)
+          throw GuardFailure(fmt::format("guard: the tape was traced with this condition {}, here it is {} (value {}); "
+                                         "trace the other path (reel::jit and reel::simplegrad(f) do)",
+                                         expected ? "true" : "false", truth ? "true" : "false", v));
+        return in[0];
+      },
+      .adjoint = no_adjoint(),
+      .tangent = no_tangent,
+      .structure = Structure::check,
+      .any_dtype = true,
+      .effect = true,
   };
-  value.eager = [](std::span<const Tensor> in, const Attrs& a) {
-    const std::vector<double> want = a.reals("values"), got = in[0].values();
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      const bool same = want[i] == got[i] || (want[i] != want[i] && got[i] != got[i]);  // NaN matches NaN
-      if (!same)
-        throw GuardFailure(fmt::format("guard_value: the tape was traced with element {} = {} (read with item() or "
-                                       "values()), here it is {}", i, want[i], got[i]));
-    }
-    return in[0];
-  };
-  value.adjoint = [](TapeBuilder&, const AdjointArgs&) { return std::vector<Var>{kNoVar}; };
-  value.tangent = [](TapeBuilder&, const TangentArgs&) { return kNoVar; };
-  t.push_back(std::move(value));
 }
+
+// guard_value(x, values): x's values read while tracing for a cache (item(),
+// values()); running the tape where they differ throws reel::GuardFailure.
+Primitive guard_value_p() {
+  return {
+      .name = "guard_value",
+      .attrs = {{"values", AttrKind::reals}},
+      .infer = [](std::span<const VarType> in, const Attrs& a) {
+        if (static_cast<int64_t>(a.reals("values").size()) != numel(in[0].shape))
+          throw Error(fmt::format("guard_value: expected {} values for {}, got {}", numel(in[0].shape),
+                                  type_str(in[0]), a.reals("values").size()));
+        return in[0];
+      },
+      .eager = [](std::span<const Tensor> in, const Attrs& a) {
+        const std::vector<double> want = a.reals("values"), got = in[0].values();
+        for (std::size_t i = 0; i < want.size(); ++i) {
+          const bool same = want[i] == got[i] || (want[i] != want[i] && got[i] != got[i]);  // NaN matches NaN
+          if (!same)
+            throw GuardFailure(fmt::format("guard_value: the tape was traced with element {} = {} (read with item() "
+                                           "or values()), here it is {}", i, want[i], got[i]));
+        }
+        return in[0];
+      },
+      .adjoint = no_adjoint(),
+      .tangent = no_tangent,
+      .structure = Structure::opaque,
+      .any_dtype = true,
+      .effect = true,
+  };
+}
+
+}  // namespace
+
+void add_control(std::vector<Primitive>& t) { t.insert(t.end(), {guard_p(), guard_value_p()}); }
 
 }  // namespace reel::prims

@@ -34,8 +34,6 @@ int64_t checked_axis(const char* op, int64_t axis, std::size_t rank, const VarTy
   return a;
 }
 
-Var zeros_of(TapeBuilder& b, const VarType& t) { return b.broadcast_to(b.scalar(0.0, t.dtype), t.shape); }
-
 // slice / unslice geometry: along `axis`, elements start, start + step, ... (count m).
 struct Strided {
   int64_t axis, start, step, count;
@@ -153,296 +151,324 @@ Tensor updated_copy(const Tensor& target, const Tensor& values, const Indexed& g
   return out;
 }
 
+// slice(x, axis, start, stop, step): x's elements start, start + step, ... < stop
+// along axis (0 <= start <= stop <= n; reel::slice normalizes Python-style bounds).
+Primitive slice_p() {
+  return {
+      .name = "slice",
+      .attrs = {{"axis", AttrKind::axis}, {"start", AttrKind::integer}, {"stop", AttrKind::integer},
+                {"step", AttrKind::integer, true}},
+      .infer = [](std::span<const VarType> in, const Attrs& a) {
+        const Strided g = slice_geometry(in[0], a);
+        Shape s = in[0].shape;
+        s[static_cast<std::size_t>(g.axis)] = g.count;
+        return VarType{in[0].dtype, s};
+      },
+      .eager = [](std::span<const Tensor> in, const Attrs& a) {
+        return strided_copy(in[0], in[0].shape(), slice_geometry({in[0].dtype(), in[0].shape()}, a), true);
+      },
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        const VarType x = b.type(a.args[0]);
+        const Strided g = slice_geometry(x, a.attrs);
+        return std::vector<Var>{b.call("unslice", {a.dout}, {{"axis", g.axis}, {"start", g.start}, {"step", g.step},
+                                                             {"size", x.shape[static_cast<std::size_t>(g.axis)]}})};
+      },
+      .linear = true,
+      .structure = Structure::opaque,
+      .any_dtype = true,
+  };
+}
+
+// unslice(y, axis, start, step, size): zeros of y's shape with `size` along axis,
+// holding y at start, start + step, ...: slice's transpose (its adjoint).
+Strided unslice_geometry(const VarType& y, const Attrs& a) {
+  const Strided g{checked_axis("unslice", a.integer("axis"), y.shape.size(), y), a.integer("start"),
+                  a.integer("step"), 0};
+  const int64_t m = y.shape[static_cast<std::size_t>(g.axis)], size = a.integer("size");
+  if (g.step < 1) throw Error(fmt::format("unslice: expected a step >= 1, got {}", g.step));
+  // start + (m - 1) step < size, written so that it cannot overflow (or divide by 0).
+  const bool fits = m == 0 ? g.start <= size : g.start < size && (m - 1) <= (size - 1 - g.start) / g.step;
+  if (g.start < 0 || size < 0 || !fits)
+    throw Error(fmt::format("unslice: {} elements from {} by {} do not fit in {} along axis {} of {}", m, g.start,
+                            g.step, size, g.axis, type_str(y)));
+  return Strided{g.axis, g.start, g.step, m};
+}
+
+Primitive unslice_p() {
+  return {
+      .name = "unslice",
+      .attrs = {{"axis", AttrKind::axis}, {"start", AttrKind::integer}, {"step", AttrKind::integer},
+                {"size", AttrKind::integer}},
+      .infer = [](std::span<const VarType> in, const Attrs& a) {
+        const Strided g = unslice_geometry(in[0], a);
+        Shape s = in[0].shape;
+        s[static_cast<std::size_t>(g.axis)] = a.integer("size");
+        return VarType{in[0].dtype, s};
+      },
+      .eager = [](std::span<const Tensor> in, const Attrs& a) {
+        const Strided g = unslice_geometry({in[0].dtype(), in[0].shape()}, a);
+        Shape full = in[0].shape();
+        full[static_cast<std::size_t>(g.axis)] = a.integer("size");
+        return strided_copy(in[0], full, g, false);
+      },
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        const Strided g = unslice_geometry(b.type(a.args[0]), a.attrs);
+        if (g.count == 0) return std::vector<Var>{zeros_of(b, b.type(a.args[0]))};
+        return std::vector<Var>{b.call("slice", {a.dout}, slice_attrs(g))};
+      },
+      .linear = true,
+      .structure = Structure::opaque,
+      .any_dtype = true,
+  };
+}
+
+// permute(x, perm): result axis i is x's axis perm[i].
+VarType permute_type(std::span<const VarType> in, const Attrs& a) {
+  const Shape& perm = a.ints("perm");
+  std::vector<bool> seen(in[0].shape.size(), false);
+  bool ok = perm.size() == in[0].shape.size();
+  if (!ok && in[0].shape.empty())
+    throw Error(fmt::format("permute: expected an empty permutation for {}, got {}", type_str(in[0]), shape_str(perm)));
+  for (int64_t p : perm) {
+    ok = ok && p >= 0 && p < static_cast<int64_t>(seen.size()) && !seen[static_cast<std::size_t>(p)];
+    if (ok) seen[static_cast<std::size_t>(p)] = true;
+  }
+  if (!ok)
+    throw Error(fmt::format("permute: expected a permutation of 0..{} for {}, got {}", in[0].shape.size() - 1,
+                            type_str(in[0]), shape_str(perm)));
+  Shape s;
+  for (int64_t p : perm) s.push_back(in[0].shape[static_cast<std::size_t>(p)]);
+  return VarType{in[0].dtype, s};
+}
+
+Tensor permute_eager(std::span<const Tensor> in, const Attrs& a) {
+  const Shape& perm = a.ints("perm");
+  const Shape& xs = in[0].shape();
+  Shape os;
+  for (int64_t p : perm) os.push_back(xs[static_cast<std::size_t>(p)]);
+  Tensor out(in[0].dtype(), os);
+  const std::size_t rank = xs.size();
+  std::vector<int64_t> xstride(rank, 1), stride(rank);  // x's stride for each result axis
+  for (std::size_t d = rank; d-- > 1;) xstride[d - 1] = xstride[d] * xs[d];
+  for (std::size_t d = 0; d < rank; ++d) stride[d] = xstride[static_cast<std::size_t>(perm[d])];
+  by_dtype(in[0].dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* src = in[0].data<T>();
+    T* o = out.mutable_data<T>();
+    std::vector<int64_t> idx(rank, 0);
+    int64_t from = 0;
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      o[i] = src[from];
+      for (std::size_t d = rank; d-- > 0;) {
+        if (++idx[d] < os[d]) {
+          from += stride[d];
+          break;
+        }
+        from -= stride[d] * (os[d] - 1);
+        idx[d] = 0;
+      }
+    }
+  });
+  return out;
+}
+
+Primitive permute_p() {
+  return {
+      .name = "permute",
+      .attrs = {{"perm", AttrKind::ints}},
+      .infer = permute_type,
+      .eager = permute_eager,
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        const Shape& perm = a.attrs.ints("perm");
+        Shape inverse(perm.size());
+        for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<int64_t>(i);
+        return std::vector<Var>{b.call("permute", {a.dout}, {{"perm", inverse}})};
+      },
+      .linear = true,
+      .structure = Structure::opaque,
+      .any_dtype = true,
+  };
+}
+
+// concat(x1, ..., xk, axis): joined along axis; the others' dimensions agree.
+VarType concat_type(std::span<const VarType> in, const Attrs& a) {
+  const int64_t axis = checked_axis("concat", a.integer("axis"), in[0].shape.size(), in[0]);
+  Shape s = in[0].shape;
+  for (std::size_t i = 1; i < in.size(); ++i) {
+    Shape other = in[i].shape;
+    bool ok = in[i].dtype == in[0].dtype && other.size() == s.size();
+    if (ok) {
+      other[static_cast<std::size_t>(axis)] = s[static_cast<std::size_t>(axis)];
+      ok = other == s;
+    }
+    if (!ok)
+      throw Error(fmt::format("concat: argument {} is {}, which does not join {} along axis {}", i + 1,
+                              type_str(in[i]), type_str(in[0]), axis));
+    s[static_cast<std::size_t>(axis)] += in[i].shape[static_cast<std::size_t>(axis)];
+  }
+  return VarType{in[0].dtype, s};
+}
+
+Tensor concat_eager(std::span<const Tensor> in, const Attrs& a) {
+  const VarType first{in[0].dtype(), in[0].shape()};
+  const auto axis = static_cast<std::size_t>(checked_axis("concat", a.integer("axis"), in[0].shape().size(), first));
+  Shape s = in[0].shape();
+  s[axis] = 0;
+  for (const Tensor& x : in) s[axis] += x.shape()[axis];
+  Tensor out(in[0].dtype(), s);
+  const int64_t outer = product(s, 0, axis), inner = product(s, axis + 1, s.size());
+  const std::size_t elem = dtype_size(in[0].dtype());
+  int64_t offset = 0;
+  for (const Tensor& x : in) {
+    const int64_t n = x.shape()[axis];
+    for (int64_t i = 0; i < outer && n * inner > 0; ++i)
+      std::memcpy(static_cast<char*>(out.mutable_raw()) + static_cast<std::size_t>((i * s[axis] + offset) * inner) * elem,
+                  static_cast<const char*>(x.raw()) + static_cast<std::size_t>(i * n * inner) * elem,
+                  static_cast<std::size_t>(n * inner) * elem);
+    offset += n;
+  }
+  return out;
+}
+
+std::vector<Var> concat_adjoint(TapeBuilder& b, const AdjointArgs& a) {
+  const auto axis = static_cast<std::size_t>(
+      checked_axis("concat", a.attrs.integer("axis"), b.type(a.args[0]).shape.size(), b.type(a.args[0])));
+  std::vector<Var> d;
+  int64_t offset = 0;
+  for (std::size_t i = 0; i < a.args.size(); ++i) {
+    const int64_t n = b.type(a.args[i]).shape[axis];
+    d.push_back(a.needs[i] ? b.call("slice", {a.dout}, {{"axis", static_cast<int64_t>(axis)}, {"start", offset},
+                                                      {"stop", offset + n}, {"step", int64_t{1}}})
+                           : kNoVar);
+    offset += n;
+  }
+  return d;
+}
+
+Primitive concat_p() {
+  return {
+      .name = "concat",
+      .arity = kVariadic,
+      .attrs = {{"axis", AttrKind::axis}},
+      .infer = concat_type,
+      .eager = concat_eager,
+      .adjoint = concat_adjoint,
+      .tangent = [](TapeBuilder& b, const TangentArgs& a) {
+        std::vector<Var> parts;
+        for (std::size_t i = 0; i < a.args.size(); ++i)
+          parts.push_back(a.tangents[i] != kNoVar ? a.tangents[i] : zeros_of(b, b.type(a.args[i])));
+        return b.call("concat", parts, a.attrs);
+      },
+      .structure = Structure::opaque,
+      .any_dtype = true,
+  };
+}
+
+// gather(x, indices, axis): x[..., indices, ...] along axis, with i64 indices of any
+// shape (NumPy's take): result shape x[:axis] + indices.shape + x[axis+1:]. Its
+// gradient is a scatter-add (duplicate indices accumulate).
+Tensor gather_eager(std::span<const Tensor> in, const Attrs& a) {
+  const Indexed g = indexed("gather", {in[0].dtype(), in[0].shape()}, {DType::i64, in[1].shape()}, a);
+  const int64_t* idx = checked_indices("gather", in[1], g);
+  Tensor out(in[0].dtype(), g.shape);
+  by_dtype(in[0].dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* x = in[0].data<T>();
+    T* o = out.mutable_data<T>();
+    for_each_indexed(g, idx, [&](int64_t xi, int64_t oi) { o[oi] = x[xi]; });
+  });
+  return out;
+}
+
+Primitive gather_p() {
+  return {
+      .name = "gather",
+      .arity = 2,
+      .attrs = {{"axis", AttrKind::axis, true}},
+      .infer = [](std::span<const VarType> in, const Attrs& a) {
+        return VarType{in[0].dtype, indexed("gather", in[0], in[1], a).shape};
+      },
+      .eager = gather_eager,
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        const VarType x = b.type(a.args[0]);
+        return std::vector<Var>{b.call("scatter_add", {zeros_of(b, x), a.args[1], a.dout}, a.attrs), kNoVar};
+      },
+      .tangent = [](TapeBuilder& b, const TangentArgs& a) {
+        return b.call("gather", {a.tangents[0], a.args[1]}, a.attrs);
+      },
+      .structure = Structure::gather,
+      .any_dtype = true,
+      .index_args = {1},
+  };
+}
+
+// scatter_add(target, indices, values, axis): target with values added at the
+// indexed positions (duplicates accumulate).
+Primitive scatter_add_p() {
+  return {
+      .name = "scatter_add",
+      .arity = 3,
+      .attrs = {{"axis", AttrKind::axis, true}},
+      .infer = [](std::span<const VarType> in, const Attrs& a) {
+        expect_values("scatter_add", in[0], in[2], indexed("scatter_add", in[0], in[1], a));
+        return in[0];
+      },
+      .eager = [](std::span<const Tensor> in, const Attrs& a) {
+        const Indexed g = indexed("scatter_add", {in[0].dtype(), in[0].shape()}, {DType::i64, in[1].shape()}, a);
+        const int64_t* idx = checked_indices("scatter_add", in[1], g);
+        return updated_copy(in[0], in[2], g, idx, [](auto& o, auto v) { o += v; });
+      },
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        return std::vector<Var>{a.needs[0] ? a.dout : kNoVar, kNoVar,
+                                a.needs[2] ? b.call("gather", {a.dout, a.args[1]}, a.attrs) : kNoVar};
+      },
+      .tangent = indexed_tangent("scatter_add"),
+      .structure = Structure::scatter,
+      .index_args = {1},
+  };
+}
+
+// index_update(x, indices, values, axis): a functional setindex!: x with the indexed
+// positions replaced by values (indices must be distinct). The gradient flows to x
+// outside those positions and to values.
+Tensor index_update_eager(std::span<const Tensor> in, const Attrs& a) {
+  const Indexed g = indexed("index_update", {in[0].dtype(), in[0].shape()}, {DType::i64, in[1].shape()}, a);
+  const int64_t* idx = checked_indices("index_update", in[1], g);
+  std::vector<bool> seen(static_cast<std::size_t>(g.n), false);
+  for (int64_t j = 0; j < g.count; ++j) {
+    if (seen[static_cast<std::size_t>(idx[j])])
+      throw Error(fmt::format("index_update: index {} appears twice; expected distinct indices", idx[j]));
+    seen[static_cast<std::size_t>(idx[j])] = true;
+  }
+  return updated_copy(in[0], in[2], g, idx, [](auto& o, auto v) { o = v; });
+}
+
+Primitive index_update_p() {
+  return {
+      .name = "index_update",
+      .arity = 3,
+      .attrs = {{"axis", AttrKind::axis, true}},
+      .infer = [](std::span<const VarType> in, const Attrs& a) {
+        expect_values("index_update", in[0], in[2], indexed("index_update", in[0], in[1], a));
+        return in[0];
+      },
+      .eager = index_update_eager,
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        return std::vector<Var>{
+            a.needs[0] ? b.call("index_update", {a.dout, a.args[1], zeros_of(b, b.type(a.args[2]))}, a.attrs) : kNoVar,
+            kNoVar, a.needs[2] ? b.call("gather", {a.dout, a.args[1]}, a.attrs) : kNoVar};
+      },
+      .tangent = indexed_tangent("index_update"),
+      .structure = Structure::opaque,
+      .any_dtype = true,
+      .index_args = {1},
+  };
+}
+
 }  // namespace
 
 void add_indexing(std::vector<Primitive>& t) {
-  // slice(x, axis, start, stop, step): x's elements start, start + step, ... < stop
-  // along axis (0 <= start <= stop <= n; reel::slice normalizes Python-style bounds).
-  Primitive slice;
-  slice.name = "slice";
-  slice.arity = 1;
-  slice.attrs = {{"axis", AttrKind::axis}, {"start", AttrKind::integer}, {"stop", AttrKind::integer},
-                 {"step", AttrKind::integer, true}};
-  slice.any_dtype = true;
-  slice.linear = true;
-  slice.structure = Structure::opaque;
-  slice.infer = [](std::span<const VarType> in, const Attrs& a) {
-    const Strided g = slice_geometry(in[0], a);
-    Shape s = in[0].shape;
-    s[static_cast<std::size_t>(g.axis)] = g.count;
-    return VarType{in[0].dtype, s};
-  };
-  slice.eager = [](std::span<const Tensor> in, const Attrs& a) {
-    return strided_copy(in[0], in[0].shape(), slice_geometry({in[0].dtype(), in[0].shape()}, a), true);
-  };
-  slice.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    const VarType x = b.type(a.args[0]);
-    const Strided g = slice_geometry(x, a.attrs);
-    return std::vector<Var>{b.call("unslice", {a.dout}, {{"axis", g.axis}, {"start", g.start}, {"step", g.step},
-                                                         {"size", x.shape[static_cast<std::size_t>(g.axis)]}})};
-  };
-  t.push_back(std::move(slice));
-
-  // unslice(y, axis, start, step, size): zeros of y's shape with `size` along axis,
-  // holding y at start, start + step, ...: slice's transpose (its adjoint).
-  Primitive unslice;
-  unslice.name = "unslice";
-  unslice.arity = 1;
-  unslice.attrs = {{"axis", AttrKind::axis}, {"start", AttrKind::integer}, {"step", AttrKind::integer},
-                   {"size", AttrKind::integer}};
-  unslice.any_dtype = true;
-  unslice.linear = true;
-  unslice.structure = Structure::opaque;
-  auto unslice_geometry = [](const VarType& y, const Attrs& a) {
-    const Strided g{checked_axis("unslice", a.integer("axis"), y.shape.size(), y), a.integer("start"),
-                    a.integer("step"), 0};
-    const int64_t m = y.shape[static_cast<std::size_t>(g.axis)], size = a.integer("size");
-    if (g.step < 1) throw Error(fmt::format("unslice: expected a step >= 1, got {}", g.step));
-    // start + (m - 1) step < size, written so that it cannot overflow (or divide by 0).
-    const bool fits = m == 0 ? g.start <= size : g.start < size && (m - 1) <= (size - 1 - g.start) / g.step;
-    if (g.start < 0 || size < 0 || !fits)
-      throw Error(fmt::format("unslice: {} elements from {} by {} do not fit in {} along axis {} of {}", m, g.start,
-                              g.step, size, g.axis, type_str(y)));
-    return Strided{g.axis, g.start, g.step, m};
-  };
-  unslice.infer = [unslice_geometry](std::span<const VarType> in, const Attrs& a) {
-    const Strided g = unslice_geometry(in[0], a);
-    Shape s = in[0].shape;
-    s[static_cast<std::size_t>(g.axis)] = a.integer("size");
-    return VarType{in[0].dtype, s};
-  };
-  unslice.eager = [unslice_geometry](std::span<const Tensor> in, const Attrs& a) {
-    const Strided g = unslice_geometry({in[0].dtype(), in[0].shape()}, a);
-    Shape full = in[0].shape();
-    full[static_cast<std::size_t>(g.axis)] = a.integer("size");
-    return strided_copy(in[0], full, g, false);
-  };
-  unslice.adjoint = [unslice_geometry](TapeBuilder& b, const AdjointArgs& a) {
-    const Strided g = unslice_geometry(b.type(a.args[0]), a.attrs);
-    if (g.count == 0) return std::vector<Var>{zeros_of(b, b.type(a.args[0]))};
-    return std::vector<Var>{b.call("slice", {a.dout}, slice_attrs(g))};
-  };
-  t.push_back(std::move(unslice));
-
-  // permute(x, perm): result axis i is x's axis perm[i].
-  Primitive permute;
-  permute.name = "permute";
-  permute.arity = 1;
-  permute.attrs = {{"perm", AttrKind::ints}};
-  permute.any_dtype = true;
-  permute.linear = true;
-  permute.structure = Structure::opaque;
-  permute.infer = [](std::span<const VarType> in, const Attrs& a) {
-    const Shape& perm = a.ints("perm");
-    std::vector<bool> seen(in[0].shape.size(), false);
-    bool ok = perm.size() == in[0].shape.size();
-    if (!ok && in[0].shape.empty())
-      throw Error(fmt::format("permute: expected an empty permutation for {}, got {}", type_str(in[0]), shape_str(perm)));
-    for (int64_t p : perm) {
-      ok = ok && p >= 0 && p < static_cast<int64_t>(seen.size()) && !seen[static_cast<std::size_t>(p)];
-      if (ok) seen[static_cast<std::size_t>(p)] = true;
-    }
-    if (!ok)
-      throw Error(fmt::format("permute: expected a permutation of 0..{} for {}, got {}", in[0].shape.size() - 1,
-                              type_str(in[0]), shape_str(perm)));
-    Shape s;
-    for (int64_t p : perm) s.push_back(in[0].shape[static_cast<std::size_t>(p)]);
-    return VarType{in[0].dtype, s};
-  };
-  permute.eager = [](std::span<const Tensor> in, const Attrs& a) {
-    const Shape& perm = a.ints("perm");
-    const Shape& xs = in[0].shape();
-    Shape os;
-    for (int64_t p : perm) os.push_back(xs[static_cast<std::size_t>(p)]);
-    Tensor out(in[0].dtype(), os);
-    const std::size_t rank = xs.size();
-    std::vector<int64_t> xstride(rank, 1), stride(rank);  // x's stride for each result axis
-    for (std::size_t d = rank; d-- > 1;) xstride[d - 1] = xstride[d] * xs[d];
-    for (std::size_t d = 0; d < rank; ++d) stride[d] = xstride[static_cast<std::size_t>(perm[d])];
-    by_dtype(in[0].dtype(), [&](auto t) {
-      using T = decltype(t);
-      const T* src = in[0].data<T>();
-      T* o = out.mutable_data<T>();
-      std::vector<int64_t> idx(rank, 0);
-      int64_t from = 0;
-      for (int64_t i = 0; i < out.numel(); ++i) {
-        o[i] = src[from];
-        for (std::size_t d = rank; d-- > 0;) {
-          if (++idx[d] < os[d]) {
-            from += stride[d];
-            break;
-          }
-          from -= stride[d] * (os[d] - 1);
-          idx[d] = 0;
-        }
-      }
-    });
-    return out;
-  };
-  permute.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    const Shape& perm = a.attrs.ints("perm");
-    Shape inverse(perm.size());
-    for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<int64_t>(i);
-    return std::vector<Var>{b.call("permute", {a.dout}, {{"perm", inverse}})};
-  };
-  t.push_back(std::move(permute));
-
-  // concat(x1, ..., xk, axis): joined along axis; the others' dimensions agree.
-  Primitive concat;
-  concat.name = "concat";
-  concat.arity = kVariadic;
-  concat.attrs = {{"axis", AttrKind::axis}};
-  concat.any_dtype = true;
-  concat.structure = Structure::opaque;
-  concat.infer = [](std::span<const VarType> in, const Attrs& a) {
-    const int64_t axis = checked_axis("concat", a.integer("axis"), in[0].shape.size(), in[0]);
-    Shape s = in[0].shape;
-    for (std::size_t i = 1; i < in.size(); ++i) {
-      Shape other = in[i].shape;
-      bool ok = in[i].dtype == in[0].dtype && other.size() == s.size();
-      if (ok) {
-        other[static_cast<std::size_t>(axis)] = s[static_cast<std::size_t>(axis)];
-        ok = other == s;
-      }
-      if (!ok)
-        throw Error(fmt::format("concat: argument {} is {}, which does not join {} along axis {}", i + 1,
-                                type_str(in[i]), type_str(in[0]), axis));
-      s[static_cast<std::size_t>(axis)] += in[i].shape[static_cast<std::size_t>(axis)];
-    }
-    return VarType{in[0].dtype, s};
-  };
-  concat.eager = [](std::span<const Tensor> in, const Attrs& a) {
-    const VarType first{in[0].dtype(), in[0].shape()};
-    const auto axis = static_cast<std::size_t>(checked_axis("concat", a.integer("axis"), in[0].shape().size(), first));
-    Shape s = in[0].shape();
-    s[axis] = 0;
-    for (const Tensor& x : in) s[axis] += x.shape()[axis];
-    Tensor out(in[0].dtype(), s);
-    const int64_t outer = product(s, 0, axis), inner = product(s, axis + 1, s.size());
-    const std::size_t elem = dtype_size(in[0].dtype());
-    int64_t offset = 0;
-    for (const Tensor& x : in) {
-      const int64_t n = x.shape()[axis];
-      for (int64_t i = 0; i < outer && n * inner > 0; ++i)
-        std::memcpy(static_cast<char*>(out.mutable_raw()) + static_cast<std::size_t>((i * s[axis] + offset) * inner) * elem,
-                    static_cast<const char*>(x.raw()) + static_cast<std::size_t>(i * n * inner) * elem,
-                    static_cast<std::size_t>(n * inner) * elem);
-      offset += n;
-    }
-    return out;
-  };
-  concat.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    const auto axis = static_cast<std::size_t>(checked_axis("concat", a.attrs.integer("axis"),
-                                                            b.type(a.args[0]).shape.size(), b.type(a.args[0])));
-    std::vector<Var> d;
-    int64_t offset = 0;
-    for (std::size_t i = 0; i < a.args.size(); ++i) {
-      const int64_t n = b.type(a.args[i]).shape[axis];
-      d.push_back(a.needs[i] ? b.call("slice", {a.dout}, {{"axis", static_cast<int64_t>(axis)}, {"start", offset},
-                                                        {"stop", offset + n}, {"step", int64_t{1}}})
-                             : kNoVar);
-      offset += n;
-    }
-    return d;
-  };
-  concat.tangent = [](TapeBuilder& b, const TangentArgs& a) {
-    std::vector<Var> parts;
-    for (std::size_t i = 0; i < a.args.size(); ++i)
-      parts.push_back(a.tangents[i] != kNoVar ? a.tangents[i] : zeros_of(b, b.type(a.args[i])));
-    return b.call("concat", parts, a.attrs);
-  };
-  t.push_back(std::move(concat));
-
-  // gather(x, indices, axis): x[..., indices, ...] along axis, with i64 indices of any
-  // shape (NumPy's take): result shape x[:axis] + indices.shape + x[axis+1:]. Its
-  // gradient is a scatter-add (duplicate indices accumulate).
-  Primitive gather;
-  gather.name = "gather";
-  gather.arity = 2;
-  gather.attrs = {{"axis", AttrKind::axis, true}};
-  gather.index_args = {1};
-  gather.any_dtype = true;
-  gather.structure = Structure::gather;
-  gather.infer = [](std::span<const VarType> in, const Attrs& a) {
-    return VarType{in[0].dtype, indexed("gather", in[0], in[1], a).shape};
-  };
-  gather.eager = [](std::span<const Tensor> in, const Attrs& a) {
-    const Indexed g = indexed("gather", {in[0].dtype(), in[0].shape()}, {DType::i64, in[1].shape()}, a);
-    const int64_t* idx = checked_indices("gather", in[1], g);
-    Tensor out(in[0].dtype(), g.shape);
-    by_dtype(in[0].dtype(), [&](auto t) {
-      using T = decltype(t);
-      const T* x = in[0].data<T>();
-      T* o = out.mutable_data<T>();
-      for_each_indexed(g, idx, [&](int64_t xi, int64_t oi) { o[oi] = x[xi]; });
-    });
-    return out;
-  };
-  gather.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    const VarType x = b.type(a.args[0]);
-    return std::vector<Var>{b.call("scatter_add", {zeros_of(b, x), a.args[1], a.dout}, a.attrs), kNoVar};
-  };
-  gather.tangent = [](TapeBuilder& b, const TangentArgs& a) {
-    return b.call("gather", {a.tangents[0], a.args[1]}, a.attrs);
-  };
-  t.push_back(std::move(gather));
-
-  // scatter_add(target, indices, values, axis): target with values added at the
-  // indexed positions (duplicates accumulate).
-  Primitive scatter;
-  scatter.name = "scatter_add";
-  scatter.arity = 3;
-  scatter.attrs = {{"axis", AttrKind::axis, true}};
-  scatter.index_args = {1};
-  scatter.structure = Structure::scatter;
-  scatter.infer = [](std::span<const VarType> in, const Attrs& a) {
-    expect_values("scatter_add", in[0], in[2], indexed("scatter_add", in[0], in[1], a));
-    return in[0];
-  };
-  scatter.eager = [](std::span<const Tensor> in, const Attrs& a) {
-    const Indexed g = indexed("scatter_add", {in[0].dtype(), in[0].shape()}, {DType::i64, in[1].shape()}, a);
-    const int64_t* idx = checked_indices("scatter_add", in[1], g);
-    return updated_copy(in[0], in[2], g, idx, [](auto& o, auto v) { o += v; });
-  };
-  scatter.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    return std::vector<Var>{a.needs[0] ? a.dout : kNoVar, kNoVar,
-                            a.needs[2] ? b.call("gather", {a.dout, a.args[1]}, a.attrs) : kNoVar};
-  };
-  scatter.tangent = indexed_tangent("scatter_add");
-  t.push_back(std::move(scatter));
-
-  // index_update(x, indices, values, axis): a functional setindex!: x with the indexed
-  // positions replaced by values (indices must be distinct). The gradient flows to x
-  // outside those positions and to values.
-  Primitive update;
-  update.name = "index_update";
-  update.arity = 3;
-  update.attrs = {{"axis", AttrKind::axis, true}};
-  update.index_args = {1};
-  update.any_dtype = true;
-  update.structure = Structure::opaque;
-  update.infer = [](std::span<const VarType> in, const Attrs& a) {
-    expect_values("index_update", in[0], in[2], indexed("index_update", in[0], in[1], a));
-    return in[0];
-  };
-  update.eager = [](std::span<const Tensor> in, const Attrs& a) {
-    const Indexed g = indexed("index_update", {in[0].dtype(), in[0].shape()}, {DType::i64, in[1].shape()}, a);
-    const int64_t* idx = checked_indices("index_update", in[1], g);
-    std::vector<bool> seen(static_cast<std::size_t>(g.n), false);
-    for (int64_t j = 0; j < g.count; ++j) {
-      if (seen[static_cast<std::size_t>(idx[j])])
-        throw Error(fmt::format("index_update: index {} appears twice; expected distinct indices", idx[j]));
-      seen[static_cast<std::size_t>(idx[j])] = true;
-    }
-    return updated_copy(in[0], in[2], g, idx, [](auto& o, auto v) { o = v; });
-  };
-  update.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    return std::vector<Var>{
-        a.needs[0] ? b.call("index_update", {a.dout, a.args[1], zeros_of(b, b.type(a.args[2]))}, a.attrs) : kNoVar,
-        kNoVar, a.needs[2] ? b.call("gather", {a.dout, a.args[1]}, a.attrs) : kNoVar};
-  };
-  update.tangent = indexed_tangent("index_update");
-  t.push_back(std::move(update));
+  t.insert(t.end(), {slice_p(), unslice_p(), permute_p(), concat_p(), gather_p(), scatter_add_p(), index_update_p()});
 }
 
 }  // namespace reel::prims

@@ -231,234 +231,258 @@ std::function<Var(TapeBuilder&, const TangentArgs&)> bilinear_tangent(const char
   };
 }
 
+// conv2d(x [N,C,H,W], w [O,C,KH,KW], stride, padding, dilation) -> [N,O,OH,OW].
+Primitive conv2d_p() {
+  return {
+      .name = "conv2d",
+      .arity = 2,
+      .attrs = kConvAttrs,
+      .infer = [](std::span<const VarType> in, const Attrs& a) {
+        expect_weights("conv2d", in[0], in[1]);
+        return conv_type("conv2d", in[0].shape, in[1], a, in[0].dtype);
+      },
+      .eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_forward(in[0], in[1], a); },
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        const Shape x = b.type(a.args[0]).shape, w = b.type(a.args[1]).shape;
+        return std::vector<Var>{
+            a.needs[0] ? b.call("conv2d_data_grad", {a.dout, a.args[1]}, with(a.attrs, "input_hw", Shape{x[2], x[3]}))
+                       : kNoVar,
+            a.needs[1] ? b.call("conv2d_filter_grad", {a.args[0], a.dout}, with(a.attrs, "kernel_hw", Shape{w[2], w[3]}))
+                       : kNoVar};
+      },
+      .tangent = bilinear_tangent("conv2d"),
+      .structure = Structure::opaque,
+  };
+}
+
+// conv2d_data_grad(dy, w, ..., input_hw): the gradient of conv2d with respect to x
+// (bilinear in dy and w; <data_grad(dy, w), z> = <dy, conv2d(z, w)>).
+VarType data_grad_type(std::span<const VarType> in, const Attrs& a) {
+  const Shape& hw = a.ints("input_hw");
+  if (in[0].shape.size() != 4 || hw.size() != 2)
+    throw Error(fmt::format("conv2d_data_grad: expected dy [N,O,OH,OW] and input_hw [H,W], got {} and {}",
+                            type_str(in[0]), shape_str(hw)));
+  if (in[1].shape.size() != 4 || in[1].dtype != in[0].dtype || in[1].shape[0] != in[0].shape[1])
+    throw Error(fmt::format("conv2d_data_grad: expected weights [{},C,KH,KW], got {}", in[0].shape[1], type_str(in[1])));
+  const Shape x{in[0].shape[0], in[1].shape[1], hw[0], hw[1]};
+  const VarType y = conv_type("conv2d_data_grad", x, in[1], a, in[0].dtype);
+  if (y.shape != in[0].shape)
+    throw Error(fmt::format("conv2d_data_grad: dy is {}, but an input {} gives {}", type_str(in[0]), shape_str(x),
+                            shape_str(y.shape)));
+  return VarType{in[0].dtype, x};
+}
+
+Primitive conv2d_data_grad_p() {
+  std::vector<AttrSpec> attrs = kConvAttrs;
+  attrs.push_back({"input_hw", AttrKind::shape});
+  return {
+      .name = "conv2d_data_grad",
+      .arity = 2,
+      .attrs = attrs,
+      .infer = data_grad_type,
+      .eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_data_grad(in[0], in[1], a); },
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        const Shape w = b.type(a.args[1]).shape;
+        const Attrs c = conv_only(a.attrs);
+        return std::vector<Var>{
+            a.needs[0] ? b.call("conv2d", {a.dout, a.args[1]}, c) : kNoVar,
+            a.needs[1] ? b.call("conv2d_filter_grad", {a.dout, a.args[0]}, with(c, "kernel_hw", Shape{w[2], w[3]}))
+                       : kNoVar};
+      },
+      .tangent = bilinear_tangent("conv2d_data_grad"),
+      .structure = Structure::opaque,
+  };
+}
+
+// conv2d_filter_grad(x, dy, ..., kernel_hw): the gradient of conv2d with respect to
+// w (bilinear; <filter_grad(x, dy), v> = <dy, conv2d(x, v)>).
+VarType filter_grad_type(std::span<const VarType> in, const Attrs& a) {
+  const Shape& khw = a.ints("kernel_hw");
+  if (in[0].shape.size() != 4 || in[1].shape.size() != 4 || khw.size() != 2 || in[0].dtype != in[1].dtype)
+    throw Error(fmt::format("conv2d_filter_grad: expected x [N,C,H,W], dy [N,O,OH,OW] of one dtype and kernel_hw "
+                            "[KH,KW], got {}, {} and {}", type_str(in[0]), type_str(in[1]), shape_str(khw)));
+  const VarType w{in[0].dtype, {in[1].shape[1], in[0].shape[1], khw[0], khw[1]}};
+  const VarType y = conv_type("conv2d_filter_grad", in[0].shape, w, a, in[0].dtype);
+  if (y.shape != in[1].shape)
+    throw Error(fmt::format("conv2d_filter_grad: dy is {}, but x {} and kernel {} give {}", type_str(in[1]),
+                            type_str(in[0]), shape_str(khw), shape_str(y.shape)));
+  return w;
+}
+
+Primitive conv2d_filter_grad_p() {
+  std::vector<AttrSpec> attrs = kConvAttrs;
+  attrs.push_back({"kernel_hw", AttrKind::shape});
+  return {
+      .name = "conv2d_filter_grad",
+      .arity = 2,
+      .attrs = attrs,
+      .infer = filter_grad_type,
+      .eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_filter_grad(in[0], in[1], a); },
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        const Shape x = b.type(a.args[0]).shape;
+        const Attrs c = conv_only(a.attrs);
+        return std::vector<Var>{
+            a.needs[0] ? b.call("conv2d_data_grad", {a.args[1], a.dout}, with(c, "input_hw", Shape{x[2], x[3]}))
+                       : kNoVar,
+            a.needs[1] ? b.call("conv2d", {a.args[0], a.dout}, c) : kNoVar};
+      },
+      .tangent = bilinear_tangent("conv2d_filter_grad"),
+      .structure = Structure::opaque,
+  };
+}
+
+// max_pool2d(x, kernel, stride = kernel, padding): the maximum of each window
+// (padding never wins); the gradient goes to the first maximum of each window.
+Tensor max_pool_eager(std::span<const Tensor> in, const Attrs& a) {
+  const Window g = pool_window("max_pool2d", in[0].shape(), a);
+  Tensor y(in[0].dtype(), {g.n, g.c, g.oh, g.ow});
+  by_float(in[0].dtype(), [&](auto t) {
+    using T = decltype(t);
+    const std::vector<int64_t> at = argmax_windows(g, in[0].data<T>());
+    for (std::size_t o = 0; o < at.size(); ++o) y.mutable_data<T>()[o] = in[0].data<T>()[at[o]];
+  });
+  return y;
+}
+
+Primitive max_pool2d_p() {
+  return {
+      .name = "max_pool2d",
+      .attrs = kPoolAttrs,
+      .infer = [](std::span<const VarType> in, const Attrs& a) {
+        const Window g = pool_window("max_pool2d", in[0].shape, a);
+        return VarType{in[0].dtype, {g.n, g.c, g.oh, g.ow}};
+      },
+      .eager = max_pool_eager,
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        return std::vector<Var>{b.call("max_pool2d_grad", {a.args[0], a.dout}, a.attrs)};
+      },
+      .tangent = [](TapeBuilder& b, const TangentArgs& a) {
+        return b.call("max_pool2d_gather", {a.args[0], a.tangents[0]}, a.attrs);
+      },
+      .structure = Structure::opaque,
+  };
+}
+
+// max_pool2d_grad(x, dy): dy added at each window's first maximum of x (linear in dy,
+// no gradient for x); max_pool2d_gather(x, v): v at each window's first maximum of x
+// (its transpose).
+Primitive max_pool_route(bool grad) {
+  const char* name = grad ? "max_pool2d_grad" : "max_pool2d_gather";
+  const char* other = grad ? "max_pool2d_gather" : "max_pool2d_grad";
+  return {
+      .name = name,
+      .arity = 2,
+      .attrs = kPoolAttrs,
+      .infer = [name, grad](std::span<const VarType> in, const Attrs& a) {
+        const Window g = pool_window(name, in[0].shape, a);
+        const Shape pooled{g.n, g.c, g.oh, g.ow};
+        const Shape& expected = grad ? pooled : in[0].shape;
+        if (in[1].dtype != in[0].dtype || in[1].shape != expected)
+          throw Error(fmt::format("{}: expected a second argument of type {}, got {}", name,
+                                  type_str(VarType{in[0].dtype, expected}), type_str(in[1])));
+        return VarType{in[0].dtype, grad ? in[0].shape : pooled};
+      },
+      .eager = [name, grad](std::span<const Tensor> in, const Attrs& a) {
+        const Window g = pool_window(name, in[0].shape(), a);
+        Tensor out(in[0].dtype(), grad ? in[0].shape() : Shape{g.n, g.c, g.oh, g.ow});
+        if (out.nbytes() > 0) std::memset(out.mutable_raw(), 0, out.nbytes());
+        by_float(in[0].dtype(), [&](auto t) {
+          using T = decltype(t);
+          const std::vector<int64_t> at = argmax_windows(g, in[0].data<T>());
+          const T* v = in[1].data<T>();
+          T* o = out.mutable_data<T>();
+          for (std::size_t i = 0; i < at.size(); ++i) {
+            if (grad) o[at[i]] += v[i];
+            else o[i] = v[at[i]];
+          }
+        });
+        return out;
+      },
+      .adjoint = [other](TapeBuilder& b, const AdjointArgs& a) {
+        return std::vector<Var>{kNoVar, b.call(other, {a.args[0], a.dout}, a.attrs)};
+      },
+      .tangent = [name](TapeBuilder& b, const TangentArgs& a) {
+        return a.tangents[1] == kNoVar ? kNoVar : b.call(name, {a.args[0], a.tangents[1]}, a.attrs);
+      },
+      .structure = Structure::opaque,
+  };
+}
+
+// avg_pool2d(x, kernel, stride = kernel, padding): the mean of each window, padding
+// counted as zeros (PyTorch's count_include_pad). Linear; avg_pool2d_grad(dy, ...,
+// input_hw) is its transpose.
+Window avg_pool_geometry(bool grad, const VarType& in, const Attrs& a) {
+  const char* name = grad ? "avg_pool2d_grad" : "avg_pool2d";
+  if (!grad) return pool_window(name, in.shape, a);
+  const Shape& hw = a.ints("input_hw");
+  if (in.shape.size() != 4 || hw.size() != 2)
+    throw Error(fmt::format("{}: expected dy [N,C,OH,OW] and input_hw [H,W], got {} and {}", name, type_str(in),
+                            shape_str(hw)));
+  const Window g = pool_window(name, {in.shape[0], in.shape[1], hw[0], hw[1]}, a);
+  if (g.oh != in.shape[2] || g.ow != in.shape[3])
+    throw Error(fmt::format("{}: dy is {}, but an input {}x{} pools to {}x{}", name, type_str(in), hw[0], hw[1], g.oh, g.ow));
+  return g;
+}
+
+Tensor avg_pool_eager(bool grad, std::span<const Tensor> in, const Attrs& a) {
+  const Window g = avg_pool_geometry(grad, {in[0].dtype(), in[0].shape()}, a);
+  Tensor out(in[0].dtype(), grad ? Shape{g.n, g.c, g.h, g.w} : Shape{g.n, g.c, g.oh, g.ow});
+  if (out.nbytes() > 0) std::memset(out.mutable_raw(), 0, out.nbytes());
+  const double scale = 1.0 / static_cast<double>(g.kh * g.kw);
+  by_float(in[0].dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* v = in[0].data<T>();
+    T* o = out.mutable_data<T>();
+    for_each_window(g, [&](int64_t nc, int64_t oi, int64_t y0, int64_t x0) {
+      double acc = 0;
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const int64_t iy = y0 + i, ix = x0 + j;
+          if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
+          const int64_t k = (nc * g.h + iy) * g.w + ix;
+          if (grad) o[k] += static_cast<T>(v[oi] * scale);
+          else acc += v[k];
+        }
+      if (!grad) o[oi] = static_cast<T>(acc * scale);
+    });
+  });
+  return out;
+}
+
+// The adjoint of avg_pool2d (avg_pool2d_grad) and of avg_pool2d_grad (avg_pool2d).
+std::vector<Var> avg_pool_adjoint(bool grad, TapeBuilder& b, const AdjointArgs& a) {
+  if (!grad) {
+    const Shape x = b.type(a.args[0]).shape;
+    return {b.call("avg_pool2d_grad", {a.dout}, with(a.attrs, "input_hw", Shape{x[2], x[3]}))};
+  }
+  Attrs pool;
+  for (const char* n : {"kernel", "stride", "padding"})
+    if (a.attrs.has(n)) pool.set(n, a.attrs.get(n));
+  return {b.call("avg_pool2d", {a.dout}, pool)};
+}
+
+Primitive avg_pool(bool grad) {
+  std::vector<AttrSpec> attrs = kPoolAttrs;
+  if (grad) attrs.push_back({"input_hw", AttrKind::shape});
+  return {
+      .name = grad ? "avg_pool2d_grad" : "avg_pool2d",
+      .attrs = attrs,
+      .infer = [grad](std::span<const VarType> in, const Attrs& a) {
+        const Window g = avg_pool_geometry(grad, in[0], a);
+        return VarType{in[0].dtype, grad ? Shape{g.n, g.c, g.h, g.w} : Shape{g.n, g.c, g.oh, g.ow}};
+      },
+      .eager = [grad](std::span<const Tensor> in, const Attrs& a) { return avg_pool_eager(grad, in, a); },
+      .adjoint = [grad](TapeBuilder& b, const AdjointArgs& a) { return avg_pool_adjoint(grad, b, a); },
+      .linear = true,
+      .structure = Structure::opaque,
+  };
+}
+
 }  // namespace
 
 void add_nn(std::vector<Primitive>& t) {
-  // conv2d(x [N,C,H,W], w [O,C,KH,KW], stride, padding, dilation) -> [N,O,OH,OW].
-  Primitive conv;
-  conv.name = "conv2d";
-  conv.arity = 2;
-  conv.attrs = kConvAttrs;
-  conv.structure = Structure::opaque;
-  conv.infer = [](std::span<const VarType> in, const Attrs& a) {
-    expect_weights("conv2d", in[0], in[1]);
-    return conv_type("conv2d", in[0].shape, in[1], a, in[0].dtype);
-  };
-  conv.eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_forward(in[0], in[1], a); };
-  conv.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    const Shape x = b.type(a.args[0]).shape, w = b.type(a.args[1]).shape;
-    return std::vector<Var>{
-        a.needs[0] ? b.call("conv2d_data_grad", {a.dout, a.args[1]}, with(a.attrs, "input_hw", Shape{x[2], x[3]})) : kNoVar,
-        a.needs[1] ? b.call("conv2d_filter_grad", {a.args[0], a.dout}, with(a.attrs, "kernel_hw", Shape{w[2], w[3]}))
-                   : kNoVar};
-  };
-  conv.tangent = bilinear_tangent("conv2d");
-  t.push_back(std::move(conv));
-
-  // conv2d_data_grad(dy, w, ..., input_hw): the gradient of conv2d with respect to x
-  // (bilinear in dy and w; <data_grad(dy, w), z> = <dy, conv2d(z, w)>).
-  Primitive dgrad;
-  dgrad.name = "conv2d_data_grad";
-  dgrad.arity = 2;
-  dgrad.attrs = kConvAttrs;
-  dgrad.attrs.push_back({"input_hw", AttrKind::shape});
-  dgrad.structure = Structure::opaque;
-  dgrad.infer = [](std::span<const VarType> in, const Attrs& a) {
-    const Shape& hw = a.ints("input_hw");
-    if (in[0].shape.size() != 4 || hw.size() != 2)
-      throw Error(fmt::format("conv2d_data_grad: expected dy [N,O,OH,OW] and input_hw [H,W], got {} and {}",
-                              type_str(in[0]), shape_str(hw)));
-    if (in[1].shape.size() != 4 || in[1].dtype != in[0].dtype || in[1].shape[0] != in[0].shape[1])
-      throw Error(fmt::format("conv2d_data_grad: expected weights [{},C,KH,KW], got {}", in[0].shape[1], type_str(in[1])));
-    const Shape x{in[0].shape[0], in[1].shape[1], hw[0], hw[1]};
-    const VarType y = conv_type("conv2d_data_grad", x, in[1], a, in[0].dtype);
-    if (y.shape != in[0].shape)
-      throw Error(fmt::format("conv2d_data_grad: dy is {}, but an input {} gives {}", type_str(in[0]), shape_str(x),
-                              shape_str(y.shape)));
-    return VarType{in[0].dtype, x};
-  };
-  dgrad.eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_data_grad(in[0], in[1], a); };
-  dgrad.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    const Shape w = b.type(a.args[1]).shape;
-    const Attrs c = conv_only(a.attrs);
-    return std::vector<Var>{
-        a.needs[0] ? b.call("conv2d", {a.dout, a.args[1]}, c) : kNoVar,
-        a.needs[1] ? b.call("conv2d_filter_grad", {a.dout, a.args[0]}, with(c, "kernel_hw", Shape{w[2], w[3]})) : kNoVar};
-  };
-  dgrad.tangent = bilinear_tangent("conv2d_data_grad");
-  t.push_back(std::move(dgrad));
-
-  // conv2d_filter_grad(x, dy, ..., kernel_hw): the gradient of conv2d with respect to
-  // w (bilinear; <filter_grad(x, dy), v> = <dy, conv2d(x, v)>).
-  Primitive fgrad;
-  fgrad.name = "conv2d_filter_grad";
-  fgrad.arity = 2;
-  fgrad.attrs = kConvAttrs;
-  fgrad.attrs.push_back({"kernel_hw", AttrKind::shape});
-  fgrad.structure = Structure::opaque;
-  fgrad.infer = [](std::span<const VarType> in, const Attrs& a) {
-    const Shape& khw = a.ints("kernel_hw");
-    if (in[0].shape.size() != 4 || in[1].shape.size() != 4 || khw.size() != 2 || in[0].dtype != in[1].dtype)
-      throw Error(fmt::format("conv2d_filter_grad: expected x [N,C,H,W], dy [N,O,OH,OW] of one dtype and kernel_hw "
-                              "[KH,KW], got {}, {} and {}", type_str(in[0]), type_str(in[1]), shape_str(khw)));
-    const VarType w{in[0].dtype, {in[1].shape[1], in[0].shape[1], khw[0], khw[1]}};
-    const VarType y = conv_type("conv2d_filter_grad", in[0].shape, w, a, in[0].dtype);
-    if (y.shape != in[1].shape)
-      throw Error(fmt::format("conv2d_filter_grad: dy is {}, but x {} and kernel {} give {}", type_str(in[1]),
-                              type_str(in[0]), shape_str(khw), shape_str(y.shape)));
-    return w;
-  };
-  fgrad.eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_filter_grad(in[0], in[1], a); };
-  fgrad.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    const Shape x = b.type(a.args[0]).shape;
-    const Attrs c = conv_only(a.attrs);
-    return std::vector<Var>{
-        a.needs[0] ? b.call("conv2d_data_grad", {a.args[1], a.dout}, with(c, "input_hw", Shape{x[2], x[3]})) : kNoVar,
-        a.needs[1] ? b.call("conv2d", {a.args[0], a.dout}, c) : kNoVar};
-  };
-  fgrad.tangent = bilinear_tangent("conv2d_filter_grad");
-  t.push_back(std::move(fgrad));
-
-  // max_pool2d(x, kernel, stride = kernel, padding): the maximum of each window
-  // (padding never wins); the gradient goes to the first maximum of each window.
-  Primitive maxp;
-  maxp.name = "max_pool2d";
-  maxp.arity = 1;
-  maxp.attrs = kPoolAttrs;
-  maxp.structure = Structure::opaque;
-  maxp.infer = [](std::span<const VarType> in, const Attrs& a) {
-    const Window g = pool_window("max_pool2d", in[0].shape, a);
-    return VarType{in[0].dtype, {g.n, g.c, g.oh, g.ow}};
-  };
-  maxp.eager = [](std::span<const Tensor> in, const Attrs& a) {
-    const Window g = pool_window("max_pool2d", in[0].shape(), a);
-    Tensor y(in[0].dtype(), {g.n, g.c, g.oh, g.ow});
-    by_float(in[0].dtype(), [&](auto t) {
-      using T = decltype(t);
-      const std::vector<int64_t> at = argmax_windows(g, in[0].data<T>());
-      for (std::size_t o = 0; o < at.size(); ++o) y.mutable_data<T>()[o] = in[0].data<T>()[at[o]];
-    });
-    return y;
-  };
-  maxp.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    return std::vector<Var>{b.call("max_pool2d_grad", {a.args[0], a.dout}, a.attrs)};
-  };
-  maxp.tangent = [](TapeBuilder& b, const TangentArgs& a) {
-    return b.call("max_pool2d_gather", {a.args[0], a.tangents[0]}, a.attrs);
-  };
-  t.push_back(std::move(maxp));
-
-  // max_pool2d_grad(x, dy): dy added at each window's first maximum of x (linear in dy,
-  // no gradient for x); max_pool2d_gather(x, v): v at each window's first maximum of x
-  // (its transpose).
-  for (bool grad : {true, false}) {
-    Primitive p;
-    p.name = grad ? "max_pool2d_grad" : "max_pool2d_gather";
-    p.arity = 2;
-    p.attrs = kPoolAttrs;
-    p.structure = Structure::opaque;
-    const char* name = grad ? "max_pool2d_grad" : "max_pool2d_gather";
-    p.infer = [name, grad](std::span<const VarType> in, const Attrs& a) {
-      const Window g = pool_window(name, in[0].shape, a);
-      const Shape pooled{g.n, g.c, g.oh, g.ow};
-      const Shape& expected = grad ? pooled : in[0].shape;
-      if (in[1].dtype != in[0].dtype || in[1].shape != expected)
-        throw Error(fmt::format("{}: expected a second argument of type {}, got {}", name,
-                                type_str(VarType{in[0].dtype, expected}), type_str(in[1])));
-      return VarType{in[0].dtype, grad ? in[0].shape : pooled};
-    };
-    p.eager = [name, grad](std::span<const Tensor> in, const Attrs& a) {
-      const Window g = pool_window(name, in[0].shape(), a);
-      Tensor out(in[0].dtype(), grad ? in[0].shape() : Shape{g.n, g.c, g.oh, g.ow});
-      if (out.nbytes() > 0) std::memset(out.mutable_raw(), 0, out.nbytes());
-      by_float(in[0].dtype(), [&](auto t) {
-        using T = decltype(t);
-        const std::vector<int64_t> at = argmax_windows(g, in[0].data<T>());
-        const T* v = in[1].data<T>();
-        T* o = out.mutable_data<T>();
-        for (std::size_t i = 0; i < at.size(); ++i) {
-          if (grad) o[at[i]] += v[i];
-          else o[i] = v[at[i]];
-        }
-      });
-      return out;
-    };
-    const char* other = grad ? "max_pool2d_gather" : "max_pool2d_grad";
-    p.adjoint = [other](TapeBuilder& b, const AdjointArgs& a) {
-      return std::vector<Var>{kNoVar, b.call(other, {a.args[0], a.dout}, a.attrs)};
-    };
-    p.tangent = [name](TapeBuilder& b, const TangentArgs& a) {
-      return a.tangents[1] == kNoVar ? kNoVar : b.call(name, {a.args[0], a.tangents[1]}, a.attrs);
-    };
-    t.push_back(std::move(p));
-  }
-
-  // avg_pool2d(x, kernel, stride = kernel, padding): the mean of each window, padding
-  // counted as zeros (PyTorch's count_include_pad). Linear; avg_pool2d_grad is its
-  // transpose.
-  for (bool grad : {false, true}) {
-    Primitive p;
-    p.name = grad ? "avg_pool2d_grad" : "avg_pool2d";
-    p.arity = 1;
-    p.attrs = kPoolAttrs;
-    if (grad) p.attrs.push_back({"input_hw", AttrKind::shape});
-    p.structure = Structure::opaque;
-    p.linear = true;
-    const char* name = grad ? "avg_pool2d_grad" : "avg_pool2d";
-    auto geometry = [name, grad](const VarType& in, const Attrs& a) {
-      if (!grad) return pool_window(name, in.shape, a);
-      const Shape& hw = a.ints("input_hw");
-      if (in.shape.size() != 4 || hw.size() != 2)
-        throw Error(fmt::format("{}: expected dy [N,C,OH,OW] and input_hw [H,W], got {} and {}", name, type_str(in),
-                                shape_str(hw)));
-      const Window g = pool_window(name, {in.shape[0], in.shape[1], hw[0], hw[1]}, a);
-      if (g.oh != in.shape[2] || g.ow != in.shape[3])
-        throw Error(fmt::format("{}: dy is {}, but an input {}x{} pools to {}x{}", name, type_str(in), hw[0], hw[1], g.oh, g.ow));
-      return g;
-    };
-    p.infer = [geometry, grad](std::span<const VarType> in, const Attrs& a) {
-      const Window g = geometry(in[0], a);
-      return VarType{in[0].dtype, grad ? Shape{g.n, g.c, g.h, g.w} : Shape{g.n, g.c, g.oh, g.ow}};
-    };
-    p.eager = [geometry, grad](std::span<const Tensor> in, const Attrs& a) {
-      const Window g = geometry({in[0].dtype(), in[0].shape()}, a);
-      Tensor out(in[0].dtype(), grad ? Shape{g.n, g.c, g.h, g.w} : Shape{g.n, g.c, g.oh, g.ow});
-      if (out.nbytes() > 0) std::memset(out.mutable_raw(), 0, out.nbytes());
-      const double scale = 1.0 / static_cast<double>(g.kh * g.kw);
-      by_float(in[0].dtype(), [&](auto t) {
-        using T = decltype(t);
-        const T* v = in[0].data<T>();
-        T* o = out.mutable_data<T>();
-        for_each_window(g, [&](int64_t nc, int64_t oi, int64_t y0, int64_t x0) {
-          double acc = 0;
-          for (int64_t i = 0; i < g.kh; ++i)
-            for (int64_t j = 0; j < g.kw; ++j) {
-              const int64_t iy = y0 + i, ix = x0 + j;
-              if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
-              const int64_t k = (nc * g.h + iy) * g.w + ix;
-              if (grad) o[k] += static_cast<T>(v[oi] * scale);
-              else acc += v[k];
-            }
-          if (!grad) o[oi] = static_cast<T>(acc * scale);
-        });
-      });
-      return out;
-    };
-    if (grad) {
-      p.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-        Attrs pool;
-        for (const char* n : {"kernel", "stride", "padding"})
-          if (a.attrs.has(n)) pool.set(n, a.attrs.get(n));
-        return std::vector<Var>{b.call("avg_pool2d", {a.dout}, pool)};
-      };
-    } else {
-      p.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-        const Shape x = b.type(a.args[0]).shape;
-        return std::vector<Var>{b.call("avg_pool2d_grad", {a.dout}, with(a.attrs, "input_hw", Shape{x[2], x[3]}))};
-      };
-    }
-    t.push_back(std::move(p));
-  }
+  t.insert(t.end(), {conv2d_p(), conv2d_data_grad_p(), conv2d_filter_grad_p(), max_pool2d_p(), max_pool_route(true),
+                     max_pool_route(false), avg_pool(false), avg_pool(true)});
 }
 
 }  // namespace reel::prims

@@ -83,15 +83,10 @@ Var reduce_keep(TapeBuilder& b, const char* prim, Var v, const VarType& x, const
   return b.call(prim, {v}, {{"axes", axes}, {"keepdims", true}});
 }
 
-Var constant_like(TapeBuilder& b, double v, Var like) { return b.scalar(v, b.type(like).dtype); }
-
-// A reduction primitive `name` combining with `op`; its adjoint (and tangent, through
-// `weights`) are given per kind below.
-Primitive reduction(const char* name, ReduceOp op, double (*scale)(int64_t count)) {
-  Primitive p;
+// A reduction primitive `name` combining with `op`, with the rules given in `p`.
+Primitive reduction(const char* name, ReduceOp op, double (*scale)(int64_t count), Primitive p) {
   p.name = name;
-  p.arity = 1;
-  p.attrs = kReduceAttrs;
+  p.attrs.insert(p.attrs.end(), kReduceAttrs.begin(), kReduceAttrs.end());
   p.infer = [name, op](std::span<const VarType> in, const Attrs& a) {
     if (!a.has("axis") && !a.has("axes") && (numel(in[0].shape) > 0 || op == ReduceOp::sum || op == ReduceOp::prod))
       return VarType{in[0].dtype, keepdims(a) ? Shape(in[0].shape.size(), 1) : Shape{}};  // every element
@@ -157,104 +152,103 @@ Var extremum_weights(TapeBuilder& b, const char* name, Var x, Var y, const Attrs
   return b.div(mask, reduce_keep(b, "sum", mask, xt, a));
 }
 
-void set_weighted_rules(Primitive& p, const char* name, Weights weights) {
-  p.adjoint = [name, weights](TapeBuilder& b, const AdjointArgs& a) {
-    const VarType x = b.type(a.args[0]);
-    const Var w = weights(b, name, a.args[0], a.out, a.attrs);
-    return std::vector<Var>{b.mul(spread(b, name, a.dout, x, a.attrs), w)};
+// prod, max, min: the adjoint and tangent through `weights`.
+Primitive weighted(const char* name, ReduceOp op, Weights weights) {
+  return reduction(name, op, one,
+                   {.adjoint = [name, weights](TapeBuilder& b, const AdjointArgs& a) {
+                      const VarType x = b.type(a.args[0]);
+                      const Var w = weights(b, name, a.args[0], a.out, a.attrs);
+                      return std::vector<Var>{b.mul(spread(b, name, a.dout, x, a.attrs), w)};
+                    },
+                    .tangent = [name, weights](TapeBuilder& b, const TangentArgs& a) {
+                      const VarType x = b.type(a.args[0]);
+                      const Var w = weights(b, name, a.args[0], a.out, a.attrs);
+                      return b.reshape(reduce_keep(b, "sum", b.mul(a.tangents[0], w), x, a.attrs), b.type(a.out).shape);
+                    }});
+}
+
+// sum and mean are linear: their tangents are themselves. sum also takes `axis`, the
+// older spelling of axes=[k].
+Primitive sum_p() {
+  return reduction("sum", ReduceOp::sum, one,
+                   {.attrs = {{"axis", AttrKind::axis, true}},
+                    .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+                      return std::vector<Var>{spread(b, "sum", a.dout, b.type(a.args[0]), a.attrs)};
+                    },
+                    .linear = true});
+}
+
+Primitive mean_p() {
+  return reduction("mean", ReduceOp::sum, inverse,
+                   {.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+                      const VarType x = b.type(a.args[0]);
+                      const double scale = inverse(reduced_count("mean", x, a.attrs));
+                      return std::vector<Var>{b.mul(spread(b, "mean", a.dout, x, a.attrs), scale)};
+                    },
+                    .linear = true});
+}
+
+// argmax / argmin(x, axis): i64 indices of the first largest / smallest element
+// along axis (dropped); without axis, of the flattened x. No gradient.
+VarType arg_type(const char* name, std::span<const VarType> in, const Attrs& a) {
+  if (!a.has("axis")) {
+    if (numel(in[0].shape) == 0) throw Error(fmt::format("{}: an empty tensor has no {}", name, name));
+    return VarType{DType::i64, {}};
+  }
+  const std::vector<bool> reduced = reduced_axes(name, in[0], a);
+  Shape out;
+  for (std::size_t d = 0; d < reduced.size(); ++d) {
+    if (reduced[d] && in[0].shape[d] == 0)
+      throw Error(fmt::format("{}: axis {} of {} is empty", name, d, type_str(in[0])));
+    if (!reduced[d]) out.push_back(in[0].shape[d]);
+  }
+  return VarType{DType::i64, out};
+}
+
+Primitive arg_extremum(const char* name, bool largest) {
+  return {
+      .name = name,
+      .attrs = {{"axis", AttrKind::axis, true}},
+      .infer = [name](std::span<const VarType> in, const Attrs& a) { return arg_type(name, in, a); },
+      .eager = [largest](std::span<const Tensor> in, const Attrs& a) {
+        if (!a.has("axis")) return kernels::arg_extremum(in[0].reshaped({in[0].numel()}), 0, largest);
+        const int64_t rank = in[0].rank(), axis = a.integer("axis");
+        return kernels::arg_extremum(in[0], axis < 0 ? axis + rank : axis, largest);
+      },
+      .adjoint = no_adjoint(),
+      .tangent = no_tangent,
+      .structure = Structure::opaque,
   };
-  p.tangent = [name, weights](TapeBuilder& b, const TangentArgs& a) {
-    const VarType x = b.type(a.args[0]);
-    const Var w = weights(b, name, a.args[0], a.out, a.attrs);
-    return b.reshape(reduce_keep(b, "sum", b.mul(a.tangents[0], w), x, a.attrs), b.type(a.out).shape);
+}
+
+// sum_to(x, shape): the adjoint of broadcasting.
+Primitive sum_to_p() {
+  return {
+      .name = "sum_to",
+      .attrs = {{"shape", AttrKind::shape}},
+      .infer = [](std::span<const VarType> in, const Attrs& a) {
+        const Shape& s = a.shape("shape");
+        if (!broadcastable_to(s, in[0].shape))
+          throw Error(fmt::format("sum_to: cannot sum {} down to {}", type_str(in[0]), shape_str(s)));
+        return VarType{in[0].dtype, s};
+      },
+      .eager = [](std::span<const Tensor> in, const Attrs& a) { return kernels::sum_to(in[0], a.shape("shape")); },
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        return std::vector<Var>{b.broadcast_to(a.dout, b.type(a.args[0]).shape)};
+      },
+      .linear = true,
+      .structure = Structure::reduction,
+      .reduce_target = [](const VarType&, const Attrs& a) { return a.shape("shape"); },
+      .reduce_scale = [](const VarType&, const Attrs&) { return 1.0; },
   };
 }
 
 }  // namespace
 
 void add_reductions(std::vector<Primitive>& t) {
-  // sum and mean are linear: their tangents are themselves.
-  Primitive sum = reduction("sum", ReduceOp::sum, one);
-  sum.attrs.insert(sum.attrs.begin(), {"axis", AttrKind::axis, true});  // older spelling of axes=[k]
-  sum.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    return std::vector<Var>{spread(b, "sum", a.dout, b.type(a.args[0]), a.attrs)};
-  };
-  sum.linear = true;
-  t.push_back(std::move(sum));
-
-  Primitive mean = reduction("mean", ReduceOp::sum, inverse);
-  mean.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    const VarType x = b.type(a.args[0]);
-    const double scale = inverse(reduced_count("mean", x, a.attrs));
-    return std::vector<Var>{b.mul(spread(b, "mean", a.dout, x, a.attrs), scale)};
-  };
-  mean.linear = true;
-  t.push_back(std::move(mean));
-
-  Primitive prod = reduction("prod", ReduceOp::prod, one);
-  set_weighted_rules(prod, "prod", prod_weights);
-  t.push_back(std::move(prod));
-  Primitive max = reduction("max", ReduceOp::max, one);
-  set_weighted_rules(max, "max", extremum_weights);
-  t.push_back(std::move(max));
-  Primitive min = reduction("min", ReduceOp::min, one);
-  set_weighted_rules(min, "min", extremum_weights);
-  t.push_back(std::move(min));
-
-  // argmax / argmin(x, axis): i64 indices of the first largest / smallest element
-  // along axis (dropped); without axis, of the flattened x. No gradient.
-  for (bool largest : {true, false}) {
-    Primitive arg;
-    arg.name = largest ? "argmax" : "argmin";
-    arg.arity = 1;
-    arg.attrs = {{"axis", AttrKind::axis, true}};
-    arg.structure = Structure::opaque;
-    const char* name = largest ? "argmax" : "argmin";
-    arg.infer = [name](std::span<const VarType> in, const Attrs& a) {
-      if (!a.has("axis")) {
-        if (numel(in[0].shape) == 0) throw Error(fmt::format("{}: an empty tensor has no {}", name, name));
-        return VarType{DType::i64, {}};
-      }
-      const std::vector<bool> reduced = reduced_axes(name, in[0], a);
-      Shape out;
-      for (std::size_t d = 0; d < reduced.size(); ++d) {
-        if (reduced[d] && in[0].shape[d] == 0)
-          throw Error(fmt::format("{}: axis {} of {} is empty", name, d, type_str(in[0])));
-        if (!reduced[d]) out.push_back(in[0].shape[d]);
-      }
-      return VarType{DType::i64, out};
-    };
-    arg.eager = [largest](std::span<const Tensor> in, const Attrs& a) {
-      if (!a.has("axis")) return kernels::arg_extremum(in[0].reshaped({in[0].numel()}), 0, largest);
-      const int64_t rank = in[0].rank(), axis = a.integer("axis");
-      return kernels::arg_extremum(in[0], axis < 0 ? axis + rank : axis, largest);
-    };
-    arg.adjoint = [](TapeBuilder&, const AdjointArgs&) { return std::vector<Var>{kNoVar}; };
-    arg.tangent = [](TapeBuilder&, const TangentArgs&) { return kNoVar; };
-    t.push_back(std::move(arg));
-  }
-
-  Primitive sum_to;
-  sum_to.name = "sum_to";
-  sum_to.arity = 1;
-  sum_to.attrs = {{"shape", AttrKind::shape}};
-  sum_to.infer = [](std::span<const VarType> in, const Attrs& a) {
-    const Shape& s = a.shape("shape");
-    if (!broadcastable_to(s, in[0].shape))
-      throw Error(fmt::format("sum_to: cannot sum {} down to {}", type_str(in[0]), shape_str(s)));
-    return VarType{in[0].dtype, s};
-  };
-  sum_to.eager = [](std::span<const Tensor> in, const Attrs& a) {
-    return kernels::sum_to(in[0], a.shape("shape"));
-  };
-  sum_to.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-    return std::vector<Var>{b.broadcast_to(a.dout, b.type(a.args[0]).shape)};
-  };
-  sum_to.structure = Structure::reduction;
-  sum_to.reduce_target = [](const VarType&, const Attrs& a) { return a.shape("shape"); };
-  sum_to.reduce_scale = [](const VarType&, const Attrs&) { return 1.0; };
-  sum_to.linear = true;
-  t.push_back(std::move(sum_to));
+  t.insert(t.end(), {sum_p(), mean_p(), weighted("prod", ReduceOp::prod, prod_weights),
+                     weighted("max", ReduceOp::max, extremum_weights), weighted("min", ReduceOp::min, extremum_weights),
+                     arg_extremum("argmax", true), arg_extremum("argmin", false), sum_to_p()});
 }
 
 }  // namespace reel::prims

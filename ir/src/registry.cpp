@@ -23,21 +23,56 @@ struct Registry {
   std::size_t builtins = 0;  // the first ones
 };
 
+// Moves the deprecated spellings of the rules into their one form (never given with it).
+void merge_old_spellings(Primitive& p) {
+  auto merge = [&](auto& one, auto& old, const char* one_name, const char* old_name) {
+    if (!old) return;
+    if (one)
+      throw Error(fmt::format("register_primitive: primitive '{}' gives both {} and {} (the older spelling of the "
+                              "same rule); give {} only", p.name, one_name, old_name, one_name));
+    one = [f = std::move(old)](auto&&... args) { return f(std::forward<decltype(args)>(args)...); };
+    old = nullptr;
+  };
+  merge(p.infer, p.infer_results, "infer", "infer_results");
+  merge(p.eager, p.eager_results, "eager", "eager_results");
+  merge(p.tangent, p.tangent_results, "tangent", "tangent_results");
+}
+
+// The checks every primitive passes, built in or registered, and the one
+// normalisation: an elementwise primitive without an element rule is opaque.
+void validate(Primitive& p, bool builtin) {
+  merge_old_spellings(p);
+  if (p.structure == Structure::elementwise && !p.element) p.structure = Structure::opaque;
+  check_primitive(p, builtin);
+}
+
+// Adds a validated primitive (the caller holds the lock, or is building the registry).
+const Primitive& insert(Registry& r, Primitive p) {
+  if (r.by_name.count(p.name))
+    throw Error(fmt::format("register_primitive: a primitive named '{}' exists already", p.name));
+  r.primitives.push_back(std::move(p));
+  const Primitive& added = r.primitives.back();
+  r.by_name[added.name] = &added;
+  return added;
+}
+
 Registry& registry() {
   // Built once, on first use; registration is explicit (not by static constructors)
-  // so that linking ir/ as a static library cannot drop primitives.
+  // so that linking ir/ as a static library cannot drop primitives. Built-in
+  // primitives pass register_primitive's checks.
   static Registry* r = [] {
     auto* reg = new Registry();
     std::vector<Primitive> v;
-    prims::add_elementwise(v);
+    prims::add_binary(v);
+    prims::add_unary(v);
     prims::add_reductions(v);
     prims::add_shape_ops(v);
     prims::add_indexing(v);
     prims::add_nn(v);
     prims::add_control(v);
     for (Primitive& p : v) {
-      reg->primitives.push_back(std::move(p));
-      reg->by_name[reg->primitives.back().name] = &reg->primitives.back();
+      validate(p, true);
+      insert(*reg, std::move(p));
     }
     reg->builtins = reg->primitives.size();
     return reg;
@@ -76,7 +111,7 @@ std::vector<const Primitive*> all_primitives() {
   return out;
 }
 
-const Primitive& register_primitive(Primitive p) {
+void check_primitive(const Primitive& p, bool builtin) {
   auto missing = [&](const char* rule) {
     return Error(fmt::format("register_primitive: primitive '{}' has no {}", p.name.empty() ? "?" : p.name, rule));
   };
@@ -92,39 +127,33 @@ const Primitive& register_primitive(Primitive p) {
       if (spec.kind == AttrKind::axis || spec.kind == AttrKind::axes)
         throw Error(fmt::format("register_primitive: primitive '{}' has an axis attribute '{}' (an axis of the first "
                                 "argument) but takes no arguments", p.name, spec.name));
-  auto mismatched = [&](const char* given, const char* want) {
-    return Error(fmt::format("register_primitive: primitive '{}' has {} result{} but gives {}; use {}", p.name,
-                             p.results, p.results == 1 ? "" : "s", given, want));
-  };
-  if (p.results == 1) {
-    if (p.infer_results) throw mismatched("infer_results", "infer");
-    if (p.eager_results) throw mismatched("eager_results", "eager");
-    if (p.tangent_results) throw mismatched("tangent_results", "tangent");
-    if (!p.infer) throw missing("type rule (infer)");
-    if (!p.eager) throw missing("eager evaluation (eager)");
-  } else {
-    if (p.infer) throw mismatched("infer", "infer_results");
-    if (p.eager) throw mismatched("eager", "eager_results");
-    if (p.tangent) throw mismatched("tangent", "tangent_results");
-    if (!p.infer_results) throw missing("type rule for its several results (infer_results)");
-    if (!p.eager_results) throw missing("eager evaluation for its several results (eager_results)");
-    if (p.element || p.linear || p.commutative || p.involution || p.left_identity || p.right_identity)
-      throw Error(fmt::format("register_primitive: primitive '{}' has {} results: an element rule and the "
-                              "properties linear, commutative, involution and identities need one result",
-                              p.name, p.results));
-  }
-  if (p.structure == Structure::elementwise && !p.element) p.structure = Structure::opaque;
-  if (p.structure != Structure::elementwise && p.structure != Structure::opaque)
+  if (p.infer_results || p.eager_results || p.tangent_results)
+    throw Error(fmt::format("register_primitive: primitive '{}' still holds a rule in its older spelling "
+                            "(infer_results, eager_results, tangent_results)", p.name));
+  if (!p.infer) throw missing("type rule (infer)");
+  if (!p.eager) throw missing("eager evaluation (eager)");
+  if (p.results > 1 && (p.element || p.linear || p.commutative || p.involution || p.left_identity || p.right_identity))
+    throw Error(fmt::format("register_primitive: primitive '{}' has {} results: an element rule and the "
+                            "properties linear, commutative, involution and identities need one result",
+                            p.name, p.results));
+  if (!builtin && p.structure != Structure::elementwise && p.structure != Structure::opaque)
     throw Error(fmt::format("register_primitive: primitive '{}': only the elementwise (with an element "
                             "rule) and opaque structures are open to registered primitives", p.name));
+  if (p.structure == Structure::elementwise && !p.element)
+    throw Error(fmt::format("register_primitive: primitive '{}' is elementwise without an element rule", p.name));
+}
+
+const Primitive& register_primitive(Primitive p) {
+  validate(p, false);
   Registry& r = registry();
   std::unique_lock lock(r.mutex);
-  if (r.by_name.count(p.name))
-    throw Error(fmt::format("register_primitive: a primitive named '{}' exists already", p.name));
-  r.primitives.push_back(std::move(p));
-  const Primitive& added = r.primitives.back();
-  r.by_name[added.name] = &added;
-  return added;
+  return insert(r, std::move(p));
+}
+
+void check_result_count(const Primitive& p, std::string_view rule, std::size_t given) {
+  if (given != static_cast<std::size_t>(p.results))
+    throw Error(fmt::format("{} of '{}' gave {} value{}, expected {} (one per result)", rule, p.name, given,
+                            given == 1 ? "" : "s", p.results));
 }
 
 std::string type_str(const VarType& t) { return reel::type_str(t.dtype, t.shape); }
@@ -140,6 +169,16 @@ void expect_rank(const char* op, const VarType& t, int64_t rank) {
   if (static_cast<int64_t>(t.shape.size()) != rank)
     throw Error(fmt::format("{}: expected a {}-d tensor, got {}", op, rank, type_str(t)));
 }
+
+std::function<std::vector<Var>(TapeBuilder&, const AdjointArgs&)> no_adjoint(std::size_t n) {
+  return [n](TapeBuilder&, const AdjointArgs&) { return std::vector<Var>(n, kNoVar); };
+}
+
+Var no_tangent(TapeBuilder&, const TangentArgs&) { return kNoVar; }
+
+Var constant_like(TapeBuilder& b, double v, Var like) { return b.scalar(v, b.type(like).dtype); }
+
+Var zeros_of(TapeBuilder& b, const VarType& t) { return b.broadcast_to(b.scalar(0.0, t.dtype), t.shape); }
 
 }  // namespace prims
 }  // namespace reel

@@ -190,17 +190,13 @@ VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& 
   if (prim.results != 1)
     throw Error(fmt::format("{}: the primitive has {} results; call it with call_results / apply_results",
                             prim.name, prim.results));
-  check_call_attrs(prim, args, attrs);
-  return checked_result(prim, prim.infer(args, attrs));
+  return infer_call_results(prim, args, attrs)[0];
 }
 
 std::vector<VarType> infer_call_results(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
-  if (prim.results == 1) return {infer_call(prim, args, attrs)};
   check_call_attrs(prim, args, attrs);
-  std::vector<VarType> types = prim.infer_results(args, attrs);
-  if (static_cast<int>(types.size()) != prim.results)
-    throw Error(fmt::format("{}: the type rule gave {} types for {} results", prim.name, types.size(),
-                            prim.results));
+  Results<VarType> types = prim.infer(args, attrs);
+  check_result_count(prim, "the type rule (infer)", types.size());
   for (const VarType& t : types) checked_result(prim, t);
   return types;
 }

@@ -37,35 +37,26 @@ Tape forward_mode(const Tape& f) {
     }
     if (!any) continue;
     if (op.prim->results == 1 && !is_float(op.type.dtype)) continue;  // an i64 result has no tangent
-    if (op.prim->results > 1) {  // one tangent per result, for the variables v, v + 1, ...
-      std::vector<Var> outs;
-      for (int i = 0; i < op.prim->results; ++i) outs.push_back(map[v + i]);
-      if (!op.prim->tangent_results)
-        throw Error(fmt::format("jvp: primitive '{}' has {} results and no forward-mode rule for them "
-                                "(tangent_results)", op.prim->name, op.prim->results));
-      const std::vector<Var> ts = op.prim->tangent_results(b, TangentArgs{args, map[v], tangents, op.attrs, outs});
-      if (ts.size() != outs.size())
-        throw Error(fmt::format("jvp: the tangent rule of '{}' returned {} tangents for {} results",
-                                op.prim->name, ts.size(), outs.size()));
-      for (std::size_t i = 0; i < ts.size(); ++i) {
-        const VarType& want = f.type(v + static_cast<Var>(i));
-        if (ts[i] != kNoVar && b.type(ts[i]) != want)
-          throw Error(fmt::format("jvp: the tangent rule of '{}' returned {} for result {}, expected {}",
-                                  op.prim->name, type_str(b.type(ts[i])), i + 1, type_str(want)));
-        tan[v + static_cast<Var>(i)] = ts[i];
-      }
-      continue;
-    }
+    // The results' variables: v, and for several results v + 1, ...; one tangent each.
+    std::vector<Var> outs;
+    for (int i = 0; i < op.prim->results; ++i) outs.push_back(map[v + i]);
+    std::vector<Var> ts;
     if (op.prim->linear && op.args.size() == 1) {
-      tan[v] = b.call(*op.prim, {tangents[0]}, op.attrs);
+      ts = {b.call(*op.prim, {tangents[0]}, op.attrs)};
     } else if (op.prim->tangent) {
-      tan[v] = op.prim->tangent(b, TangentArgs{args, map[v], tangents, op.attrs});
+      ts = op.prim->tangent(b, TangentArgs{args, map[v], tangents, op.attrs, outs});
+      check_result_count(*op.prim, "jvp: the tangent rule", ts.size());
     } else {
       throw Error(fmt::format("jvp: primitive '{}' has no forward-mode (tangent) rule", op.prim->name));
     }
-    if (tan[v] != kNoVar && b.type(tan[v]) != op.type)
-      throw Error(fmt::format("jvp: the tangent rule of '{}' returned {}, expected {}", op.prim->name,
-                              type_str(b.type(tan[v])), type_str(op.type)));
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      const VarType& want = f.type(v + static_cast<Var>(i));
+      if (ts[i] != kNoVar && b.type(ts[i]) != want)
+        throw Error(fmt::format("jvp: the tangent rule of '{}' returned {}{}, expected {}", op.prim->name,
+                                type_str(b.type(ts[i])), ts.size() == 1 ? "" : fmt::format(" for result {}", i + 1),
+                                type_str(want)));
+      tan[v + static_cast<Var>(i)] = ts[i];
+    }
   }
   std::vector<Var> outputs;
   for (Var o : f.outputs) outputs.push_back(map[o]);

@@ -139,34 +139,24 @@ void track(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& a
 
 }  // namespace
 
-Tensor apply(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs) {
-  if (prim.results != 1)
-    throw Error(fmt::format("{}: the primitive has {} results; use reel::apply_results", prim.name, prim.results));
-  const std::vector<VarType> types = input_types(prim, inputs);
-  const VarType type = infer_call(prim, types, attrs);
-  if (!prim.eager) throw Error(fmt::format("{}: the primitive has no eager kernel", prim.name));
-  std::vector<uint64_t> versions;
-  Tensor out = run_eager(prim, inputs, versions, [&] { return prim.eager(inputs, attrs); });
-  check_result(prim, out, type, -1);
-  record(prim, inputs, attrs, std::span<Tensor>(&out, 1));
-  track(prim, inputs, attrs, std::span<Tensor>(&out, 1), versions);
-  return out;
-}
-
 std::vector<Tensor> apply_results(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs) {
-  if (prim.results == 1) return {apply(prim, inputs, std::move(attrs))};
   const std::vector<VarType> types = input_types(prim, inputs);
   const std::vector<VarType> results = infer_call_results(prim, types, attrs);
-  if (!prim.eager_results) throw Error(fmt::format("{}: the primitive has no eager kernel", prim.name));
+  if (!prim.eager) throw Error(fmt::format("{}: the primitive has no eager kernel", prim.name));
   std::vector<uint64_t> versions;
-  std::vector<Tensor> outs = run_eager(prim, inputs, versions, [&] { return prim.eager_results(inputs, attrs); });
-  if (outs.size() != results.size())
-    throw Error(fmt::format("{}: the eager function made {} results, the primitive has {}", prim.name,
-                            outs.size(), results.size()));
-  for (std::size_t i = 0; i < outs.size(); ++i) check_result(prim, outs[i], results[i], static_cast<int>(i));
+  std::vector<Tensor> outs = run_eager(prim, inputs, versions, [&] { return prim.eager(inputs, attrs); });
+  check_result_count(prim, "the eager function", outs.size());
+  for (std::size_t i = 0; i < outs.size(); ++i)
+    check_result(prim, outs[i], results[i], outs.size() == 1 ? -1 : static_cast<int>(i));
   record(prim, inputs, attrs, outs);
   track(prim, inputs, attrs, outs, versions);
   return outs;
+}
+
+Tensor apply(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs) {
+  if (prim.results != 1)
+    throw Error(fmt::format("{}: the primitive has {} results; use reel::apply_results", prim.name, prim.results));
+  return std::move(apply_results(prim, inputs, std::move(attrs))[0]);
 }
 
 Tensor apply(std::string_view prim, std::span<const Tensor> inputs, Attrs attrs) {

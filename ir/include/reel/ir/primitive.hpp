@@ -4,6 +4,7 @@
 // eager kernel, its adjoint and tangent written as tape operations, its structure and
 // properties, and (elementwise) its element function.
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -47,7 +48,7 @@ struct AdjointArgs {
 
 // What a forward-mode (tangent) rule sees: the call's arguments and result as
 // variables of the tape being built, and each argument's tangent (kNoVar where it is
-// zero; at least one is not). It returns the result's tangent (kNoVar if zero).
+// zero; at least one is not). It returns each result's tangent (kNoVar if zero).
 struct TangentArgs {
   std::span<const Var> args;
   Var out;
@@ -98,46 +99,50 @@ enum class Structure {
 // The arity of a primitive that takes one or more arguments (concat).
 constexpr int kVariadic = -1;
 
+// The results of a rule, one per result of the primitive. Built implicitly from one
+// value as from a list, so that a rule of a one-result primitive returns its VarType,
+// Tensor or Var as it is, and a rule of a k-result primitive returns a vector of k.
+template <class T>
+struct Results : std::vector<T> {
+  Results() = default;
+  Results(T one) { this->push_back(std::move(one)); }
+  Results(std::vector<T> all) : std::vector<T>(std::move(all)) {}
+  Results(std::initializer_list<T> all) : std::vector<T>(all) {}
+};
+
 struct Primitive {
-  std::string name;
+  std::string name{};
   int arity = 1;  // or kVariadic
-  std::vector<AttrSpec> attrs;
-  // Type of the result; throws reel::Error naming the primitive and the bad types.
-  std::function<VarType(std::span<const VarType>, const Attrs&)> infer;
-  std::function<Tensor(std::span<const Tensor>, const Attrs&)> eager;
-  std::function<std::vector<Var>(TapeBuilder&, const AdjointArgs&)> adjoint;
+  std::vector<AttrSpec> attrs{};
+  // Several results (like JAX's multiple_results): each rule below gives one value per
+  // result, and the adjoint rule sees every result's adjoint (AdjointArgs::douts). On
+  // a tape such a call defines consecutive variables, `%3, %4 = f(%1)::t3, t4`.
+  // Compiled code calls its eager function. Where a rule runs, a count other than
+  // `results` is an error naming the primitive.
+  int results = 1;
+  // The type of each result; throws reel::Error naming the primitive and the bad types.
+  std::function<Results<VarType>(std::span<const VarType>, const Attrs&)> infer{};
+  // Each result, computed from tensors.
+  std::function<Results<Tensor>(std::span<const Tensor>, const Attrs&)> eager{};
+  std::function<std::vector<Var>(TapeBuilder&, const AdjointArgs&)> adjoint{};
+  // Forward mode: each result's tangent (kNoVar for zero). A primitive marked `linear`
+  // (in its one argument) needs none: its tangent is the primitive itself applied to
+  // the argument's tangent.
+  std::function<Results<Var>(TapeBuilder&, const TangentArgs&)> tangent{};
+  bool linear = false;
+  Structure structure = Structure::elementwise;
   // Argument dtypes: floating point (f32, f64) only, unless `any_dtype` (operations
   // that move elements of any dtype: reshape, broadcast_to, transpose, ...); the
   // arguments listed in `index_args` must be i64 (gather's indices). infer_call
   // checks this before the type rule runs. No gradient flows through i64 values.
   bool any_dtype = false;
-  std::vector<int> index_args;
-  bool is_index_arg(std::size_t i) const {
-    for (int a : index_args)
-      if (static_cast<std::size_t>(a) == i) return true;
-    return false;
-  }
-  // Several results (like JAX's multiple_results): a primitive with results > 1 gives
-  // infer_results and eager_results instead of infer and eager, and
-  // tangent_results (one tangent per result, kNoVar for zero) instead of tangent;
-  // its adjoint rule sees every result's adjoint (AdjointArgs::douts). On a tape it
-  // defines consecutive variables, `%3, %4 = f(%1)::t3, t4`. Compiled code calls its
-  // eager function.
-  int results = 1;
-  std::function<std::vector<VarType>(std::span<const VarType>, const Attrs&)> infer_results;
-  std::function<std::vector<Tensor>(std::span<const Tensor>, const Attrs&)> eager_results;
-  std::function<std::vector<Var>(TapeBuilder&, const TangentArgs&)> tangent_results;
-  // Forward mode. A primitive marked `linear` (in its one argument) needs none: its
-  // tangent is the primitive itself applied to the argument's tangent.
-  std::function<Var(TapeBuilder&, const TangentArgs&)> tangent;
-  bool linear = false;
-  Structure structure = Structure::elementwise;
+  std::vector<int> index_args{};
   // f(a, b) == f(b, a) for two arguments (CSE merges the two orders).
   bool commutative = false;
   // Exact identity elements, as IEEE values (simplify drops the operand): f(a, e) == a
   // for every a when right_identity is e, and f(e, b) == b with left_identity. Sign
   // matters: a + (-0) is a, a + (+0) is not (for a = -0).
-  std::optional<double> left_identity, right_identity;
+  std::optional<double> left_identity{}, right_identity{};
   // f(f(a)) == a (simplify drops the pair).
   bool involution = false;
   // A check whose failure is observable (a guard): dead-code elimination keeps it
@@ -149,30 +154,52 @@ struct Primitive {
   // elementwise: the element function as data, recorded from the same generic
   // function as the eager kernel (see reel/ir/element.hpp). Without one, an
   // elementwise primitive is compiled as `opaque`.
-  std::function<ElementProgram(const Attrs&)> element;
+  std::function<ElementProgram(const Attrs&)> element{};
   // reduction: the input is combined with reduce_op (sum, product, maximum, minimum)
   // into a shape that broadcasts to the input's shape and has the result's elements in
   // the same order (keep-dims form), then scaled.
   kernels::ReduceOp reduce_op = kernels::ReduceOp::sum;
-  std::function<Shape(const VarType& input, const Attrs&)> reduce_target;
-  std::function<double(const VarType& input, const Attrs&)> reduce_scale;
+  std::function<Shape(const VarType& input, const Attrs&)> reduce_target{};
+  std::function<double(const VarType& input, const Attrs&)> reduce_scale{};
+
+  // Deprecated spellings of infer, eager and tangent for a primitive with several
+  // results, still accepted: register_primitive moves each into its one form (giving
+  // both for one rule is an error). Nothing reads them after registration.
+  std::function<std::vector<VarType>(std::span<const VarType>, const Attrs&)> infer_results{};
+  std::function<std::vector<Tensor>(std::span<const Tensor>, const Attrs&)> eager_results{};
+  std::function<std::vector<Var>(TapeBuilder&, const TangentArgs&)> tangent_results{};
+
+  bool is_index_arg(std::size_t i) const {
+    for (int a : index_args)
+      if (static_cast<std::size_t>(a) == i) return true;
+    return false;
+  }
 };
 
 // Looks a primitive up by name; throws reel::Error for an unknown name.
 const Primitive& primitive(std::string_view name);
 const Primitive* find_primitive(std::string_view name);
 std::vector<const Primitive*> all_primitives();
+// Where a rule of p has run: unless it gave one value per result, throws reel::Error
+// "<rule> of '<p>' gave <given> values, expected <results> (one per result)".
+void check_result_count(const Primitive& p, std::string_view rule, std::size_t given);
 // Whether p is one of Reel's own primitives (not registered at run time).
 bool is_builtin(const Primitive& p);
 
 // Adds a primitive to the registry (thread-safe) and returns it; tapes refer to it by
 // name in text and by this address in memory. Throws reel::Error, naming the
 // primitive and the rule, if the name is taken or not an identifier, or the type rule
-// or the eager function is missing. An elementwise primitive without an element rule
+// or the eager function is missing, or a rule is given in both its forms (infer and
+// the deprecated infer_results, ...). Reel's own primitives pass the same checks when
+// the registry is built. An elementwise primitive without an element rule
 // is `opaque`: compiled code calls its eager function. Derivative rules are
 // optional here; reverse and forward mode say so, naming the primitive, when one they
 // need is missing. reel::define_primitive (tracer/) builds one from functions on
 // tensors.
 const Primitive& register_primitive(Primitive p);
+// register_primitive's checks of p as registered (its older spellings moved into the
+// one form, an elementwise primitive without an element rule made opaque), without
+// registering it; `builtin` also accepts the structures of Reel's own primitives.
+void check_primitive(const Primitive& p, bool builtin = false);
 
 }  // namespace reel

@@ -1,0 +1,253 @@
+// Elementwise primitives of one argument: neg exp log sin cos tanh sigmoid sqrt square
+// sign abs relu log1p expm1 softplus erf lgamma digamma trigamma, and with attributes
+// pow(x, p), clamp(x, lo, hi); nodiff (stop_gradient) and cast(x, dtype).
+#include <fmt/format.h>
+
+#include "prims_elementwise.hpp"
+
+namespace reel::prims {
+
+namespace {
+
+// digamma (psi) and trigamma (psi'), written with element operations only, so the
+// eager kernel and compiled code compute them the same way: for x < 1/2 reflect
+// (psi(x) = psi(1 - x) - pi cot(pi x), psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x)),
+// shift up by ten (psi(z) = psi(z + 10) - sum 1/(z + k), psi'(z) = psi'(z + 10) +
+// sum 1/(z + k)^2), then the asymptotic series at y >= 10.5 (truncation error below
+// 2e-14).
+constexpr double kPi = 3.14159265358979323846;
+// c0 + r (c1 + r (c2 + ...)).
+template <class E, class V>
+V horner(E& e, V r, std::initializer_list<double> coeffs) {
+  const double* c = coeffs.end();
+  V acc = e.constant(*--c);
+  while (c != coeffs.begin()) acc = e.add(e.constant(*--c), e.mul(r, acc));
+  return acc;
+}
+template <class E, class V>
+V polygamma(E& e, V x, int order) {
+  auto c = [&](double v) { return e.constant(v); };
+  const V reflect = e.lt(x, c(0.5));
+  V y = e.select(reflect, e.sub(c(1), x), x);
+  V acc = c(0);
+  for (int k = 0; k < 10; ++k) {
+    acc = e.add(acc, order == 0 ? e.div(c(1), y) : e.div(c(1), e.mul(y, y)));
+    y = e.add(y, c(1));
+  }
+  const V inv = e.div(c(1), y), r = e.mul(inv, inv);
+  V psi;
+  if (order == 0) {
+    // ln y - 1/(2y) - (r/12 - r^2/120 + r^3/252 - r^4/240 + r^5/132), r = 1/y^2
+    const V s = e.mul(r, horner(e, r, {1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132}));
+    psi = e.sub(e.sub(e.sub(e.log(y), e.mul(c(0.5), inv)), s), acc);
+  } else {
+    // 1/y + 1/(2y^2) + 1/(6y^3) - 1/(30y^5) + 1/(42y^7) - 1/(30y^9) + 5/(66y^11)
+    const V s = e.mul(e.mul(r, inv), horner(e, r, {1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66}));
+    psi = e.add(e.add(e.add(inv, e.mul(c(0.5), r)), s), acc);
+  }
+  const V px = e.mul(c(kPi), x), sn = e.sin(px);
+  const V reflected = order == 0 ? e.sub(psi, e.div(e.mul(c(kPi), e.cos(px)), sn))
+                                 : e.sub(e.div(c(kPi * kPi), e.mul(sn, sn)), psi);
+  return e.select(reflect, reflected, psi);
+}
+
+// One line per primitive: its math, then f'(x) * d from x, y = f(x) and d.
+Primitive neg_p() {
+  return unary("neg", [](auto& e, auto x) { return e.neg(x); },
+               [](TapeBuilder& b, Var, Var, Var d) { return b.neg(d); }, {.involution = true});
+}
+Primitive exp_p() {
+  return unary("exp", [](auto& e, auto x) { return e.exp(x); }, [](TapeBuilder& b, Var, Var y, Var d) { return b.mul(d, y); });
+}
+Primitive log_p() {
+  return unary("log", [](auto& e, auto x) { return e.log(x); }, [](TapeBuilder& b, Var x, Var, Var d) { return b.div(d, x); });
+}
+Primitive sin_p() {
+  return unary("sin", [](auto& e, auto x) { return e.sin(x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call("cos", {x})); });
+}
+Primitive cos_p() {
+  return unary("cos", [](auto& e, auto x) { return e.cos(x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.neg(b.mul(d, b.call("sin", {x}))); });
+}
+Primitive tanh_p() {
+  return unary("tanh", [](auto& e, auto x) { return e.tanh(x); },
+               [](TapeBuilder& b, Var, Var y, Var d) { return b.mul(d, one_minus(b, b.call("square", {y}))); });
+}
+Primitive sigmoid_p() {
+  return unary("sigmoid", [](auto& e, auto x) { return e.div(e.constant(1.0), e.add(e.constant(1.0), e.exp(e.neg(x)))); },
+               [](TapeBuilder& b, Var, Var y, Var d) { return b.mul(d, b.mul(y, one_minus(b, y))); });
+}
+Primitive sqrt_p() {
+  return unary("sqrt", [](auto& e, auto x) { return e.sqrt(x); },
+               [](TapeBuilder& b, Var, Var y, Var d) { return b.div(d, b.mul(y, 2.0)); });
+}
+Primitive square_p() {
+  return unary("square", [](auto& e, auto x) { return e.mul(x, x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.mul(x, 2.0)); });
+}
+// sign: -1, 0 or 1 (NaN for NaN, -0 and +0 give 0); its derivative is zero wherever
+// it exists, and taken as zero at 0.
+Primitive sign_p() {
+  return unary("sign",
+               [](auto& e, auto x) {
+                 return e.select(e.ne(x, x), x, e.sub(e.gt(x, e.constant(0)), e.lt(x, e.constant(0))));
+               },
+               [](TapeBuilder&, Var, Var, Var) { return kNoVar; });
+}
+// abs: the gradient at 0 is 0 (the subgradient's midpoint, as in JAX and PyTorch).
+Primitive abs_p() {
+  return unary("abs", [](auto& e, auto x) { return e.abs(x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call("sign", {x})); });
+}
+// relu: the gradient at 0 is 0.
+Primitive relu_p() {
+  return unary("relu", [](auto& e, auto x) { return e.max(x, e.constant(0)); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, compare(b, "gt", x, 0)); });
+}
+Primitive log1p_p() {
+  return unary("log1p", [](auto& e, auto x) { return e.log1p(x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.div(d, b.add(x, constant_like(b, 1, x))); });
+}
+Primitive expm1_p() {
+  return unary("expm1", [](auto& e, auto x) { return e.expm1(x); },
+               [](TapeBuilder& b, Var, Var y, Var d) { return b.mul(d, b.add(y, constant_like(b, 1, y))); });
+}
+// softplus(x) = log(1 + e^x), as max(x, 0) + log1p(e^-|x|) (no overflow); derivative sigmoid(x).
+Primitive softplus_p() {
+  return unary("softplus", [](auto& e, auto x) { return e.add(e.max(x, e.constant(0)), e.log1p(e.exp(e.neg(e.abs(x))))); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call("sigmoid", {x})); });
+}
+// erf' = 2/sqrt(pi) e^(-x^2)
+Primitive erf_p() {
+  return unary("erf", [](auto& e, auto x) { return e.erf(x); }, [](TapeBuilder& b, Var x, Var, Var d) {
+    return b.mul(d, b.mul(b.call("exp", {b.neg(b.call("square", {x}))}), 2.0 / std::sqrt(kPi)));
+  });
+}
+Primitive lgamma_p() {
+  return unary("lgamma", [](auto& e, auto x) { return e.lgamma(x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call("digamma", {x})); });
+}
+Primitive digamma_p() {
+  return unary("digamma", [](auto& e, auto x) { return polygamma(e, x, 0); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call("trigamma", {x})); });
+}
+// trigamma: digamma's derivative. Its own derivative rules are missing on purpose
+// (a third derivative of lgamma): grad and jvp say so, naming it.
+Primitive trigamma_p() { return unary("trigamma", [](auto& e, auto x) { return polygamma(e, x, 1); }, nullptr); }
+
+// clamp(x, lo, hi) = min(max(x, lo), hi); gradient 1 for lo <= x <= hi (bounds
+// included), else 0.
+auto clamp_math(const Attrs& a) {
+  return [lo = a.real("lo"), hi = a.real("hi")](auto& e, auto x) {
+    return e.min(e.max(x, e.constant(lo)), e.constant(hi));
+  };
+}
+Var clamp_inside(TapeBuilder& b, Var x, const Attrs& a) {
+  return b.mul(compare(b, "ge", x, a.real("lo")), compare(b, "le", x, a.real("hi")));
+}
+Primitive clamp_p() {
+  return {
+      .name = "clamp",
+      .attrs = {{"lo", AttrKind::real}, {"hi", AttrKind::real}},
+      .infer = [](std::span<const VarType> in, const Attrs& a) {
+        if (!(a.real("lo") <= a.real("hi")))  // also NaN bounds
+          throw Error(fmt::format("clamp: expected lo <= hi, got lo={} and hi={}", a.real("lo"), a.real("hi")));
+        return in[0];
+      },
+      .eager = [](std::span<const Tensor> in, const Attrs& a) { return kernels::map_unary(in[0], clamp_math(a)); },
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        return std::vector<Var>{b.mul(a.dout, clamp_inside(b, a.args[0], a.attrs))};
+      },
+      .tangent = [](TapeBuilder& b, const TangentArgs& a) {
+        return b.mul(a.tangents[0], clamp_inside(b, a.args[0], a.attrs));
+      },
+      .element = [](const Attrs& a) { return record_element<1>(clamp_math(a)); },
+  };
+}
+
+// pow(x, p), p a constant. d/dx x^p = p x^(p-1): zero for p = 0 (not 0 * x^-1, which
+// is NaN at 0), and 1 for p = 1 (no pow call).
+auto pow_math(const Attrs& a) {
+  return [p = a.real("p")](auto& e, auto x) { return e.pow(x, p); };
+}
+Var dpow(TapeBuilder& b, Var x, Var d, double p) {
+  if (p == 0.0) return kNoVar;
+  if (p == 1.0) return d;
+  return b.mul(d, b.mul(b.call("pow", {x}, {{"p", p - 1.0}}), p));
+}
+Primitive pow_p() {
+  return {
+      .name = "pow",
+      .attrs = {{"p", AttrKind::real}},
+      .infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; },
+      .eager = [](std::span<const Tensor> in, const Attrs& a) { return kernels::map_unary(in[0], pow_math(a)); },
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        return std::vector<Var>{dpow(b, a.args[0], a.dout, a.attrs.real("p"))};
+      },
+      .tangent = [](TapeBuilder& b, const TangentArgs& a) {
+        return dpow(b, a.args[0], a.tangents[0], a.attrs.real("p"));
+      },
+      .element = [](const Attrs& a) { return record_element<1>(pow_math(a)); },
+  };
+}
+
+// nodiff (stop_gradient): the value of x, through which no gradient flows.
+Primitive nodiff_p() {
+  return {
+      .name = "nodiff",
+      .infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; },
+      .eager = [](std::span<const Tensor> in, const Attrs&) { return in[0]; },  // tensors are immutable
+      .adjoint = no_adjoint(),
+      .tangent = no_tangent,
+      .any_dtype = true,
+      .element = [](const Attrs&) { return record_element<1>([](auto&, auto x) { return x; }); },
+  };
+}
+
+// cast(x, dtype): f32 <-> f64 rounds as C++ does and passes gradients back (cast to
+// the argument's dtype); to i64 truncates toward zero (NaN, infinities and values
+// out of range are errors) and, like from i64, passes no gradient.
+Tensor cast_eager(std::span<const Tensor> in, const Attrs& a) {
+  const DType to = a.dtype("dtype");
+  const Tensor& x = in[0];
+  if (to == x.dtype()) return x;
+  if (to != DType::i64) return tensor(x.values(), x.shape(), to);  // i64 -> float exact up to 2^53
+  Tensor out(DType::i64, x.shape());
+  const std::vector<double> v = x.values();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!(v[i] >= -9223372036854775808.0 && v[i] < 9223372036854775808.0))  // [-2^63, 2^63)
+      throw Error(fmt::format("cast: element {} of {} is {}, which has no i64 value", i, type_str(x.dtype(), x.shape()), v[i]));
+    out.mutable_data<int64_t>()[i] = static_cast<int64_t>(v[i]);
+  }
+  return out;
+}
+bool float_pair(TapeBuilder& b, Var x, const Attrs& a) { return is_float(b.type(x).dtype) && is_float(a.dtype("dtype")); }
+Primitive cast_p() {
+  return {
+      .name = "cast",
+      .attrs = {{"dtype", AttrKind::dtype}},
+      .infer = [](std::span<const VarType> in, const Attrs& a) { return VarType{a.dtype("dtype"), in[0].shape}; },
+      .eager = cast_eager,
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        if (!float_pair(b, a.args[0], a.attrs)) return std::vector<Var>{kNoVar};
+        return std::vector<Var>{b.call("cast", {a.dout}, {{"dtype", b.type(a.args[0]).dtype}})};
+      },
+      .tangent = [](TapeBuilder& b, const TangentArgs& a) {
+        if (!float_pair(b, a.args[0], a.attrs)) return kNoVar;
+        return b.call("cast", {a.tangents[0]}, a.attrs);
+      },
+      .structure = Structure::opaque,
+      .any_dtype = true,
+  };
+}
+
+}  // namespace
+
+void add_unary(std::vector<Primitive>& t) {
+  t.insert(t.end(), {neg_p(), exp_p(), log_p(), sin_p(), cos_p(), tanh_p(), sigmoid_p(), sqrt_p(), square_p(),
+                     sign_p(), abs_p(), relu_p(), log1p_p(), expm1_p(), softplus_p(), erf_p(), lgamma_p(),
+                     digamma_p(), trigamma_p(), clamp_p(), nodiff_p(), cast_p(), pow_p()});
+}
+
+}  // namespace reel::prims
