@@ -288,4 +288,9 @@ CacheInfo JitCore::info() const {
   return i;
 }
 
+std::shared_ptr<JitCore> make_core(JitOptions options, const char* what) {
+  return std::make_shared<JitCore>(options, what);
+}
+CacheInfo info_of(const JitCore& core) { return core.info(); }
+
 }  // namespace reel::detail

@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "reel/compile.hpp"
@@ -48,6 +49,8 @@ struct CacheInfo {
 
 namespace detail {
 class JitCore;
+std::shared_ptr<JitCore> make_core(JitOptions options, const char* what);  // checks the options
+CacheInfo info_of(const JitCore& core);
 }
 
 // reel::jit(f): f(args...) through the cache. f returns a tree of tensors (a Tensor, a
@@ -57,10 +60,10 @@ class JitCore;
 template <class F>
 class JitFunction {
  public:
-  JitFunction(F f, JitOptions options);
+  JitFunction(F f, JitOptions options) : f_(std::move(f)), core_(detail::make_core(options, "jit")) {}
   template <class... A>
   auto operator()(const A&... args) const;
-  CacheInfo cache_info() const;
+  CacheInfo cache_info() const { return detail::info_of(*core_); }
 
  private:
   template <class R, class... A>
@@ -70,7 +73,9 @@ class JitFunction {
 };
 
 template <class F>
-JitFunction<std::decay_t<F>> jit(F&& f, JitOptions options = {});
+JitFunction<std::decay_t<F>> jit(F&& f, JitOptions options = {}) {
+  return JitFunction<std::decay_t<F>>(std::forward<F>(f), options);
+}
 
 // reel::jit_grad(f): the cached value and gradient of a scalar f. With tensor and plain
 // arguments g(args...) returns std::array<Tensor, n + 1>: the value, then one gradient
@@ -80,10 +85,10 @@ JitFunction<std::decay_t<F>> jit(F&& f, JitOptions options = {});
 template <class F>
 class CachedGrad {
  public:
-  CachedGrad(F f, JitOptions options);
+  CachedGrad(F f, JitOptions options) : f_(std::move(f)), core_(detail::make_core(options, "simplegrad")) {}
   template <class... A>
   auto operator()(const A&... args) const;
-  CacheInfo cache_info() const;
+  CacheInfo cache_info() const { return detail::info_of(*core_); }
 
  private:
   template <class... A>
@@ -96,7 +101,9 @@ class CachedGrad {
 };
 
 template <class F>
-CachedGrad<std::decay_t<F>> jit_grad(F&& f, JitOptions options = {});
+CachedGrad<std::decay_t<F>> jit_grad(F&& f, JitOptions options = {}) {
+  return CachedGrad<std::decay_t<F>>(std::forward<F>(f), options);
+}
 
 // The old spelling of jit_grad (kept; reel/simplegrad.hpp's simplegrad(f, args...) is
 // the old spelling of compile_grad).

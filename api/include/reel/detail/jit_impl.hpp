@@ -41,10 +41,6 @@ R unflatten_hit(const JitCore::Hit& hit) {
 }  // namespace detail
 
 template <class F>
-JitFunction<F>::JitFunction(F f, JitOptions options)
-    : f_(std::move(f)), core_(std::make_shared<detail::JitCore>(options, "jit")) {}
-
-template <class F>
 template <class... A>
 auto JitFunction<F>::operator()(const A&... args) const {
   using R = std::decay_t<std::invoke_result_t<const F&, const A&...>>;
@@ -83,20 +79,6 @@ R JitFunction<F>::trace_path(std::string_view key, std::vector<std::string> part
   for (Tensor& t : leaves) t.clear_trace_tags();
   return structure->unflatten(leaves);
 }
-
-template <class F>
-CacheInfo JitFunction<F>::cache_info() const {
-  return core_->info();
-}
-
-template <class F>
-JitFunction<std::decay_t<F>> jit(F&& f, JitOptions options) {
-  return JitFunction<std::decay_t<F>>(std::forward<F>(f), options);
-}
-
-template <class F>
-CachedGrad<F>::CachedGrad(F f, JitOptions options)
-    : f_(std::move(f)), core_(std::make_shared<detail::JitCore>(options, "simplegrad")) {}
 
 template <class F>
 template <class... A>
@@ -157,16 +139,6 @@ void CachedGrad<F>::trace_path(std::string_view key, std::vector<std::string> pa
   std::vector<Tensor> v = play(g, detail::tensor_list(tensors));
   core_->add(key, std::move(parts), std::move(g), nullptr);
   detail::move_outputs(std::move(v), outs);
-}
-
-template <class F>
-CacheInfo CachedGrad<F>::cache_info() const {
-  return core_->info();
-}
-
-template <class F>
-CachedGrad<std::decay_t<F>> jit_grad(F&& f, JitOptions options) {
-  return CachedGrad<std::decay_t<F>>(std::forward<F>(f), options);
 }
 
 }  // namespace reel
