@@ -38,7 +38,7 @@ struct KeyHash {
 // by the interpreter until its compile_after-th call compiles it.
 struct Path {
   Tape tape;
-  std::vector<std::size_t> lengths;
+  std::shared_ptr<const void> structure;  // the caller's (JitCore::add)
   std::once_flag compiled_once;
   std::optional<CompiledFunction> compiled;  // set once, under compiled_once
   std::atomic<bool> ready{false};             // compiled is set (other threads read it after this)
@@ -88,133 +88,168 @@ void JitCore::compile_path(Path& p) {
 
 std::unique_lock<std::recursive_mutex> JitCore::miss_lock() { return std::unique_lock<std::recursive_mutex>(s_->miss_mutex); }
 
+// The lookup: the signature's most recently successful path (nullptr for none), its
+// signature made the most recently used.
+std::shared_ptr<Path> JitCore::first_path(std::string_view key) {
+  std::lock_guard<std::mutex> lock(s_->mutex);
+  auto it = s_->entries.find(key);
+  if (it == s_->entries.end()) return nullptr;
+  if (it->second.recency != s_->recency.begin()) s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
+  return it->second.paths.empty() ? nullptr : it->second.paths.front();
+}
+
+// The signature's paths as they are now (other threads may add or reorder them).
+std::vector<std::shared_ptr<Path>> JitCore::paths_now(std::string_view key) {
+  std::lock_guard<std::mutex> lock(s_->mutex);
+  auto it = s_->entries.find(key);
+  return it == s_->entries.end() ? std::vector<std::shared_ptr<Path>>{} : it->second.paths;
+}
+
+// Runs one path (compiled, or interpreted until its compile_after-th successful run
+// compiles it); a failing guard throws GuardFailure.
+JitCore::Hit JitCore::run_path(Path& p, std::span<const Tensor* const> tensors, const Look& look) {
+  const bool compiled = p.ready.load(std::memory_order_acquire);
+  Hit hit{{}, p.structure};
+  const std::size_t made = compiled ? p.compiled->num_outputs() : p.tape.outputs.size();
+  if (!look.out.empty() && look.out.size() != made)
+    throw Error(fmt::format("{}: a cached path makes {} outputs, the call expects {}", s_->what, made, look.out.size()));
+  if (compiled) {
+    if (look.out.empty()) hit.outputs.resize(made);
+    p.compiled->run(tensors, look.out.empty() ? std::span<Tensor>(hit.outputs) : look.out);
+    return hit;
+  }
+  hit.outputs = play(p.tape, tensor_list(tensors));
+  if (!look.out.empty()) std::move(hit.outputs.begin(), hit.outputs.end(), look.out.begin()), hit.outputs.clear();
+  // A path's calls count its successful runs, so a path whose guards fail is never
+  // compiled for nothing.
+  if (p.calls.fetch_add(1) + 1 >= static_cast<uint64_t>(s_->options.compile_after)) compile_path(p);
+  return hit;
+}
+
+// A path that held after another failed becomes the first: tried first next time,
+// dropped last.
+void JitCore::promote(std::string_view key, const std::shared_ptr<Path>& p) {
+  std::lock_guard<std::mutex> lock(s_->mutex);
+  auto it = s_->entries.find(key);
+  if (it == s_->entries.end()) return;
+  auto& ps = it->second.paths;
+  auto at = std::find(ps.begin(), ps.end(), p);
+  if (at != ps.end()) std::rotate(ps.begin(), at, at + 1);
+}
+
+// One look's walk over a signature's paths. Paths are told apart by identity
+// (look.tried), not position: other threads may add or reorder paths meanwhile, and a
+// later look of the same call skips exactly the paths tried before.
+struct JitCore::Attempt {
+  std::shared_ptr<Path> first;  // the most recently successful path, looked up first
+  std::vector<std::shared_ptr<Path>> others;
+  bool copied = false;  // others holds the paths as they were after the first failed
+  std::vector<std::shared_ptr<const void>> local_tried;
+  std::string local_failed;
+  std::vector<std::shared_ptr<const void>>& tried;
+  std::string& failed;  // the failed guards' messages, for the log
+  explicit Attempt(const Look& look)
+      : tried(look.tried != nullptr ? *look.tried : local_tried),
+        failed(look.failed != nullptr ? *look.failed : local_failed) {}
+  bool was_tried(const std::shared_ptr<Path>& p) const {
+    return std::any_of(tried.begin(), tried.end(), [&](const auto& t) { return t.get() == p.get(); });
+  }
+  void failed_with(std::shared_ptr<Path> p, const GuardFailure& e) {
+    tried.push_back(std::move(p));  // (only failures: a hit allocates nothing here)
+    failed += (failed.empty() ? "" : "; ") + std::string(e.what());
+  }
+};
+
+// The next path to try: the first (unless tried), then the others as they are now,
+// copied out only when the first fails (the hit path takes the lock once). Null when
+// none is left.
+std::shared_ptr<Path> JitCore::next_path(std::string_view key, Attempt& a) {
+  if (a.first != nullptr && !a.was_tried(a.first)) return a.first;
+  if (!a.copied && a.first != nullptr) a.others = paths_now(key);  // (no first: no entry, or no path)
+  a.copied = true;
+  std::erase_if(a.others, [&](const std::shared_ptr<Path>& p) { return a.was_tried(p); });
+  if (a.others.empty()) return nullptr;
+  std::shared_ptr<Path> p = std::move(a.others.front());
+  a.others.erase(a.others.begin());
+  return p;
+}
+
 std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const Tensor* const> tensors,
                                          const Look& look) {
-  // The hit path: one lookup under the lock, and the first path (the most recently
-  // successful) tried; the others are copied out only when its guards fail. Paths are
-  // told apart by identity (look.tried), not position: other threads may add or
-  // reorder paths meanwhile, and a later look skips exactly the paths tried before.
-  std::shared_ptr<Path> first;
-  {
-    std::lock_guard<std::mutex> lock(s_->mutex);
-    auto it = s_->entries.find(key);
-    if (it != s_->entries.end()) {
-      if (!it->second.paths.empty()) first = it->second.paths.front();
-      if (it->second.recency != s_->recency.begin()) s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
-    }
-  }
-  std::string local_failed;
-  std::string& failed = look.failed != nullptr ? *look.failed : local_failed;  // the failed guards, for the log
-  std::vector<std::shared_ptr<const void>> local_tried;
-  std::vector<std::shared_ptr<const void>>& tried = look.tried != nullptr ? *look.tried : local_tried;
-  auto was_tried = [&](const Path* p) {
-    return std::any_of(tried.begin(), tried.end(), [&](const auto& t) { return t.get() == p; });
-  };
-  std::vector<std::shared_ptr<Path>> others;
-  bool copied = first == nullptr;  // no entry, or no path: nothing more to copy
-  for (std::size_t i = 0;; ++i) {
-    std::shared_ptr<Path> p;
-    if (i == 0 && first != nullptr && !was_tried(first.get())) {
-      p = first;
-    } else {
-      if (!copied) {  // the first failed or was tried: the others, as they are now
-        copied = true;
-        std::lock_guard<std::mutex> lock(s_->mutex);
-        auto it = s_->entries.find(key);
-        if (it != s_->entries.end()) others = it->second.paths;
-      }
-      while (!others.empty() && was_tried(others.front().get())) others.erase(others.begin());
-      if (others.empty()) break;
-      p = std::move(others.front());
-      others.erase(others.begin());
-    }
+  Attempt a(look);
+  a.first = first_path(key);
+  while (std::shared_ptr<Path> p = next_path(key, a)) {
     try {
-      const bool compiled = p->ready.load(std::memory_order_acquire);
-      Hit hit{{}, p->lengths};
-      const std::size_t made = compiled ? p->compiled->num_outputs() : p->tape.outputs.size();
-      if (!look.out.empty() && look.out.size() != made)
-        throw Error(fmt::format("{}: a cached path makes {} outputs, the call expects {}", s_->what, made,
-                                look.out.size()));
-      if (compiled) {
-        if (look.out.empty()) hit.outputs.resize(made);
-        p->compiled->run(tensors, look.out.empty() ? std::span<Tensor>(hit.outputs) : look.out);
-      } else {
-        hit.outputs = play(p->tape, tensor_list(tensors));
-        if (!look.out.empty()) std::move(hit.outputs.begin(), hit.outputs.end(), look.out.begin()), hit.outputs.clear();
-        // A path's calls count its successful runs; after its compile_after-th it is
-        // compiled, so a path whose guards fail is never compiled for nothing.
-        if (p->calls.fetch_add(1) + 1 >= static_cast<uint64_t>(s_->options.compile_after)) compile_path(*p);
-      }
+      Hit hit = run_path(*p, tensors, look);
       s_->hits.fetch_add(1, std::memory_order_relaxed);
-      if (p != first) {  // most recently successful first: tried first next time, dropped last
-        std::lock_guard<std::mutex> lock(s_->mutex);
-        auto it = s_->entries.find(key);
-        if (it != s_->entries.end()) {
-          auto& ps = it->second.paths;
-          auto at = std::find(ps.begin(), ps.end(), p);
-          if (at != ps.end()) std::rotate(ps.begin(), at, at + 1);
-        }
-      }
+      if (p != a.first) promote(key, p);
       return hit;
     } catch (const GuardFailure& e) {
-      tried.push_back(p);  // (only failures: a hit allocates nothing here)
-      if (!failed.empty()) failed += "; ";
-      failed += e.what();
+      a.failed_with(std::move(p), e);
     }
   }
-  const bool final = look.final;
-  const std::size_t cached = tried.size();
-  if (!final) return std::nullopt;
-  std::string why;
+  if (look.final) count_miss(look, a.tried.size(), a.failed);
+  return std::nullopt;
+}
+
+// A final look missed: counted, and under REEL_LOG=recompiles explained on stderr.
+void JitCore::count_miss(const Look& look, std::size_t cached_tried, const std::string& failed) {
   {
     std::lock_guard<std::mutex> lock(s_->mutex);
     s_->info.misses += 1;
-    if (!log_recompiles()) return std::nullopt;
-    if (cached > 0) {
-      why = fmt::format("a guard failed on each of the {} path{} cached for this signature: {}", cached,
-                        cached == 1 ? "" : "s", failed);
-    } else if (s_->entries.empty()) {
-      why = "first call";
-    } else {
-      // The cached signature closest to this one (fewest differing arguments) says what is new.
-      static const std::vector<std::string> none;
-      const std::vector<std::string>& mine = look.parts != nullptr ? *look.parts : none;
-      const std::vector<std::string>* best = nullptr;
-      std::size_t best_diff = SIZE_MAX;
-      for (const auto& [_, e] : s_->entries) {
-        if (e.key.size() != mine.size()) continue;
-        std::size_t diff = 0;
-        for (std::size_t i = 0; i < mine.size(); ++i) diff += e.key[i] != mine[i];
-        if (diff < best_diff) best_diff = diff, best = &e.key;
-      }
-      if (best == nullptr) {
-        why = fmt::format("{} arguments, no cached signature has as many", mine.size());
-      } else {
-        for (std::size_t i = 0; i < mine.size(); ++i) {
-          if ((*best)[i] == mine[i]) continue;
-          const bool tensor = mine[i].rfind("tensor ", 0) == 0;
-          why = fmt::format("argument {}: new {} {} (cached: {})", i + 1, tensor ? "shape or dtype" : "value", mine[i],
-                            (*best)[i]);
-          break;
-        }
-      }
-    }
   }
+  if (!log_recompiles()) return;
+  std::string why = why_missed(look, cached_tried, failed);
   if (why.empty())
     why = "a new signature whose difference its text does not show (the bits of a number, e.g. a NaN's payload, or "
           "a plain field of a struct)";
   std::fprintf(stderr, "reel: %s miss: %s\n", s_->what, why.c_str());
-  return std::nullopt;
 }
 
-void JitCore::add(std::string_view key, std::vector<std::string> parts, Tape tape, std::vector<std::size_t> lengths) {
+// Why a call missed: its guards failed, or what is new against the cached signature
+// closest to it (fewest differing arguments); empty if the parts' text shows nothing.
+std::string JitCore::why_missed(const Look& look, std::size_t cached_tried, const std::string& failed) const {
+  if (cached_tried > 0)
+    return fmt::format("a guard failed on each of the {} path{} cached for this signature: {}", cached_tried,
+                       cached_tried == 1 ? "" : "s", failed);
+  std::lock_guard<std::mutex> lock(s_->mutex);
+  if (s_->entries.empty()) return "first call";
+  static const std::vector<std::string> none;
+  const std::vector<std::string>& mine = look.parts != nullptr ? *look.parts : none;
+  const std::vector<std::string>* best = nullptr;
+  std::size_t best_diff = SIZE_MAX;
+  for (const auto& [_, e] : s_->entries) {
+    if (e.key.size() != mine.size()) continue;
+    std::size_t diff = 0;
+    for (std::size_t i = 0; i < mine.size(); ++i) diff += e.key[i] != mine[i];
+    if (diff < best_diff) best_diff = diff, best = &e.key;
+  }
+  if (best == nullptr) return fmt::format("{} arguments, no cached signature has as many", mine.size());
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    if ((*best)[i] == mine[i]) continue;
+    const bool tensor = mine[i].rfind("tensor ", 0) == 0;
+    return fmt::format("argument {}: new {} {} (cached: {})", i + 1, tensor ? "shape or dtype" : "value", mine[i],
+                       (*best)[i]);
+  }
+  return "";
+}
+
+void JitCore::add(std::string_view key, std::vector<std::string> parts, Tape tape, std::shared_ptr<const void> structure) {
   // Evicted paths are released after the lock (freeing compiled code takes the JIT's).
   std::vector<std::shared_ptr<Path>> evicted;
   auto path = std::make_shared<Path>();
   path->tape = std::move(tape);
-  path->lengths = std::move(lengths);
+  path->structure = std::move(structure);
   if (s_->options.compile_after == 1) compile_path(*path);  // compiled at once: counted as the first call's
   std::lock_guard<std::mutex> lock(s_->mutex);
+  insert_path(key, std::move(parts), std::move(path), evicted);
+  evict_signatures(evicted);
+}
+
+// (Under the lock.) The newest path first in its signature's list, the signature made
+// the most recently used; beyond max_paths the least recently successful path is dropped.
+void JitCore::insert_path(std::string_view key, std::vector<std::string> parts, std::shared_ptr<Path> path,
+                          std::vector<std::shared_ptr<Path>>& evicted) {
   auto it = s_->entries.find(key);
   if (it == s_->entries.end()) {
     s_->recency.emplace_front(key);
@@ -223,15 +258,19 @@ void JitCore::add(std::string_view key, std::vector<std::string> parts, Tape tap
     s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
   }
   auto& ps = it->second.paths;
-  ps.insert(ps.begin(), std::move(path));  // the newest first
+  ps.insert(ps.begin(), std::move(path));
   s_->info.entries += 1;
-  if (ps.size() > s_->options.max_paths) {  // drop the least recently successful path
+  if (ps.size() > s_->options.max_paths) {
     evicted.push_back(std::move(ps.back()));
     ps.pop_back();
     s_->info.entries -= 1;
     s_->info.evictions += 1;
   }
-  while (s_->entries.size() > s_->options.max_entries) {  // evict the least recently used signature
+}
+
+// (Under the lock.) The least recently used signatures evicted down to max_entries.
+void JitCore::evict_signatures(std::vector<std::shared_ptr<Path>>& evicted) {
+  while (s_->entries.size() > s_->options.max_entries) {
     const std::string victim = s_->recency.back();
     s_->recency.pop_back();
     auto v = s_->entries.find(victim);
@@ -248,5 +287,10 @@ CacheInfo JitCore::info() const {
   i.hits = s_->hits.load(std::memory_order_relaxed);
   return i;
 }
+
+std::shared_ptr<JitCore> make_core(JitOptions options, const char* what) {
+  return std::make_shared<JitCore>(options, what);
+}
+CacheInfo info_of(const JitCore& core) { return core.info(); }
 
 }  // namespace reel::detail

@@ -40,9 +40,7 @@ void copy(void* const* bases, const CopyArgs& c) {
 // Throws reel::Error unless the eager function made one tensor of each result's type.
 void check_results(const ExternArgs& call, const std::vector<Tensor>& outs) {
   const std::size_t k = call.results.size();
-  if (outs.size() != k)
-    throw Error(fmt::format("{}: the eager function made {} results, the primitive has {}", call.prim->name,
-                            outs.size(), k));
+  check_result_count(*call.prim, "the eager function", outs.size());
   for (std::size_t i = 0; i < k; ++i) {
     const Tensor& out = outs[i];
     const VarType& want = call.results[i].type;
@@ -65,8 +63,7 @@ void external(void* const* bases, const ExternArgs& call) {
   const std::size_t k = call.results.size();
   std::vector<Tensor> outs;
   try {
-    if (k == 1) outs.push_back(call.prim->eager(args, call.attrs));
-    else outs = call.prim->eager_results(args, call.attrs);
+    outs = call.prim->eager(args, call.attrs);
   } catch (const GuardFailure& e) {  // name the guard
     throw GuardFailure(fmt::format("compiled {}: {}", call.label, e.what()));
   }

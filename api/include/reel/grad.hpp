@@ -13,6 +13,7 @@
 #include "reel/play.hpp"
 #include "reel/trace.hpp"
 #include "reel/track.hpp"
+#include "reel/tree.hpp"
 
 namespace reel {
 
@@ -80,24 +81,22 @@ struct WithGradient {
 
 namespace detail {
 
-// An argument's gradient rebuilt from the flat gradients (walk order), from `next` on.
+// An argument's gradient: the argument rebuilt (reel/tree.hpp) with the gradients
+// grads[next], grads[next + 1], ... as its leaves.
 template <class T>
-gradient_type<T> rebuild_gradient(const T& arg, const std::vector<Tensor>& flat, std::size_t& next) {
-  if constexpr (may_hold_tensors<T>()) {
-    T g = arg;
-    for_each_tensor(g, [&](Tensor& t) { t = flat.at(next++); });
-    return g;
-  } else {
-    return NoGradient{};
-  }
+gradient_type<T> gradient_like(const T& arg, std::span<const Tensor> grads, std::size_t& next) {
+  if constexpr (may_hold_tensors<T>()) return refill(arg, grads, next, "gradient");
+  else return NoGradient{};
 }
 
-// outs = [value, the flat gradients of all arguments].
+// outs = [value, the gradients of all arguments' leaves, in walk order].
 template <class... A>
-WithGradient<gradient_type<A>...> gradients_of(const std::vector<Tensor>& outs, const A&... args) {
+WithGradient<gradient_type<A>...> gradients_of(std::span<const Tensor> outs, const A&... args) {
+  const std::size_t leaves = (std::size_t{0} + ... + count_leaves(args));
+  if (outs.size() != leaves + 1) throw_leaf_count("gradient", leaves + 1, outs.size());
   std::size_t next = 1;
   // Braced initialisation evaluates left to right, in walk order.
-  return {outs.at(0), std::tuple<gradient_type<A>...>{rebuild_gradient(args, outs, next)...}};
+  return {outs[0], std::tuple<gradient_type<A>...>{gradient_like(args, outs, next)...}};
 }
 
 template <class... A>

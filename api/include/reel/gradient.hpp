@@ -110,7 +110,7 @@ ParamsGradient withgradient(F&& f, const Params& ps) {
     detail::TraceScope scope(true);
     {
       const detail::ParamsAsInputs inputs(scope, ps);
-      detail::collect_outputs(scope, f());
+      scope.output_tree(f());
     }
     captured = scope.captured();
     tape = scope.finish();

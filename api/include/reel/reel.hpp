@@ -7,6 +7,7 @@
 #include "reel/ir/builder.hpp"
 #include "reel/ops.hpp"
 #include "reel/trace.hpp"
+#include "reel/tree.hpp"
 #include "reel/play.hpp"
 #include "reel/custom.hpp"
 #include "reel/function_primitive.hpp"

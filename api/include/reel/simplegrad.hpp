@@ -1,8 +1,12 @@
 #pragma once
-// reel::simplegrad(f, args...): trace f once, derive and simplify its gradient tape,
-// compile it, and return a function for new arguments of the same types:
-//   auto g = reel::simplegrad(loss, W, b, x);
+// reel::compile_grad(f, args...): trace f once at these arguments, derive and simplify
+// its gradient tape, compile it at once, and return a function for new arguments of
+// the same types:
+//   auto g = reel::compile_grad(loss, W, b, x);
 //   auto [value, dW, db, dx] = g(W2, b2, x2);
+// Its old spelling reel::simplegrad(f, args...) keeps working. (reel::jit_grad(f), old
+// spelling reel::simplegrad(f) or simplegrad(f, JitOptions), in reel/jit.hpp, is the
+// cache: it traces each signature and path when it first sees it.)
 #include <array>
 #include <type_traits>
 
@@ -37,11 +41,11 @@ class GradFunction {
   CompiledFunction compiled_;
 };
 
-// simplegrad(f, args...) with struct or container arguments (REEL_FIELDS): g(args...)
+// compile_grad(f, args...) with struct or container arguments (REEL_FIELDS): g(args...)
 // returns what reel::withgradient returns ({value, tuple of each argument's gradient
 // of its own type}). The arguments' tensors must have the traced types, and their
 // plain fields (numbers, enums, strings) the traced values, which are constants of
-// the compiled code (a reel::Error otherwise: reel::simplegrad(f) retraces instead).
+// the compiled code (a reel::Error otherwise: reel::jit_grad(f) retraces instead).
 template <class... Args>
 class StructGradFunction {
  public:
@@ -53,7 +57,7 @@ class StructGradFunction {
     detail::make_key(key, args...);
     if (key.view() != key_)
       throw Error(fmt::format("simplegrad: the arguments' structure, tensor types or plain values differ from those "
-                              "traced ({}); reel::simplegrad(f) without example arguments traces each signature",
+                              "traced ({}); reel::jit_grad(f) (reel::simplegrad(f)) traces each signature",
                               fmt::join(detail::describe_args(args...), "; ")));
     const auto tensors = detail::tensor_pointers(args...);
     std::vector<Tensor> outs(tensors.size() + 1);
@@ -70,17 +74,23 @@ class StructGradFunction {
 };
 
 template <class F, class... Args>
-auto simplegrad(F&& f, const Args&... args) {
+auto compile_grad(F&& f, const Args&... args) {
   if constexpr ((std::is_same_v<Args, Tensor> && ...)) {
     return GradFunction<sizeof...(Args)>(compile(grad_tape(trace(std::forward<F>(f), args...))));
   } else {
     static_assert((detail::may_hold_tensors<Args>() && ...),
                   "simplegrad: every argument must be a Tensor or a struct or container of them (REEL_FIELDS); "
-                  "capture other values in f, or use reel::simplegrad(f), which keys on them");
+                  "capture other values in f, or use reel::jit_grad(f), which keys on them");
     detail::KeyBuffer key;
     detail::make_key(key, args...);
     return StructGradFunction<Args...>(compile(grad_tape(trace(std::forward<F>(f), args...))), std::string(key.view()));
   }
+}
+
+// The old spelling of compile_grad.
+template <class F, class... Args>
+auto simplegrad(F&& f, const Args&... args) {
+  return compile_grad(std::forward<F>(f), args...);
 }
 
 }  // namespace reel

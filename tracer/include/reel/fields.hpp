@@ -13,8 +13,9 @@
 //
 // Each tensor in such a value has a path: "W", "layers.0.weight", "blocks.conv.b"
 // (field names, indices, map keys, joined by dots), the field paths of Yota's
-// GradientResult. Tracing, reel::grad/gradient/withgradient, reel::simplegrad and
-// reel::jit walk arguments in this order.
+// GradientResult. Tracing, reel::grad/gradient/withgradient, reel::jit_grad /
+// compile_grad (reel::simplegrad) and reel::jit walk arguments in this order;
+// reel/tree.hpp flattens and rebuilds such values (tree_flatten, tree_unflatten).
 #include <array>
 #include <functional>
 #include <map>

@@ -6,8 +6,9 @@
 // constants (reel::grad and reel::vjp instead make tensors captured from an enclosing
 // trace extra inputs, so nested derivatives see through closures). Values are computed
 // while tracing, so item() and values() work inside f (but a branch taken on a value
-// is recorded as taken: the tape is for these shapes and this path). f may return a
-// Tensor, a std::vector<Tensor>, or a tuple or pair of Tensors. Traces nest: tracing a
+// is recorded as taken: the tape is for these shapes and this path). f may return any
+// tree of tensors (reel/tree.hpp): a Tensor, a std::vector<Tensor>, a tuple or pair of
+// them, a struct listed with REEL_FIELDS; its leaves are the outputs. Traces nest: tracing a
 // function that itself traces (e.g. calls grad) keeps each trace's tape separate; an
 // operation is recorded on every active trace that one of its inputs belongs to.
 #include <string>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "reel/fields.hpp"
+#include "reel/tree.hpp"
 #include "reel/ir/tape.hpp"
 
 namespace reel {
@@ -43,6 +45,14 @@ class TraceScope {
   // (`why` says what to do): for reel::Params, whose copies would get no gradient.
   void forbid_untraced_copies(const Tensor& value, std::string why);
   void output(const Tensor& value);
+  // The leaves of f's result (a tree, reel/tree.hpp) become outputs, in walk order.
+  template <class R>
+  void output_tree(const R& result) {
+    static_assert(is_tree<R>(),
+                  "reel::trace: f must return tensors: a Tensor, or a struct (REEL_FIELDS), std::vector, std::array, "
+                  "tuple, pair or optional of them");
+    for_each_tensor(result, [&](const Tensor& t) { output(t); });
+  }
   Tape finish();
   const std::vector<Tensor>& captured() const;
 
@@ -66,24 +76,6 @@ class TraceScope {
   Trace* trace_;
 };
 
-template <class T> struct is_tensor_tuple : std::false_type {};
-template <class... T> struct is_tensor_tuple<std::tuple<T...>> : std::true_type {};
-template <class A, class B> struct is_tensor_tuple<std::pair<A, B>> : std::true_type {};
-
-template <class R>
-void collect_outputs(TraceScope& scope, const R& result) {
-  if constexpr (std::is_same_v<R, Tensor>) {
-    scope.output(result);
-  } else if constexpr (std::is_same_v<R, std::vector<Tensor>>) {
-    for (const Tensor& t : result) scope.output(t);
-  } else if constexpr (is_tensor_tuple<R>::value) {
-    std::apply([&](const auto&... t) { (collect_outputs(scope, t), ...); }, result);
-  } else {
-    static_assert(std::is_same_v<R, Tensor>,
-                  "reel::trace: f must return a Tensor, std::vector<Tensor>, or a tuple of them");
-  }
-}
-
 struct Traced {
   Tape tape;
   std::vector<Tensor> captured;  // values of the lifted inputs, in order
@@ -95,7 +87,7 @@ Traced trace_lifting(bool lift_captures, F&& f, const Args&... args) {
   // Braced initialisation evaluates left to right, so inputs are numbered in order.
   std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
   const auto result = std::apply(std::forward<F>(f), wrapped);
-  collect_outputs(scope, result);
+  scope.output_tree(result);
   std::vector<Tensor> captured = scope.captured();
   return {scope.finish(), std::move(captured)};
 }
