@@ -1,0 +1,30 @@
+// GradBench's lse: log-sum-exp of a vector and its gradient.
+#include "evals.hpp"
+
+#include <memory>
+
+namespace gradbench::evals {
+
+namespace {
+
+Tensor lse(const Tensor& x) { return reel::logsumexp(x); }
+
+Prepared lse_primal(const json& input) {
+  static const auto f = reel::jit(lse, {.compile_after = 1});
+  auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
+  auto out = std::make_shared<Tensor>();
+  return {[=] { *out = f(*x); }, [=] { return json(out->item()); }};
+}
+
+Prepared lse_gradient(const json& input) {
+  static const auto g = reel::simplegrad(lse, {.compile_after = 1});
+  auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
+  auto out = std::make_shared<Tensor>();
+  return {[=] { *out = g(*x)[1]; }, [=] { return vector_json(*out); }};
+}
+
+}  // namespace
+
+Functions lse_functions() { return {{"primal", lse_primal}, {"gradient", lse_gradient}}; }
+
+}  // namespace gradbench::evals
