@@ -53,29 +53,16 @@ Tensor det(const Tensor& A, int64_t ell) {
   return reel::index(minors, 0);
 }
 
-std::shared_ptr<std::pair<Tensor, int64_t>> det_input(const json& input) {
+// ell, then A (ell x ell values).
+TensorAndCount det_input(const json& input) {
   const int64_t ell = integer(input, "det", "ell", 1, 20, " (the largest matrix this tool takes)");
   Tensor A = input_tensor(input, "A");
   if (A.numel() != ell * ell) throw reel::Error(fmt::format("det: expected A with {} values, got {}", ell * ell, A.numel()));
-  return std::make_shared<std::pair<Tensor, int64_t>>(A, ell);
-}
-
-Prepared det_primal(const json& input) {
-  static const auto f = reel::jit(det, {.compile_after = 1});
-  auto in = det_input(input);
-  auto out = std::make_shared<Tensor>();
-  return {[=] { *out = f(in->first, in->second); }, [=] { return json(out->item()); }};
-}
-
-Prepared det_gradient(const json& input) {
-  static const auto g = reel::simplegrad(det, {.compile_after = 1});
-  auto in = det_input(input);
-  auto out = std::make_shared<Tensor>();
-  return {[=] { *out = g(in->first, in->second)[1]; }, [=] { return vector_json(*out); }};
+  return {A, ell};
 }
 
 }  // namespace
 
-Functions det_functions() { return {{"primal", det_primal}, {"gradient", det_gradient}}; }
+Functions det_functions() { return primal_and_gradient(det_input, det, scalar_json, det); }
 
 }  // namespace gradbench::evals

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "session.hpp"
@@ -44,12 +46,49 @@ Tensor tensor_of(const json& v, const char* name);
 // The input's field `name` as a tensor.
 Tensor input_tensor(const json& input, const char* name);
 
+json scalar_json(const Tensor& t);  // its one value
 json vector_json(const Tensor& t);  // its values, as one array
 json matrix_json(const Tensor& t);  // rows of its first axis, each an array of numbers
+
+// The work of most functions: each run computes a tensor (`compute()`), and the output
+// is the last one as JSON (`to_json`).
+template <class Compute>
+Prepared each_run(Compute compute, json (*to_json)(const Tensor&)) {
+  auto out = std::make_shared<Tensor>();
+  return {[=] { *out = compute(); }, [=] { return to_json(*out); }};
+}
 
 // ---- the evals: function name -> maker, one file each ---------------------------------
 
 using Functions = std::map<std::string, Maker>;
+
+// The input of an eval whose functions take a tensor and a count (llsq's x and n, ode's
+// x and s, det's A and ell).
+struct TensorAndCount {
+  Tensor x;
+  int64_t k;
+};
+
+// "primal" and "gradient" of such an eval: primal(x, k), compiled on its first call
+// (reel::jit) and written by `primal_json`, and the gradient of scalar(x, k) with
+// respect to x (reel::simplegrad). `read` reads and checks the input.
+template <class Primal, class Scalar>
+Functions primal_and_gradient(TensorAndCount (*read)(const json&), Primal primal, json (*primal_json)(const Tensor&),
+                              Scalar scalar) {
+  auto jitted = reel::jit(primal, {.compile_after = 1});
+  auto grad = reel::simplegrad(scalar, {.compile_after = 1});
+  auto f = std::make_shared<const decltype(jitted)>(std::move(jitted));
+  auto g = std::make_shared<const decltype(grad)>(std::move(grad));
+  return {{"primal",
+           [=](const json& input) {
+             auto in = std::make_shared<const TensorAndCount>(read(input));
+             return each_run([=] { return (*f)(in->x, in->k); }, primal_json);
+           }},
+          {"gradient", [=](const json& input) {
+             auto in = std::make_shared<const TensorAndCount>(read(input));
+             return each_run([=] { return (*g)(in->x, in->k)[1]; }, vector_json);
+           }}};
+}
 
 Functions hello_functions();   // hello.cpp
 Functions lse_functions();     // lse.cpp

@@ -72,8 +72,7 @@ std::shared_ptr<GmmInput> gmm_input(const json& input) {
 Prepared gmm_objective(const json& input) {
   static const auto f = reel::jit(gmm, {.compile_after = 1});
   auto g = gmm_input(input);
-  auto out = std::make_shared<Tensor>();
-  return {[=] { *out = f(g->alpha, g->mu, g->q, g->l, g->x, g->gamma, g->m); }, [=] { return json(out->item()); }};
+  return each_run([=] { return f(g->alpha, g->mu, g->q, g->l, g->x, g->gamma, g->m); }, scalar_json);
 }
 
 Prepared gmm_jacobian(const json& input) {

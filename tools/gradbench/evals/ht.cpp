@@ -209,8 +209,7 @@ Prepared ht_objective(const json& input) {
   auto f = std::make_shared<reel::CompiledFunction>(reel::compile(
       reel::trace([m = &in->model](const Tensor& theta, const Tensor& us) { return hand_residuals(*m, theta, us); },
                   in->theta, in->us)));
-  auto out = std::make_shared<Tensor>();
-  return {[=] { *out = (*f)({in->theta, in->us}).at(0); }, [=] { return vector_json(*out); }};
+  return each_run([=] { return (*f)({in->theta, in->us}).at(0); }, vector_json);
 }
 
 // The Jacobian by forward mode: one Jacobian-vector product per theta entry (a column

@@ -79,6 +79,7 @@ Tensor tensor_of(const json& v, const char* name) {
 }
 Tensor input_tensor(const json& input, const char* name) { return tensor_of(field(input, name), name); }
 
+json scalar_json(const Tensor& t) { return t.item(); }
 json vector_json(const Tensor& t) { return t.values(); }
 json matrix_json(const Tensor& t) {
   const auto v = t.values();

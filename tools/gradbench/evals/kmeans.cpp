@@ -27,8 +27,7 @@ Prepared kmeans_cost_fn(const json& input) {
   static const auto f = reel::jit(kmeans_cost, {.compile_after = 1});
   auto P = std::make_shared<Tensor>(input_tensor(input, "points"));
   auto C = std::make_shared<Tensor>(input_tensor(input, "centroids"));
-  auto out = std::make_shared<Tensor>();
-  return {[=] { *out = f(*P, *C); }, [=] { return json(out->item()); }};
+  return each_run([=] { return f(*P, *C); }, scalar_json);
 }
 
 // J H^-1 with J = d cost / dC and H's diagonal from forward over reverse: the Hessian

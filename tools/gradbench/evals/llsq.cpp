@@ -27,26 +27,14 @@ Tensor llsq(const Tensor& x, int64_t n) {
   return 0.5 * reel::sum(reel::square(S - reel::matmul(V, x)));
 }
 
-int64_t llsq_points(const json& input) { return integer(input, "llsq", "n", 2, 10'000'000, " (the most points this tool takes)"); }
-
-Prepared llsq_primal(const json& input) {
-  static const auto f = reel::jit(llsq, {.compile_after = 1});
-  auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
-  const int64_t n = llsq_points(input);
-  auto out = std::make_shared<Tensor>();
-  return {[=] { *out = f(*x, n); }, [=] { return json(out->item()); }};
-}
-
-Prepared llsq_gradient(const json& input) {
-  static const auto g = reel::simplegrad(llsq, {.compile_after = 1});
-  auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
-  const int64_t n = llsq_points(input);
-  auto out = std::make_shared<Tensor>();
-  return {[=] { *out = g(*x, n)[1]; }, [=] { return vector_json(*out); }};
+// x, then n (the number of points).
+TensorAndCount llsq_input(const json& input) {
+  Tensor x = input_tensor(input, "x");
+  return {x, integer(input, "llsq", "n", 2, 10'000'000, " (the most points this tool takes)")};
 }
 
 }  // namespace
 
-Functions llsq_functions() { return {{"primal", llsq_primal}, {"gradient", llsq_gradient}}; }
+Functions llsq_functions() { return primal_and_gradient(llsq_input, llsq, scalar_json, llsq); }
 
 }  // namespace gradbench::evals

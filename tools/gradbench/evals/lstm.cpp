@@ -69,8 +69,7 @@ std::shared_ptr<LstmInput> lstm_input(const json& input) {
 Prepared lstm_objective(const json& input) {
   static const auto f = reel::jit(lstm, {.compile_after = 1});
   auto in = lstm_input(input);
-  auto out = std::make_shared<Tensor>();
-  return {[=] { *out = f(in->main, in->extra, in->state, in->sequence); }, [=] { return json(out->item()); }};
+  return each_run([=] { return f(in->main, in->extra, in->state, in->sequence); }, scalar_json);
 }
 
 Prepared lstm_jacobian(const json& input) {

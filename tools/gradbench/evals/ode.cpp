@@ -2,6 +2,7 @@
 #include "evals.hpp"
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace gradbench::evals {
@@ -32,28 +33,15 @@ Tensor ode(const Tensor& x, int64_t s) {
 }
 Tensor ode_last(const Tensor& x, int64_t s) { return reel::index(ode(x, s), -1); }
 
-int64_t ode_steps(const json& input) { return integer(input, "ode", "s", 1, 10'000, " (the most steps this tool traces)"); }
-
-Prepared ode_primal(const json& input) {
-  static const auto f = reel::jit(ode, {.compile_after = 1});
-  auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
-  if (x->numel() < 2) throw reel::Error("ode: expected at least 2 values of x");
-  const int64_t s = ode_steps(input);
-  auto out = std::make_shared<Tensor>();
-  return {[=] { *out = f(*x, s); }, [=] { return vector_json(*out); }};
-}
-
-Prepared ode_gradient(const json& input) {
-  static const auto g = reel::simplegrad(ode_last, {.compile_after = 1});
-  auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
-  if (x->numel() < 2) throw reel::Error("ode: expected at least 2 values of x");
-  const int64_t s = ode_steps(input);
-  auto out = std::make_shared<Tensor>();
-  return {[=] { *out = g(*x, s)[1]; }, [=] { return vector_json(*out); }};
+// x (at least 2 values), then s (the number of steps).
+TensorAndCount ode_input(const json& input) {
+  Tensor x = input_tensor(input, "x");
+  if (x.numel() < 2) throw reel::Error("ode: expected at least 2 values of x");
+  return {x, integer(input, "ode", "s", 1, 10'000, " (the most steps this tool traces)")};
 }
 
 }  // namespace
 
-Functions ode_functions() { return {{"primal", ode_primal}, {"gradient", ode_gradient}}; }
+Functions ode_functions() { return primal_and_gradient(ode_input, ode, vector_json, ode_last); }
 
 }  // namespace gradbench::evals
