@@ -1,6 +1,9 @@
 // CSE, DCE, simplify, the pipeline, and what gradient tapes look like after them.
 #include "test_util.hpp"
 
+#include <sstream>
+#include <utility>
+
 using namespace reel;
 
 TEST_CASE("CSE and DCE shrink a tape by the expected count and keep its results") {
@@ -106,4 +109,67 @@ TEST_CASE("the pass pipeline runs named passes in order") {
   CHECK(out[1].values() == std::vector<double>{2, 4});
   const auto names = pass_names();
   CHECK(std::find(names.begin(), names.end(), "cse") != names.end());
+}
+
+namespace {
+// The dumps of a pipeline's print-after output: (pass name, tape text) in order.
+std::vector<std::pair<std::string, std::string>> dumps_of(const std::string& text) {
+  const std::string head = "# *** Tape after ", tail = " ***\n";
+  std::vector<std::pair<std::string, std::string>> out;
+  for (std::size_t at = text.find(head); at != std::string::npos;) {
+    const std::size_t name_end = text.find(tail, at);
+    const std::size_t body = name_end + tail.size(), next = text.find(head, body);
+    std::string tape = text.substr(body, (next == std::string::npos ? text.size() : next) - body);
+    out.emplace_back(text.substr(at + head.size(), name_end - at - head.size()), tape.substr(0, tape.size() - 1));
+    at = next;
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("print_after_all dumps the tape after each pass, under a header naming it, as the passes made it") {
+  const Tape t = trace([](const Tensor& x) { return sum(sin(x) * x); }, tensor({1, 2}));
+  std::ostringstream out;
+  const Tape g = PassPipeline({"grad", "simplify", "cse", "dce"}).print_after_all().print_to(out).run(t);
+  const auto dumps = dumps_of(out.str());
+  REQUIRE(dumps.size() == 4);
+  const Tape after_grad = reverse_mode(t), after_simplify = simplify(after_grad), after_cse = cse(after_simplify);
+  CHECK(dumps[0] == std::pair<std::string, std::string>{"grad", to_string(after_grad)});
+  CHECK(dumps[1] == std::pair<std::string, std::string>{"simplify", to_string(after_simplify)});
+  CHECK(dumps[2] == std::pair<std::string, std::string>{"cse", to_string(after_cse)});
+  CHECK(dumps[3] == std::pair<std::string, std::string>{"dce", to_string(g)});
+  // The header is a comment of the text form: the whole output parses, as the last tape.
+  CHECK(to_string(parse_tape(out.str().substr(out.str().rfind("# *** Tape after dce")))) == to_string(g));
+}
+
+TEST_CASE("print_after prints after the passes named only, each time one runs, and nothing once turned off") {
+  const Tape t = trace([](const Tensor& x) { return sum(exp(x)); }, tensor({1, 2}));
+  std::ostringstream out;
+  PassPipeline({"grad", "simplify", "cse", "simplify"}).print_after("simplify").print_to(out).run(t);
+  const auto dumps = dumps_of(out.str());
+  REQUIRE(dumps.size() == 2);
+  CHECK(dumps[0].first == "simplify");
+  CHECK(dumps[1].first == "simplify");
+  CHECK(dumps[1].second == to_string(simplify(cse(simplify(reverse_mode(t))))));
+
+  std::ostringstream quiet;
+  PassPipeline({"grad", "dce"}).print_after_all().print_after_all(false).print_to(quiet).run(t);
+  CHECK(quiet.str().empty());
+  CHECK_ERROR(PassPipeline({"cse"}).print_after("nope"), "PassPipeline::print_after", "expected a pass name", "cse, dce",
+              "got 'nope'");
+}
+
+TEST_CASE("REEL_PRINT_AFTER_ALL: 1 is on; unset, empty and 0 are off; other values are off with a warning") {
+  std::string warning = "stale";
+  CHECK(detail::print_after_all_setting("1", warning));
+  CHECK(warning.empty());
+  for (const char* off : {static_cast<const char*>(nullptr), "", "0"}) {
+    CHECK_FALSE(detail::print_after_all_setting(off, warning));
+    CHECK(warning.empty());
+  }
+  for (const char* bad : {"yes", "true", "2", " 1", "1 ", "01"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(detail::print_after_all_setting(bad, warning));
+    CHECK(warning == fmt::format("REEL_PRINT_AFTER_ALL=\"{}\" is not 0 or 1; the tape is not printed after passes", bad));
+  }
 }

@@ -1,7 +1,11 @@
 // reel-opt: reads a tape in text form, runs passes on it, prints the result.
-//   reel-opt [--passes=grad,cse,dce] [--print-plan [--no-reuse]] [--split-input-file] [file]
+//   reel-opt [--passes=grad,cse,dce] [--print-plan [--no-reuse]] [--split-input-file]
+//            [--print-after-all] [--print-after=cse,dce] [file]
 // (standard input without a file). --print-plan prints, instead of the tape, the
 // schedule and memory plan reel::compile would make of the result.
+// --print-after-all (--print-after=NAMES: after those passes only), as LLVM's opt,
+// prints the tape after each pass to standard error under "# *** Tape after NAME ***"
+// (PassPipeline::print_after_all; REEL_PRINT_AFTER_ALL=1 does the same in any program).
 // --split-input-file (as in MLIR's tools) treats each part of the input between lines
 // "# -----" as a separate tape, prints the results separated by "# -----", and prints
 // a part's error as "error: ..." in its place instead of stopping, so that one
@@ -31,7 +35,15 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 int usage() {
-  fmt::print(stderr, "usage: reel-opt [--passes=p1,p2,...] [--print-plan [--no-reuse]] [--split-input-file] [file]\npasses: {}\n",
+  fmt::print(stderr,
+             "usage: reel-opt [options] [file]   (standard input without a file, or with -)\n"
+             "  --passes=P1,P2,...    run these passes in order ({})\n"
+             "  --print-plan          print the schedule and memory plan of the result instead of the tape\n"
+             "  --no-reuse            (with --print-plan) plan without reusing memory\n"
+             "  --split-input-file    treat parts between '# -----' lines as separate tapes\n"
+             "  --print-after-all     print the tape after each pass to standard error\n"
+             "  --print-after=P1,...  print the tape after these passes only\n"
+             "  -h, --help            this list\n",
              fmt::join(reel::pass_names(), ", "));
   return 2;
 }
@@ -42,15 +54,17 @@ int main(int argc, char** argv) {
 #ifdef REEL_OPT_TEST_PRIMITIVES
   reel::test::register_test_primitives();
 #endif
-  std::vector<std::string> passes;
+  std::vector<std::string> passes, print_after;
   std::string path;
-  bool print_plan = false, reuse = true, split_input = false;
+  bool print_plan = false, reuse = true, split_input = false, print_after_all = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--passes=", 0) == 0) passes = split(arg.substr(9));
     else if (arg == "--print-plan") print_plan = true;
     else if (arg == "--no-reuse") reuse = false;
     else if (arg == "--split-input-file") split_input = true;
+    else if (arg == "--print-after-all") print_after_all = true;
+    else if (arg.rfind("--print-after=", 0) == 0) for (std::string& p : split(arg.substr(14))) print_after.push_back(std::move(p));
     else if (arg == "-h" || arg == "--help") return usage();
     else if (arg.rfind("-", 0) == 0 && arg != "-") return usage();
     else path = arg;
@@ -67,7 +81,10 @@ int main(int argc, char** argv) {
     text << in.rdbuf();
   }
   auto process = [&](const std::string& part) {
-    const reel::Tape tape = reel::PassPipeline(passes).run(reel::parse_tape(part));
+    reel::PassPipeline pipeline(passes);
+    if (print_after_all) pipeline.print_after_all();
+    for (const std::string& p : print_after) pipeline.print_after(p);
+    const reel::Tape tape = pipeline.run(reel::parse_tape(part));
     return print_plan ? reel::plan_text(tape, {.reuse_memory = reuse}) : fmt::format("{}\n", tape);
   };
   if (split_input) {

@@ -1,7 +1,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
 #include <map>
+#include <mutex>
+#include <string_view>
 
 #include "reel/passes.hpp"
 
@@ -19,7 +24,29 @@ const std::map<std::string, Pass>& registry() {
   };
   return passes;
 }
+
+// REEL_PRINT_AFTER_ALL, read once per process (a bad value's warning is printed once).
+bool print_after_all_from_environment() {
+  static const bool on = [] {
+    std::string warning;
+    const bool value = detail::print_after_all_setting(std::getenv("REEL_PRINT_AFTER_ALL"), warning);
+    if (!warning.empty()) {
+      fmt::print(stderr, "reel: warning: {}\n", warning);
+      std::fflush(stderr);
+    }
+    return value;
+  }();
+  return on;
+}
 }  // namespace
+
+bool detail::print_after_all_setting(const char* value, std::string& warning) {
+  warning.clear();
+  if (value == nullptr || std::string_view(value).empty() || std::string_view(value) == "0") return false;
+  if (std::string_view(value) == "1") return true;
+  warning = fmt::format("REEL_PRINT_AFTER_ALL=\"{}\" is not 0 or 1; the tape is not printed after passes", value);
+  return false;
+}
 
 std::vector<std::string> pass_names() {
   std::vector<std::string> names;
@@ -44,16 +71,47 @@ Tape cleanup(const Tape& tape) {
   return pipeline.run(tape);
 }
 
-PassPipeline::PassPipeline(std::vector<std::string> names) : names_(std::move(names)) {
+PassPipeline::PassPipeline(std::vector<std::string> names)
+    : names_(std::move(names)), print_all_(print_after_all_from_environment()) {
   for (const std::string& n : names_) passes_.push_back(&find_pass(n));
   const auto& tail = cleanup_pass_names();
   ends_with_cleanup_ = names_.size() >= tail.size() && std::equal(tail.rbegin(), tail.rend(), names_.rbegin());
 }
 
+PassPipeline& PassPipeline::print_after_all(bool on) {
+  print_all_ = on;
+  return *this;
+}
+
+PassPipeline& PassPipeline::print_after(const std::string& pass) {
+  if (!registry().contains(pass))
+    throw Error(fmt::format("PassPipeline::print_after: expected a pass name ({}), got '{}'", fmt::join(pass_names(), ", "),
+                            pass));
+  print_after_.insert(pass);
+  return *this;
+}
+
+PassPipeline& PassPipeline::print_to(std::ostream& out) {
+  out_ = &out;
+  return *this;
+}
+
+void PassPipeline::dump_after(std::size_t i, const Tape& tape) const {
+  if (!print_all_ && !print_after_.contains(names_[i])) return;
+  const std::string text = fmt::format("# *** Tape after {} ***\n{}\n", names_[i], tape);
+  static std::mutex mutex;  // one dump at a time, when pipelines run on several threads
+  std::lock_guard<std::mutex> lock(mutex);
+  (out_ != nullptr ? *out_ : std::cerr) << text << std::flush;
+}
+
 Tape PassPipeline::run(const Tape& tape) const {
   if (passes_.empty()) return tape;
   Tape t = (*passes_[0])(tape);  // no copy of the input first: a tape can be large
-  for (std::size_t i = 1; i < passes_.size(); ++i) t = (*passes_[i])(t);
+  dump_after(0, t);
+  for (std::size_t i = 1; i < passes_.size(); ++i) {
+    t = (*passes_[i])(t);
+    dump_after(i, t);
+  }
   t.cleaned = ends_with_cleanup_;
   return t;
 }

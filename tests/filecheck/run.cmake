@@ -12,8 +12,17 @@ string(REGEX REPLACE "^# RUN: reel-opt(-test)? *" "" args "${run_line}")
 separate_arguments(args)
 # A file with a '# EXPECT-ERROR' line passes when the tool exits with status 1 (an
 # error it reported, not a crash); FileCheck then reads what it wrote to stderr.
+# With a '# STDERR' line, FileCheck reads what the tool wrote to stderr followed by
+# its stdout. '# ENV: NAME=VALUE' lines set environment variables for the tool.
 file(STRINGS ${INPUT} expect_error REGEX "^# EXPECT-ERROR")
-execute_process(COMMAND ${tool} ${args} ${INPUT} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+file(STRINGS ${INPUT} read_stderr REGEX "^# STDERR")
+file(STRINGS ${INPUT} env_lines REGEX "^# ENV: ")
+list(TRANSFORM env_lines REPLACE "^# ENV: *" "")
+execute_process(COMMAND ${CMAKE_COMMAND} -E env ${env_lines} ${tool} ${args} ${INPUT}
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(read_stderr)
+  set(out "${err}${out}")
+endif()
 if(expect_error)
   if(NOT rc STREQUAL "1")
     message(FATAL_ERROR "${tool} was expected to report an error (status 1), got '${rc}'")

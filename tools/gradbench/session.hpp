@@ -22,7 +22,8 @@ struct Prepared {
 // cannot use).
 using Maker = std::function<Prepared(const json& input)>;
 
-// The evals: module name -> function name -> maker (evals.cpp).
+// The evals: module name -> function name -> maker (evals/registry.cpp; one file per
+// eval in evals/).
 const std::map<std::string, std::map<std::string, Maker>>& modules();
 
 class Session {

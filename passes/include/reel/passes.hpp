@@ -2,6 +2,8 @@
 // Tape-to-tape passes. Each takes a tape and returns a new one; none changes its
 // argument. `reel-opt` (tools/) runs them by name from the command line.
 #include <functional>
+#include <iosfwd>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,16 +58,39 @@ const Pass& find_pass(const std::string& name);  // throws reel::Error for unkno
 
 // Runs named passes in order; marks the result `cleaned` if the last passes are
 // cleanup_pass_names().
+//
+// Like LLVM's -print-after-all and -print-after=NAME, it can print the tape after each
+// pass, or after the passes named, to standard error (or `print_to`'s stream), each
+// under a header naming the pass: "# *** Tape after cse ***" (a comment of the tape's
+// text form, so a dump parses back). The environment variable REEL_PRINT_AFTER_ALL=1
+// turns print-after-all on for every PassPipeline of the process (grad_tape, jvp_tape
+// and cleanup run one): it is read once, when the first PassPipeline is made; unset,
+// empty or 0 is off, and any other value gets one warning on standard error and is off.
 class PassPipeline {
  public:
   explicit PassPipeline(std::vector<std::string> names);
   Tape run(const Tape& tape) const;
   const std::vector<std::string>& names() const { return names_; }
 
+  PassPipeline& print_after_all(bool on = true);      // overrides REEL_PRINT_AFTER_ALL
+  PassPipeline& print_after(const std::string& pass);  // a reel::Error for an unknown pass name
+  PassPipeline& print_to(std::ostream& out);           // where dumps go (std::cerr until set)
+
  private:
+  void dump_after(std::size_t i, const Tape& tape) const;
+
   std::vector<std::string> names_;
   std::vector<const Pass*> passes_;
   bool ends_with_cleanup_ = false;
+  bool print_all_;
+  std::set<std::string> print_after_;
+  std::ostream* out_ = nullptr;
 };
+
+namespace detail {
+// REEL_PRINT_AFTER_ALL's value (nullptr when unset): "1" is on; nullptr, "" and "0" are
+// off; anything else is off and sets `warning` to say why.
+bool print_after_all_setting(const char* value, std::string& warning);
+}  // namespace detail
 
 }  // namespace reel

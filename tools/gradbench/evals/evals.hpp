@@ -1,0 +1,104 @@
+#pragma once
+// What the GradBench evals share: reading JSON input into tensors and writing results
+// back (json_io.cpp), and the function table each eval's file gives (registry.cpp
+// gathers them into modules()). Each eval is ordinary Reel code, traced once per
+// signature, differentiated by Reel and compiled (the cached reel::jit /
+// reel::simplegrad(f), or tapes compiled in the eval's file for nested derivatives).
+#include <fmt/format.h>
+#include <reel/reel.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "session.hpp"
+
+namespace gradbench::evals {
+
+using reel::Tensor;
+
+// ---- JSON <-> tensors (json_io.cpp) ----------------------------------------------------
+
+// The input's field `name` (a reel::Error if there is none).
+const json& field(const json& input, const char* name);
+
+// Every integer of the input is read here: a JSON integer, or a number with no
+// fractional part (2.0), within [lo, hi]; anything else (2.5, 1e30, a string, a
+// number past int64) is an error quoting what was given, never truncated or wrapped.
+// `what` names it for the message: "n", or "correspondences"[3]; `why_hi` says why hi.
+int64_t integer_of(const json& v, std::string_view eval, const std::string& what, int64_t lo, int64_t hi,
+                   std::string_view why_hi = "");
+// The input's integer field `name`, as integer_of.
+int64_t integer(const json& input, std::string_view eval, const char* name, int64_t lo = 0,
+                int64_t hi = std::numeric_limits<int64_t>::max(), std::string_view why_hi = "");
+// An array of integers (each through integer_of); `what` as for integer_of.
+std::vector<int64_t> integers(const json& v, std::string_view eval, const std::string& what, int64_t lo, int64_t hi);
+// The input's number field `name`.
+double number(const json& input, const char* name);
+
+// A JSON array of numbers, or of equally long arrays of numbers, as an f64 tensor.
+Tensor tensor_of(const json& v, const char* name);
+// The input's field `name` as a tensor.
+Tensor input_tensor(const json& input, const char* name);
+
+json scalar_json(const Tensor& t);  // its one value
+json vector_json(const Tensor& t);  // its values, as one array
+json matrix_json(const Tensor& t);  // rows of its first axis, each an array of numbers
+
+// The work of most functions: each run computes a tensor (`compute()`), and the output
+// is the last one as JSON (`to_json`).
+template <class Compute>
+Prepared each_run(Compute compute, json (*to_json)(const Tensor&)) {
+  auto out = std::make_shared<Tensor>();
+  return {[=] { *out = compute(); }, [=] { return to_json(*out); }};
+}
+
+// ---- the evals: function name -> maker, one file each ---------------------------------
+
+using Functions = std::map<std::string, Maker>;
+
+// The input of an eval whose functions take a tensor and a count (llsq's x and n, ode's
+// x and s, det's A and ell).
+struct TensorAndCount {
+  Tensor x;
+  int64_t k;
+};
+
+// "primal" and "gradient" of such an eval: primal(x, k), compiled on its first call
+// (reel::jit) and written by `primal_json`, and the gradient of scalar(x, k) with
+// respect to x (reel::simplegrad). `read` reads and checks the input.
+template <class Primal, class Scalar>
+Functions primal_and_gradient(TensorAndCount (*read)(const json&), Primal primal, json (*primal_json)(const Tensor&),
+                              Scalar scalar) {
+  auto jitted = reel::jit(primal, {.compile_after = 1});
+  auto grad = reel::simplegrad(scalar, {.compile_after = 1});
+  auto f = std::make_shared<const decltype(jitted)>(std::move(jitted));
+  auto g = std::make_shared<const decltype(grad)>(std::move(grad));
+  return {{"primal",
+           [=](const json& input) {
+             auto in = std::make_shared<const TensorAndCount>(read(input));
+             return each_run([=] { return (*f)(in->x, in->k); }, primal_json);
+           }},
+          {"gradient", [=](const json& input) {
+             auto in = std::make_shared<const TensorAndCount>(read(input));
+             return each_run([=] { return (*g)(in->x, in->k)[1]; }, vector_json);
+           }}};
+}
+
+Functions hello_functions();   // hello.cpp
+Functions lse_functions();     // lse.cpp
+Functions llsq_functions();    // llsq.cpp
+Functions ode_functions();     // ode.cpp
+Functions kmeans_functions();  // kmeans.cpp
+Functions gmm_functions();     // gmm.cpp
+Functions lstm_functions();    // lstm.cpp
+Functions ba_functions();      // ba.cpp
+Functions det_functions();     // det.cpp
+Functions ht_functions();      // ht.cpp
+
+}  // namespace gradbench::evals
