@@ -335,6 +335,51 @@ TEST_CASE("abs and sign: values, gradients at the kink by convention") {
   CHECK(gs.grads[0].values() == std::vector<double>{-1, 0, 1});  // no gradient through sign
 }
 
+// atan, asinh and hypot (added as the proof of issue 18's primitive form): closed forms,
+// gradients (reverse, forward, compiled, second order) and hypot's convention at 0.
+TEST_CASE("atan, asinh, hypot: closed forms, gradients in every mode, hypot at 0") {
+  const double pi = 3.14159265358979323846;
+  CHECK(atan(tensor({1.0})).item() == doctest::Approx(pi / 4).epsilon(1e-15));
+  CHECK(asinh(tensor({0.75})).item() == doctest::Approx(std::log(2.0)).epsilon(1e-15));  // asinh(3/4) = ln 2
+  CHECK(asinh(tensor({1e300})).item() == doctest::Approx(std::log(2e300)).epsilon(1e-15));
+  CHECK(hypot(tensor({3.0, 1e300}), tensor({4.0, 1e300})).values() ==
+        std::vector<double>{5.0, std::hypot(1e300, 1e300)});  // no overflow
+  // d atan/dx = 1/(1 + x^2), d asinh/dx = 1/sqrt(x^2 + 1): reverse, forward and compiled.
+  const Tensor x = tensor({-2.0, 0.0, 0.5, 3.0});
+  const auto f = [](const Tensor& v) { return sum(atan(v) + asinh(v)); };
+  std::vector<double> want;
+  for (double v : x.values()) want.push_back(1 / (1 + v * v) + 1 / std::sqrt(v * v + 1));
+  test::check_close(grad(f, x).grads[0], tensor(want), 1e-15, 1e-15, "atan + asinh: grad");
+  test::check_close(simplegrad(f, x)(x)[1], tensor(want), 1e-15, 1e-15, "atan + asinh: compiled grad");
+  const Tensor ones = tensor({1.0, 1.0, 1.0, 1.0});
+  test::check_close(jvp([](const Tensor& v) { return atan(v) + asinh(v); }, {x}, {ones}).tangent, tensor(want), 1e-15,
+                    1e-15, "atan + asinh: jvp");
+  // Second derivatives: atan'' = -2x/(1+x^2)^2, asinh'' = -x/(x^2+1)^(3/2) (through hypot's rule).
+  const auto d2 = grad([](const Tensor& v) { return sum(grad([](const Tensor& u) { return sum(atan(u) + asinh(u)); }, v).grads[0]); }, x);
+  std::vector<double> want2;
+  for (double v : x.values()) want2.push_back(-2 * v / std::pow(1 + v * v, 2) - v / std::pow(v * v + 1, 1.5));
+  test::check_close(d2.grads[0], tensor(want2), 1e-14, 1e-14, "atan + asinh: second derivative");
+  // hypot: d/da = a/h, d/db = b/h, with broadcasting; 0 at a = b = 0 (not NaN).
+  const auto h = [](const Tensor& a, const Tensor& b) { return sum(hypot(a, b)); };
+  const auto g = grad(h, tensor({3.0, 0.0, -5.0}), tensor({4.0}));
+  test::check_close(g.grads[0], tensor({0.6, 0.0, -5 / std::sqrt(41.0)}), 1e-15, 1e-15, "hypot: d/da");
+  test::check_close(g.grads[1], tensor({0.8 + 1.0 + 4 / std::sqrt(41.0)}), 1e-15, 1e-15, "hypot: d/db broadcast");
+  const auto g0 = simplegrad(h, tensor({0.0}), tensor({0.0}))(tensor({0.0}), tensor({0.0}));
+  CHECK(g0[1].item() == 0);
+  CHECK(g0[2].item() == 0);
+  CHECK(jvp([](const Tensor& a) { return hypot(a, 0.0); }, {tensor({0.0})}, {tensor({1.0})}).tangent.item() == 0);
+  // Finite differences with broadcasting in both orders, and f32 compiled against f64.
+  check_gradient([](const std::vector<Tensor>& a) { return weighted_sum(hypot(a[0], a[1]), 3); },
+                 {randn({3, 4}, 41), randn({3, 1}, 42)}, "hypot broadcast");
+  check_gradient([](const std::vector<Tensor>& a) { return weighted_sum(hypot(a[1], a[0]), 3); },
+                 {randn({3, 4}, 43), randn({4}, 44)}, "hypot broadcast reversed");
+  const Tensor x32 = tensor({-2.0, 0.5, 3.0}, {3}, DType::f32);
+  test::check_close(simplegrad([](const Tensor& v) { return sum(hypot(atan(v), asinh(v))); }, x32)(x32)[1],
+                    grad([](const Tensor& v) { return sum(hypot(atan(v), asinh(v))); }, x32).grads[0], 1e-6, 1e-6,
+                    "f32: compiled vs interpreted");
+  CHECK_THROWS_WITH_AS(hypot(tensor({1.0, 2.0}), tensor({1.0, 2.0, 3.0})), doctest::Contains("hypot"), Error);
+}
+
 TEST_CASE("new elementwise primitives: closed forms and the conventions at kinks") {
   const double euler_gamma = 0.57721566490153286, pi = 3.14159265358979323846;
   CHECK(lgamma(tensor({5.0, 0.5})).values()[0] == doctest::Approx(std::log(24.0)).epsilon(1e-14));

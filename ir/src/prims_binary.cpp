@@ -1,5 +1,5 @@
 // Elementwise primitives of several arguments (NumPy broadcasting): add sub mul div,
-// the comparisons lt le gt ge eq ne, maximum minimum, where(c, a, b).
+// hypot, the comparisons lt le gt ge eq ne, maximum minimum, where(c, a, b).
 #include "prims_elementwise.hpp"
 
 namespace reel::prims {
@@ -80,6 +80,26 @@ Primitive div_p() {
                  .right_identity = 1.0});
 }
 
+// hypot(a, b) = sqrt(a^2 + b^2): d/da = a / h, d/db = b / h, taken as 0 at a = b = 0
+// (the quotient's denominator is h + (h == 0), so 0 / 1 there).
+Var over_hypot(TapeBuilder& b, Var x, Var h) { return b.div(x, b.add(h, compare(b, "eq", h, 0))); }
+Primitive hypot_p() {
+  return binary("hypot", [](auto& e, auto a, auto b) { return e.hypot(a, b); },
+                {.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+                   std::vector<Var> adj(2, kNoVar);
+                   for (int i : {0, 1})
+                     if (a.needs[i]) adj[i] = unbroadcast(b, b.mul(a.dout, over_hypot(b, a.args[i], a.out)), a.args[i]);
+                   return adj;
+                 },
+                 .tangent = [](TapeBuilder& b, const TangentArgs& a) {
+                   Var t[2] = {kNoVar, kNoVar};
+                   for (int i : {0, 1})
+                     if (a.tangents[i] != kNoVar) t[i] = b.mul(a.tangents[i], over_hypot(b, a.args[i], a.out));
+                   return sum_terms(b, t[0], t[1]);
+                 },
+                 .commutative = true});
+}
+
 // A comparison: 1 where the relation holds, else 0, in the operands' dtype (NaN
 // compares false, except !=); no gradient, no tangent.
 template <class Math>
@@ -151,7 +171,7 @@ Primitive where_p() {
 
 void add_binary(std::vector<Primitive>& t) {
   t.insert(t.end(), {
-      add_p(), sub_p(), mul_p(), div_p(),
+      add_p(), sub_p(), mul_p(), div_p(), hypot_p(),
       comparison("lt", [](auto& e, auto a, auto c) { return e.lt(a, c); }),
       comparison("le", [](auto& e, auto a, auto c) { return e.le(a, c); }),
       comparison("gt", [](auto& e, auto a, auto c) { return e.gt(a, c); }),

@@ -1,5 +1,5 @@
 // Elementwise primitives of one argument: neg exp log sin cos tanh sigmoid sqrt square
-// sign abs relu log1p expm1 softplus erf lgamma digamma trigamma, and with attributes
+// sign abs relu log1p expm1 softplus erf lgamma digamma trigamma atan asinh, and with attributes
 // pow(x, p), clamp(x, lo, hi); nodiff (stop_gradient) and cast(x, dtype).
 #include <fmt/format.h>
 
@@ -132,6 +132,16 @@ Primitive digamma_p() {
   return unary("digamma", [](auto& e, auto x) { return polygamma(e, x, 0); },
                [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call("trigamma", {x})); });
 }
+// atan' = 1 / (1 + x^2)
+Primitive atan_p() {
+  return unary("atan", [](auto& e, auto x) { return e.atan(x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.div(d, b.add(b.call("square", {x}), constant_like(b, 1, x))); });
+}
+// asinh' = 1 / sqrt(x^2 + 1), as 1 / hypot(x, 1): no overflow for large |x|.
+Primitive asinh_p() {
+  return unary("asinh", [](auto& e, auto x) { return e.asinh(x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.div(d, b.call("hypot", {x, constant_like(b, 1, x)})); });
+}
 // trigamma: digamma's derivative. Its own derivative rules are missing on purpose
 // (a third derivative of lgamma): grad and jvp say so, naming it.
 Primitive trigamma_p() { return unary("trigamma", [](auto& e, auto x) { return polygamma(e, x, 1); }, nullptr); }
@@ -247,7 +257,7 @@ Primitive cast_p() {
 void add_unary(std::vector<Primitive>& t) {
   t.insert(t.end(), {neg_p(), exp_p(), log_p(), sin_p(), cos_p(), tanh_p(), sigmoid_p(), sqrt_p(), square_p(),
                      sign_p(), abs_p(), relu_p(), log1p_p(), expm1_p(), softplus_p(), erf_p(), lgamma_p(),
-                     digamma_p(), trigamma_p(), clamp_p(), nodiff_p(), cast_p(), pow_p()});
+                     digamma_p(), trigamma_p(), atan_p(), asinh_p(), clamp_p(), nodiff_p(), cast_p(), pow_p()});
 }
 
 }  // namespace reel::prims

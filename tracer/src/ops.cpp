@@ -79,6 +79,10 @@ Tensor erf(const Tensor& x) { REEL_PRIM(erf); return call(prim_erf, {x}); }
 Tensor lgamma(const Tensor& x) { REEL_PRIM(lgamma); return call(prim_lgamma, {x}); }
 Tensor digamma(const Tensor& x) { REEL_PRIM(digamma); return call(prim_digamma, {x}); }
 Tensor trigamma(const Tensor& x) { REEL_PRIM(trigamma); return call(prim_trigamma, {x}); }
+Tensor atan(const Tensor& x) { REEL_PRIM(atan); return call(prim_atan, {x}); }
+Tensor asinh(const Tensor& x) { REEL_PRIM(asinh); return call(prim_asinh, {x}); }
+Tensor hypot(const Tensor& a, const Tensor& b) { REEL_PRIM(hypot); return call(prim_hypot, {a, b}); }
+Tensor hypot(const Tensor& a, double b) { return with_scalar("hypot", a, b, false); }
 Tensor maximum(const Tensor& a, const Tensor& b) { REEL_PRIM(maximum); return call(prim_maximum, {a, b}); }
 Tensor minimum(const Tensor& a, const Tensor& b) { REEL_PRIM(minimum); return call(prim_minimum, {a, b}); }
 Tensor maximum(const Tensor& a, double b) { return with_scalar("maximum", a, b, false); }

@@ -67,6 +67,12 @@ Tensor erf(const Tensor& x);
 Tensor lgamma(const Tensor& x);   // log |Gamma(x)|; its derivative is digamma
 Tensor digamma(const Tensor& x);  // its derivative is trigamma (which has none)
 Tensor trigamma(const Tensor& x);
+Tensor atan(const Tensor& x);   // in (-pi/2, pi/2); its derivative is 1 / (1 + x^2)
+Tensor asinh(const Tensor& x);  // its derivative is 1 / sqrt(x^2 + 1)
+// sqrt(a^2 + b^2) without overflow, with broadcasting; its gradient (a, b) / hypot(a, b)
+// is taken as 0 at a = b = 0.
+Tensor hypot(const Tensor& a, const Tensor& b);
+Tensor hypot(const Tensor& a, double b);
 // Elementwise maximum / minimum with broadcasting; NaN if either is NaN. On a tie
 // the gradient is split evenly between the two.
 Tensor maximum(const Tensor& a, const Tensor& b);
