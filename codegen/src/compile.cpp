@@ -24,6 +24,7 @@ struct CompiledFunction::Impl {
   std::vector<VarType> output_types;
   Tensor constant_pool;  // every constant, each at a 64-byte-aligned offset
   std::vector<codegen::StepArgs> steps;  // the schedule; never resized after compile: calls point in
+  std::vector<int64_t> arena;             // the plain-data steps' arguments, in step order; calls point in
   std::vector<codegen::BoundStep> calls;  // each step bound to its function
   codegen::DriverFn driver = nullptr;     // runs `calls` in order, when chosen
   bool has_extern = false;                // some step may throw (and may nest another call)
@@ -79,11 +80,8 @@ void bind_steps(CompiledFunction::Impl& impl, codegen::Schedule schedule, std::v
     impl.code.push_back(std::move(kernels[k].code));
   }
   impl.steps = std::move(schedule.steps);
-  impl.calls.reserve(impl.steps.size());
-  for (const codegen::StepArgs& step : impl.steps) {
-    impl.calls.push_back(codegen::bind_step(step, code, params));
-    impl.has_extern = impl.has_extern || codegen::may_throw(step);
-  }
+  impl.calls = codegen::bind_steps(impl.steps, code, params, impl.arena);
+  for (const codegen::StepArgs& step : impl.steps) impl.has_extern = impl.has_extern || codegen::may_throw(step);
   impl.kernels = std::move(schedule.kernels);
 }
 

@@ -140,6 +140,48 @@ BoundStep bind_step(const StepArgs& s, const std::vector<StepFn>& kernel_code,
       s);
 }
 
+namespace {
+
+// The bytes of a step's arguments as bind_step points at them, if they are plain data
+// that may be copied; 0 for the others.
+std::size_t plain_bytes(const StepArgs& s) {
+  return std::visit(Overloaded{
+                        [](const KernelArgs& k) { return k.buffers.size() * sizeof(BufferRef); },
+                        [](const ExternArgs&) { return std::size_t{0}; },
+                        [](const GuardArgs&) { return std::size_t{0}; },
+                        [](const auto& a) {
+                          using Args = std::decay_t<decltype(a)>;
+                          static_assert(std::is_trivially_copyable_v<Args> && alignof(Args) <= alignof(int64_t));
+                          return sizeof(Args);
+                        },
+                    },
+                    s);
+}
+
+std::size_t words(std::size_t bytes) { return (bytes + sizeof(int64_t) - 1) / sizeof(int64_t); }
+
+}  // namespace
+
+std::vector<BoundStep> bind_steps(const std::vector<StepArgs>& steps, const std::vector<StepFn>& kernel_code,
+                                  const std::vector<std::size_t>& kernel_params, std::vector<int64_t>& arena) {
+  std::size_t total = 0;
+  for (const StepArgs& s : steps) total += words(plain_bytes(s));
+  arena.assign(total, 0);
+  std::vector<BoundStep> calls;
+  calls.reserve(steps.size());
+  std::size_t at = 0;
+  for (const StepArgs& s : steps) {
+    BoundStep c = bind_step(s, kernel_code, kernel_params);
+    if (const std::size_t bytes = plain_bytes(s); bytes > 0) {
+      std::memcpy(arena.data() + at, c.args, bytes);
+      c.args = arena.data() + at;
+      at += words(bytes);
+    }
+    calls.push_back(c);
+  }
+  return calls;
+}
+
 bool may_throw(const StepArgs& step) {
   return std::holds_alternative<ExternArgs>(step) || std::holds_alternative<CheckIndicesArgs>(step) ||
          std::holds_alternative<GuardArgs>(step);
