@@ -8,6 +8,6 @@ function(reel_add_library name)
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:include>)
   target_link_libraries(reel_${name} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
-  target_compile_options(reel_${name} PRIVATE -Wall -Wextra)
+  target_compile_options(reel_${name} PRIVATE -Wall -Wextra -Werror=switch)
   set_property(GLOBAL APPEND PROPERTY REEL_LIBRARIES reel_${name})
 endfunction()

@@ -394,6 +394,33 @@ TEST_CASE("every built-in primitive passes register_primitive's checks") {
   CHECK_FALSE(is_builtin(primitive("sincos")));
 }
 
+TEST_CASE("check_primitive accepts what register_primitive accepts, and checks the name first") {
+  // The plainest user primitive: elementwise by default without an element rule (made
+  // opaque on registration), and one in the older spellings of several results.
+  const Primitive plain{
+      .name = "check_plain",
+      .infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; },
+      .eager = [](std::span<const Tensor> in, const Attrs&) { return in[0]; },
+  };
+  CHECK_NOTHROW(check_primitive(plain));
+  const Primitive old{
+      .name = "check_old",
+      .results = 2,
+      .infer_results = [](std::span<const VarType> in, const Attrs&) { return std::vector<VarType>{in[0], in[0]}; },
+      .eager_results = [](std::span<const Tensor> in, const Attrs&) { return std::vector<Tensor>{in[0], in[0]}; },
+  };
+  CHECK_NOTHROW(check_primitive(old));
+  CHECK(primitive(register_primitive(old).name).results == 2);
+  CHECK(apply_results(primitive("check_old"), std::vector<Tensor>{scalar(2.0)})[1].item() == 2);
+  // check_primitive registers nothing.
+  CHECK(find_primitive("check_plain") == nullptr);
+  Primitive both = old;
+  both.infer = [](std::span<const VarType> in, const Attrs&) { return std::vector<VarType>{in[0], in[0]}; };
+  CHECK_THROWS_WITH_AS(check_primitive(both), doctest::Contains("gives both infer and infer_results"), Error);
+  both.name = "";  // the name is checked before anything else
+  CHECK_THROWS_WITH_AS(check_primitive(both), doctest::Contains("expected a name of letters"), Error);
+}
+
 TEST_CASE("a tape as an attribute: printed, parsed, differentiated through its primitive's rules") {
   test::register_test_primitives();
   const Tape body = trace([](const Tensor& v) { return sin(v) * v; }, zeros({3}));

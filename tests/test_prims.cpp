@@ -84,7 +84,6 @@ void define_conv1d() {
 Primitive sincos_definition(const char* name) {
   return {
       .name = name,
-      .results = 2,
       .infer = [](std::span<const VarType> in, const Attrs&) { return std::vector<VarType>{in[0], in[0]}; },
       .eager = [](std::span<const Tensor> in, const Attrs&) {
         return std::vector<Tensor>{kernels::map_unary(in[0], [](const auto& e, auto x) { return e.sin(x); }),
@@ -97,6 +96,7 @@ Primitive sincos_definition(const char* name) {
         const Var from_c = dc == kNoVar ? kNoVar : b.mul(dc, s);
         return std::vector<Var>{from_c == kNoVar ? from_s : from_s == kNoVar ? b.neg(from_c) : b.sub(from_s, from_c)};
       },
+      .results = 2,
       .tangent = [](TapeBuilder& b, const TangentArgs& a) {
         const Var t = a.tangents[0];
         return std::vector<Var>{b.mul(t, a.outs[1]), b.neg(b.mul(t, a.outs[0]))};
@@ -107,14 +107,18 @@ Primitive sincos_definition(const char* name) {
 
 void define_sincos() {
   register_primitive(sincos_definition("sincos"));
-  Primitive old = sincos_definition("sincos_old");
-  old.infer_results = [infer = old.infer](std::span<const VarType> in, const Attrs& a) { return infer(in, a); };
-  old.eager_results = [eager = old.eager](std::span<const Tensor> in, const Attrs& a) { return eager(in, a); };
-  old.tangent_results = [tangent = old.tangent](TapeBuilder& b, const TangentArgs& a) { return tangent(b, a); };
-  old.infer = nullptr;
-  old.eager = nullptr;
-  old.tangent = nullptr;
-  register_primitive(std::move(old));
+  // The older spelling as a designated initialiser in the field order it was written
+  // against (the fields keep that order, so such code still compiles).
+  const Primitive one = sincos_definition("sincos_old");
+  register_primitive({
+      .name = "sincos_old",
+      .adjoint = one.adjoint,
+      .results = 2,
+      .infer_results = [infer = one.infer](std::span<const VarType> in, const Attrs& a) { return infer(in, a); },
+      .eager_results = [eager = one.eager](std::span<const Tensor> in, const Attrs& a) { return eager(in, a); },
+      .tangent_results = [tangent = one.tangent](TapeBuilder& b, const TangentArgs& a) { return tangent(b, a); },
+      .structure = Structure::opaque,
+  });
 }
 
 // call_body(x, body={tape}): the tape attribute `body`, a function of one tensor to

@@ -169,18 +169,22 @@ Primitive where_p() {
 
 }  // namespace
 
+namespace {
+
+Primitive lt_p() { return comparison("lt", [](auto& e, auto a, auto c) { return e.lt(a, c); }); }
+Primitive le_p() { return comparison("le", [](auto& e, auto a, auto c) { return e.le(a, c); }); }
+Primitive gt_p() { return comparison("gt", [](auto& e, auto a, auto c) { return e.gt(a, c); }); }
+Primitive ge_p() { return comparison("ge", [](auto& e, auto a, auto c) { return e.ge(a, c); }); }
+Primitive eq_p() { return comparison("eq", [](auto& e, auto a, auto c) { return e.eq(a, c); }, true); }
+Primitive ne_p() { return comparison("ne", [](auto& e, auto a, auto c) { return e.ne(a, c); }, true); }
+Primitive maximum_p() { return extremum("maximum", "gt", true); }
+Primitive minimum_p() { return extremum("minimum", "lt", false); }
+
+}  // namespace
+
 void add_binary(std::vector<Primitive>& t) {
-  t.insert(t.end(), {
-      add_p(), sub_p(), mul_p(), div_p(), hypot_p(),
-      comparison("lt", [](auto& e, auto a, auto c) { return e.lt(a, c); }),
-      comparison("le", [](auto& e, auto a, auto c) { return e.le(a, c); }),
-      comparison("gt", [](auto& e, auto a, auto c) { return e.gt(a, c); }),
-      comparison("ge", [](auto& e, auto a, auto c) { return e.ge(a, c); }),
-      comparison("eq", [](auto& e, auto a, auto c) { return e.eq(a, c); }, true),
-      comparison("ne", [](auto& e, auto a, auto c) { return e.ne(a, c); }, true),
-      extremum("maximum", "gt", true), extremum("minimum", "lt", false),
-      where_p(),
-  });
+  t.insert(t.end(), {add_p(), sub_p(), mul_p(), div_p(), hypot_p(), lt_p(), le_p(), gt_p(), ge_p(), eq_p(), ne_p(),
+                     maximum_p(), minimum_p(), where_p()});
 }
 
 }  // namespace reel::prims

@@ -29,9 +29,9 @@ Primitive guard_p() {
         return in[0];
       },
       .adjoint = no_adjoint(),
+      .any_dtype = true,
       .tangent = no_tangent,
       .structure = Structure::check,
-      .any_dtype = true,
       .effect = true,
   };
 }
@@ -59,9 +59,9 @@ Primitive guard_value_p() {
         return in[0];
       },
       .adjoint = no_adjoint(),
+      .any_dtype = true,
       .tangent = no_tangent,
       .structure = Structure::opaque,
-      .any_dtype = true,
       .effect = true,
   };
 }

@@ -173,9 +173,9 @@ Primitive slice_p() {
         return std::vector<Var>{b.call("unslice", {a.dout}, {{"axis", g.axis}, {"start", g.start}, {"step", g.step},
                                                              {"size", x.shape[static_cast<std::size_t>(g.axis)]}})};
       },
+      .any_dtype = true,
       .linear = true,
       .structure = Structure::opaque,
-      .any_dtype = true,
   };
 }
 
@@ -216,9 +216,9 @@ Primitive unslice_p() {
         if (g.count == 0) return std::vector<Var>{zeros_of(b, b.type(a.args[0]))};
         return std::vector<Var>{b.call("slice", {a.dout}, slice_attrs(g))};
       },
+      .any_dtype = true,
       .linear = true,
       .structure = Structure::opaque,
-      .any_dtype = true,
   };
 }
 
@@ -284,9 +284,9 @@ Primitive permute_p() {
         for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<int64_t>(i);
         return std::vector<Var>{b.call("permute", {a.dout}, {{"perm", inverse}})};
       },
+      .any_dtype = true,
       .linear = true,
       .structure = Structure::opaque,
-      .any_dtype = true,
   };
 }
 
@@ -353,6 +353,7 @@ Primitive concat_p() {
       .infer = concat_type,
       .eager = concat_eager,
       .adjoint = concat_adjoint,
+      .any_dtype = true,
       .tangent = [](TapeBuilder& b, const TangentArgs& a) {
         std::vector<Var> parts;
         for (std::size_t i = 0; i < a.args.size(); ++i)
@@ -360,7 +361,6 @@ Primitive concat_p() {
         return b.call("concat", parts, a.attrs);
       },
       .structure = Structure::opaque,
-      .any_dtype = true,
   };
 }
 
@@ -393,12 +393,12 @@ Primitive gather_p() {
         const VarType x = b.type(a.args[0]);
         return std::vector<Var>{b.call("scatter_add", {zeros_of(b, x), a.args[1], a.dout}, a.attrs), kNoVar};
       },
+      .any_dtype = true,
+      .index_args = {1},
       .tangent = [](TapeBuilder& b, const TangentArgs& a) {
         return b.call("gather", {a.tangents[0], a.args[1]}, a.attrs);
       },
       .structure = Structure::gather,
-      .any_dtype = true,
-      .index_args = {1},
   };
 }
 
@@ -422,9 +422,9 @@ Primitive scatter_add_p() {
         return std::vector<Var>{a.needs[0] ? a.dout : kNoVar, kNoVar,
                                 a.needs[2] ? b.call("gather", {a.dout, a.args[1]}, a.attrs) : kNoVar};
       },
+      .index_args = {1},
       .tangent = indexed_tangent("scatter_add"),
       .structure = Structure::scatter,
-      .index_args = {1},
   };
 }
 
@@ -458,10 +458,10 @@ Primitive index_update_p() {
             a.needs[0] ? b.call("index_update", {a.dout, a.args[1], zeros_of(b, b.type(a.args[2]))}, a.attrs) : kNoVar,
             kNoVar, a.needs[2] ? b.call("gather", {a.dout, a.args[1]}, a.attrs) : kNoVar};
       },
-      .tangent = indexed_tangent("index_update"),
-      .structure = Structure::opaque,
       .any_dtype = true,
       .index_args = {1},
+      .tangent = indexed_tangent("index_update"),
+      .structure = Structure::opaque,
   };
 }
 

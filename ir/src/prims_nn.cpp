@@ -478,11 +478,16 @@ Primitive avg_pool(bool grad) {
   };
 }
 
+Primitive max_pool2d_grad_p() { return max_pool_route(true); }
+Primitive max_pool2d_gather_p() { return max_pool_route(false); }
+Primitive avg_pool2d_p() { return avg_pool(false); }
+Primitive avg_pool2d_grad_p() { return avg_pool(true); }
+
 }  // namespace
 
 void add_nn(std::vector<Primitive>& t) {
-  t.insert(t.end(), {conv2d_p(), conv2d_data_grad_p(), conv2d_filter_grad_p(), max_pool2d_p(), max_pool_route(true),
-                     max_pool_route(false), avg_pool(false), avg_pool(true)});
+  t.insert(t.end(), {conv2d_p(), conv2d_data_grad_p(), conv2d_filter_grad_p(), max_pool2d_p(), max_pool2d_grad_p(),
+                     max_pool2d_gather_p(), avg_pool2d_p(), avg_pool2d_grad_p()});
 }
 
 }  // namespace reel::prims

@@ -243,12 +243,16 @@ Primitive sum_to_p() {
   };
 }
 
+Primitive prod_p() { return weighted("prod", ReduceOp::prod, prod_weights); }
+Primitive max_p() { return weighted("max", ReduceOp::max, extremum_weights); }
+Primitive min_p() { return weighted("min", ReduceOp::min, extremum_weights); }
+Primitive argmax_p() { return arg_extremum("argmax", true); }
+Primitive argmin_p() { return arg_extremum("argmin", false); }
+
 }  // namespace
 
 void add_reductions(std::vector<Primitive>& t) {
-  t.insert(t.end(), {sum_p(), mean_p(), weighted("prod", ReduceOp::prod, prod_weights),
-                     weighted("max", ReduceOp::max, extremum_weights), weighted("min", ReduceOp::min, extremum_weights),
-                     arg_extremum("argmax", true), arg_extremum("argmin", false), sum_to_p()});
+  t.insert(t.end(), {sum_p(), mean_p(), prod_p(), max_p(), min_p(), argmax_p(), argmin_p(), sum_to_p()});
 }
 
 }  // namespace reel::prims

@@ -28,9 +28,9 @@ Primitive reshape_p() {
       .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
         return std::vector<Var>{b.reshape(a.dout, b.type(a.args[0]).shape)};
       },
+      .any_dtype = true,
       .linear = true,
       .structure = Structure::view,
-      .any_dtype = true,
   };
 }
 
@@ -48,9 +48,9 @@ Primitive broadcast_to_p() {
       .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
         return std::vector<Var>{b.sum_to(a.dout, b.type(a.args[0]).shape)};
       },
+      .any_dtype = true,
       .linear = true,
       .structure = Structure::broadcast,
-      .any_dtype = true,
   };
 }
 
@@ -63,9 +63,9 @@ Primitive transpose_p() {
       },
       .eager = [](std::span<const Tensor> in, const Attrs&) { return kernels::transpose(in[0]); },
       .adjoint = [](TapeBuilder& b, const AdjointArgs& a) { return std::vector<Var>{b.transpose(a.dout)}; },
+      .any_dtype = true,
       .linear = true,
       .structure = Structure::permutation,
-      .any_dtype = true,
   };
 }
 

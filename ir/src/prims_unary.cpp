@@ -209,8 +209,8 @@ Primitive nodiff_p() {
       .infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; },
       .eager = [](std::span<const Tensor> in, const Attrs&) { return in[0]; },  // tensors are immutable
       .adjoint = no_adjoint(),
-      .tangent = no_tangent,
       .any_dtype = true,
+      .tangent = no_tangent,
       .element = [](const Attrs&) { return record_element<1>([](auto&, auto x) { return x; }); },
   };
 }
@@ -243,12 +243,12 @@ Primitive cast_p() {
         if (!float_pair(b, a.args[0], a.attrs)) return std::vector<Var>{kNoVar};
         return std::vector<Var>{b.call("cast", {a.dout}, {{"dtype", b.type(a.args[0]).dtype}})};
       },
+      .any_dtype = true,
       .tangent = [](TapeBuilder& b, const TangentArgs& a) {
         if (!float_pair(b, a.args[0], a.attrs)) return kNoVar;
         return b.call("cast", {a.tangents[0]}, a.attrs);
       },
       .structure = Structure::opaque,
-      .any_dtype = true,
   };
 }
 

@@ -23,6 +23,15 @@ struct Registry {
   std::size_t builtins = 0;  // the first ones
 };
 
+void check_name(const Primitive& p) {
+  if (p.name.empty() || !std::all_of(p.name.begin(), p.name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+      }))
+    throw Error(fmt::format("register_primitive: expected a name of letters, digits and '_', got '{}'", p.name));
+}
+
+void check_validated(const Primitive& p, bool builtin);
+
 // Moves the deprecated spellings of the rules into their one form (never given with it).
 void merge_old_spellings(Primitive& p) {
   auto merge = [&](auto& one, auto& old, const char* one_name, const char* old_name) {
@@ -41,9 +50,10 @@ void merge_old_spellings(Primitive& p) {
 // The checks every primitive passes, built in or registered, and the one
 // normalisation: an elementwise primitive without an element rule is opaque.
 void validate(Primitive& p, bool builtin) {
+  check_name(p);
   merge_old_spellings(p);
   if (p.structure == Structure::elementwise && !p.element) p.structure = Structure::opaque;
-  check_primitive(p, builtin);
+  check_validated(p, builtin);
 }
 
 // Adds a validated primitive (the caller holds the lock, or is building the registry).
@@ -112,13 +122,19 @@ std::vector<const Primitive*> all_primitives() {
 }
 
 void check_primitive(const Primitive& p, bool builtin) {
+  Primitive copy = p;
+  validate(copy, builtin);
+}
+
+namespace {
+
+// The checks of a primitive whose older spellings are merged and whose structure is
+// normalised (validate).
+void check_validated(const Primitive& p, bool builtin) {
   auto missing = [&](const char* rule) {
     return Error(fmt::format("register_primitive: primitive '{}' has no {}", p.name.empty() ? "?" : p.name, rule));
   };
-  if (p.name.empty() || !std::all_of(p.name.begin(), p.name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-      }))
-    throw Error(fmt::format("register_primitive: expected a name of letters, digits and '_', got '{}'", p.name));
+  check_name(p);
   if (p.arity < 0 && p.arity != kVariadic)
     throw Error(fmt::format("register_primitive: primitive '{}' has a negative arity", p.name));
   if (p.results < 1) throw Error(fmt::format("register_primitive: primitive '{}' has {} results", p.name, p.results));
@@ -142,6 +158,8 @@ void check_primitive(const Primitive& p, bool builtin) {
   if (p.structure == Structure::elementwise && !p.element)
     throw Error(fmt::format("register_primitive: primitive '{}' is elementwise without an element rule", p.name));
 }
+
+}  // namespace
 
 const Primitive& register_primitive(Primitive p) {
   validate(p, false);

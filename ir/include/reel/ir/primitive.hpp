@@ -111,32 +111,40 @@ struct Results : std::vector<T> {
 };
 
 struct Primitive {
+  // (Fields in this order since before the one rule form: designated initialisers
+  // written against it keep compiling.)
   std::string name{};
   int arity = 1;  // or kVariadic
   std::vector<AttrSpec> attrs{};
-  // Several results (like JAX's multiple_results): each rule below gives one value per
-  // result, and the adjoint rule sees every result's adjoint (AdjointArgs::douts). On
-  // a tape such a call defines consecutive variables, `%3, %4 = f(%1)::t3, t4`.
-  // Compiled code calls its eager function. Where a rule runs, a count other than
-  // `results` is an error naming the primitive.
-  int results = 1;
   // The type of each result; throws reel::Error naming the primitive and the bad types.
   std::function<Results<VarType>(std::span<const VarType>, const Attrs&)> infer{};
   // Each result, computed from tensors.
   std::function<Results<Tensor>(std::span<const Tensor>, const Attrs&)> eager{};
   std::function<std::vector<Var>(TapeBuilder&, const AdjointArgs&)> adjoint{};
-  // Forward mode: each result's tangent (kNoVar for zero). A primitive marked `linear`
-  // (in its one argument) needs none: its tangent is the primitive itself applied to
-  // the argument's tangent.
-  std::function<Results<Var>(TapeBuilder&, const TangentArgs&)> tangent{};
-  bool linear = false;
-  Structure structure = Structure::elementwise;
   // Argument dtypes: floating point (f32, f64) only, unless `any_dtype` (operations
   // that move elements of any dtype: reshape, broadcast_to, transpose, ...); the
   // arguments listed in `index_args` must be i64 (gather's indices). infer_call
   // checks this before the type rule runs. No gradient flows through i64 values.
   bool any_dtype = false;
   std::vector<int> index_args{};
+  // Several results (like JAX's multiple_results): infer, eager and tangent give one
+  // value per result, and the adjoint rule sees every result's adjoint
+  // (AdjointArgs::douts). On a tape such a call defines consecutive variables,
+  // `%3, %4 = f(%1)::t3, t4`. Compiled code calls its eager function. Where a rule
+  // runs, a count other than `results` is an error naming the primitive.
+  int results = 1;
+  // Deprecated spellings of infer, eager and tangent for a primitive with several
+  // results, still accepted: register_primitive moves each into its one form (giving
+  // both for one rule is an error). Nothing reads them after registration.
+  std::function<std::vector<VarType>(std::span<const VarType>, const Attrs&)> infer_results{};
+  std::function<std::vector<Tensor>(std::span<const Tensor>, const Attrs&)> eager_results{};
+  std::function<std::vector<Var>(TapeBuilder&, const TangentArgs&)> tangent_results{};
+  // Forward mode: each result's tangent (kNoVar for zero). A primitive marked `linear`
+  // (in its one argument) needs none: its tangent is the primitive itself applied to
+  // the argument's tangent.
+  std::function<Results<Var>(TapeBuilder&, const TangentArgs&)> tangent{};
+  bool linear = false;
+  Structure structure = Structure::elementwise;
   // f(a, b) == f(b, a) for two arguments (CSE merges the two orders).
   bool commutative = false;
   // Exact identity elements, as IEEE values (simplify drops the operand): f(a, e) == a
@@ -161,13 +169,6 @@ struct Primitive {
   kernels::ReduceOp reduce_op = kernels::ReduceOp::sum;
   std::function<Shape(const VarType& input, const Attrs&)> reduce_target{};
   std::function<double(const VarType& input, const Attrs&)> reduce_scale{};
-
-  // Deprecated spellings of infer, eager and tangent for a primitive with several
-  // results, still accepted: register_primitive moves each into its one form (giving
-  // both for one rule is an error). Nothing reads them after registration.
-  std::function<std::vector<VarType>(std::span<const VarType>, const Attrs&)> infer_results{};
-  std::function<std::vector<Tensor>(std::span<const Tensor>, const Attrs&)> eager_results{};
-  std::function<std::vector<Var>(TapeBuilder&, const TangentArgs&)> tangent_results{};
 
   bool is_index_arg(std::size_t i) const {
     for (int a : index_args)
