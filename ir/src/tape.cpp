@@ -190,10 +190,10 @@ VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& 
   if (prim.results != 1)
     throw Error(fmt::format("{}: the primitive has {} results; call it with call_results / apply_results",
                             prim.name, prim.results));
-  return infer_call_results(prim, args, attrs)[0];
+  return std::move(infer_call_results(prim, args, attrs)[0]);
 }
 
-std::vector<VarType> infer_call_results(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
+Results<VarType> infer_call_results(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
   check_call_attrs(prim, args, attrs);
   Results<VarType> types = prim.infer(args, attrs);
   check_result_count(prim, "the type rule (infer)", types.size());

@@ -58,7 +58,7 @@ void unshare_params(std::span<const Tensor> inputs, Tensor& out) {
     }
   }
 }
-void unshare_params(std::span<const Tensor> inputs, std::vector<Tensor>& outs) {
+void unshare_params(std::span<const Tensor> inputs, Results<Tensor>& outs) {
   for (Tensor& out : outs) unshare_params(inputs, out);
 }
 
@@ -139,24 +139,29 @@ void track(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& a
 
 }  // namespace
 
-std::vector<Tensor> apply_results(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs) {
+Results<Tensor> detail::apply_list(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs) {
   const std::vector<VarType> types = input_types(prim, inputs);
-  const std::vector<VarType> results = infer_call_results(prim, types, attrs);
+  const Results<VarType> results = infer_call_results(prim, types, attrs);
   if (!prim.eager) throw Error(fmt::format("{}: the primitive has no eager kernel", prim.name));
   std::vector<uint64_t> versions;
-  std::vector<Tensor> outs = run_eager(prim, inputs, versions, [&] { return prim.eager(inputs, attrs); });
+  Results<Tensor> outs = run_eager(prim, inputs, versions, [&] { return prim.eager(inputs, attrs); });
   check_result_count(prim, "the eager function", outs.size());
   for (std::size_t i = 0; i < outs.size(); ++i)
     check_result(prim, outs[i], results[i], outs.size() == 1 ? -1 : static_cast<int>(i));
-  record(prim, inputs, attrs, outs);
-  track(prim, inputs, attrs, outs, versions);
+  const std::span<Tensor> out_span(outs.data(), outs.size());
+  record(prim, inputs, attrs, out_span);
+  track(prim, inputs, attrs, out_span, versions);
   return outs;
+}
+
+std::vector<Tensor> apply_results(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs) {
+  return detail::apply_list(prim, inputs, std::move(attrs));
 }
 
 Tensor apply(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs) {
   if (prim.results != 1)
     throw Error(fmt::format("{}: the primitive has {} results; use reel::apply_results", prim.name, prim.results));
-  return std::move(apply_results(prim, inputs, std::move(attrs))[0]);
+  return std::move(detail::apply_list(prim, inputs, std::move(attrs))[0]);
 }
 
 Tensor apply(std::string_view prim, std::span<const Tensor> inputs, Attrs attrs) {

@@ -24,7 +24,7 @@ std::vector<Tensor> play(const Tape& tape, const std::vector<Tensor>& args) {
         in.clear();
         for (Var a : op.args) in.push_back(env[a]);
         try {  // the results' variables follow the call
-          std::vector<Tensor> outs = apply_results(*op.prim, in, op.attrs);
+          Results<Tensor> outs = detail::apply_list(*op.prim, in, op.attrs);
           for (std::size_t i = 0; i < outs.size(); ++i) env[v + static_cast<Var>(i)] = std::move(outs[i]);
         } catch (const GuardFailure& e) {  // name the guard
           throw GuardFailure(fmt::format("play: %{} = {}(%{}): {}", v, op.prim->name, op.args.at(0), e.what()));

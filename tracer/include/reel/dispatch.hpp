@@ -13,4 +13,10 @@ Tensor apply(std::string_view prim, std::span<const Tensor> inputs, Attrs attrs 
 std::vector<Tensor> apply_results(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs = {});
 std::vector<Tensor> apply_results(std::string_view prim, std::span<const Tensor> inputs, Attrs attrs = {});
 
+namespace detail {
+// What apply and apply_results both run, without a heap allocation for one result
+// (the interpreter calls it for every operation).
+Results<Tensor> apply_list(const Primitive& prim, std::span<const Tensor> inputs, Attrs attrs);
+}  // namespace detail
+
 }  // namespace reel

@@ -102,12 +102,41 @@ constexpr int kVariadic = -1;
 // The results of a rule, one per result of the primitive. Built implicitly from one
 // value as from a list, so that a rule of a one-result primitive returns its VarType,
 // Tensor or Var as it is, and a rule of a k-result primitive returns a vector of k.
+// One result is held in place, without a heap allocation (every operation the
+// interpreter runs goes through infer and eager); it converts to a std::vector.
 template <class T>
-struct Results : std::vector<T> {
+class Results {
+ public:
   Results() = default;
-  Results(T one) { this->push_back(std::move(one)); }
-  Results(std::vector<T> all) : std::vector<T>(std::move(all)) {}
-  Results(std::initializer_list<T> all) : std::vector<T>(all) {}
+  Results(T one) : one_(std::move(one)), size_(1) {}
+  Results(std::vector<T> all) : size_(all.size()) {
+    if (size_ == 1) one_ = std::move(all[0]);
+    else many_ = std::move(all);
+  }
+  Results(std::initializer_list<T> all) : Results(std::vector<T>(all)) {}
+
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  T* data() { return size_ == 1 ? &one_ : many_.data(); }
+  const T* data() const { return size_ == 1 ? &one_ : many_.data(); }
+  T* begin() { return data(); }
+  T* end() { return data() + size_; }
+  const T* begin() const { return data(); }
+  const T* end() const { return data() + size_; }
+  T& operator[](std::size_t i) { return data()[i]; }
+  const T& operator[](std::size_t i) const { return data()[i]; }
+  operator std::vector<T>() const& { return std::vector<T>(begin(), end()); }
+  operator std::vector<T>() && {
+    if (size_ != 1) return std::move(many_);
+    std::vector<T> v;
+    v.push_back(std::move(one_));
+    return v;
+  }
+
+ private:
+  T one_{};
+  std::vector<T> many_;
+  std::size_t size_ = 0;
 };
 
 struct Primitive {

@@ -59,7 +59,7 @@ Tape parse_tape(std::string_view text);
 // the result type. Throws reel::Error naming the primitive and what is wrong.
 VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& attrs);
 // The same for any primitive: one type per result.
-std::vector<VarType> infer_call_results(const Primitive& prim, std::span<const VarType> args, Attrs& attrs);
+Results<VarType> infer_call_results(const Primitive& prim, std::span<const VarType> args, Attrs& attrs);
 
 // Checks that a tape is well formed (ordering, arities, attributes, types); throws
 // reel::Error naming the variable and the problem.
