@@ -255,19 +255,7 @@ Tensor permute_eager(std::span<const Tensor> in, const Attrs& a) {
     using T = decltype(t);
     const T* src = in[0].data<T>();
     T* o = out.mutable_data<T>();
-    std::vector<int64_t> idx(rank, 0);
-    int64_t from = 0;
-    for (int64_t i = 0; i < out.numel(); ++i) {
-      o[i] = src[from];
-      for (std::size_t d = rank; d-- > 0;) {
-        if (++idx[d] < os[d]) {
-          from += stride[d];
-          break;
-        }
-        from -= stride[d] * (os[d] - 1);
-        idx[d] = 0;
-      }
-    }
+    for_each_strided(os, stride, [&](int64_t i, int64_t from) { o[i] = src[from]; });
   });
   return out;
 }

@@ -24,22 +24,7 @@ decltype(auto) by_dtype(DType dtype, Body&& body) {
 // output index and the flat index into an operand of `in_shape` broadcast to it.
 template <class Visit>
 void for_each_broadcast(const Shape& out_shape, const Shape& in_shape, Visit visit) {
-  const auto strides = broadcast_strides(in_shape, out_shape);
-  const std::size_t rank = out_shape.size();
-  std::vector<int64_t> idx(rank, 0);
-  const int64_t n = numel(out_shape);
-  int64_t in_off = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    visit(i, in_off);
-    for (std::size_t d = rank; d-- > 0;) {
-      if (++idx[d] < out_shape[d]) {
-        in_off += strides[d];
-        break;
-      }
-      in_off -= strides[d] * (out_shape[d] - 1);
-      idx[d] = 0;
-    }
-  }
+  for_each_strided(out_shape, broadcast_strides(in_shape, out_shape), visit);
 }
 
 }  // namespace

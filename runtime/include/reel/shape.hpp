@@ -31,4 +31,27 @@ bool broadcastable_to(const Shape& from, const Shape& to);
 // broadcasts to: size-1 and missing leading dimensions get stride 0.
 std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& target);
 
+// Visits every element of `shape` in row-major order, handing `visit` its flat index
+// and an offset that starts at 0 and moves by strides[d] along axis d (a broadcast
+// operand's strides, or a permuted tensor's).
+template <class Visit>
+void for_each_strided(const Shape& shape, const std::vector<int64_t>& strides, Visit visit) {
+  const std::size_t rank = shape.size();
+  std::vector<int64_t> idx(rank, 0);
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  int64_t offset = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    visit(i, offset);
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++idx[d] < shape[d]) {
+        offset += strides[d];
+        break;
+      }
+      offset -= strides[d] * (shape[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
 }  // namespace reel
