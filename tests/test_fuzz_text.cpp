@@ -126,8 +126,13 @@ class Mutator {
           if (k < tokens.size()) tokens[k] = dtypes[pick_index(dtypes)];
           break;
         }
-        case 7: {  // another primitive's name
-          static const std::vector<const Primitive*> prims = all_primitives();
+        case 7: {  // another built-in primitive's name (the other tests register deliberately broken ones)
+          static const std::vector<const Primitive*> prims = [] {
+            std::vector<const Primitive*> builtin;
+            for (const Primitive* p : all_primitives())
+              if (is_builtin(*p)) builtin.push_back(p);
+            return builtin;
+          }();
           const std::size_t k = find(tokens, i, [](const std::string& t) { return find_primitive(t) != nullptr; });
           if (k < tokens.size()) tokens[k] = prims[static_cast<std::size_t>(pick(0, static_cast<int>(prims.size()) - 1))]->name;
           break;

@@ -134,11 +134,12 @@ class Planner {
         view_src_[v] = op.args[0];  // a guard's result is its condition
         plan_.steps.push_back(CheckStep{v});
         return;
+      case Structure::loop:  // (until loops get steps of their own: the interpreter)
       case Structure::opaque:
         close_loop();
         for (Var a : op.args) need(a);
-        for (int i = 0; i < op.prim->results; ++i) needs_memory_[v + i] = true;
-        plan_.steps.push_back(ExternStep{v, op.prim->results});
+        for (int i = 0; i < op.results; ++i) needs_memory_[v + i] = true;
+        plan_.steps.push_back(ExternStep{v, op.results});
         return;
       case Structure::permutation:
         if (folded_[v]) return;

@@ -40,7 +40,7 @@ Var TapeBuilder::call(const Primitive& prim, std::vector<Var> args, Attrs attrs)
 }
 
 std::vector<Var> TapeBuilder::call_results(const Primitive& prim, std::vector<Var> args, Attrs attrs) {
-  if (prim.results == 1) return {call(prim, std::move(args), std::move(attrs))};
+  if (prim.results == 1) return {call(prim, std::move(args), std::move(attrs))};  // (variadic: below)
   std::vector<VarType> types;
   for (Var a : args) types.push_back(type(a));
   std::vector<VarType> results = infer_call_results(prim, types, attrs);
@@ -50,6 +50,7 @@ std::vector<Var> TapeBuilder::call_results(const Primitive& prim, std::vector<Va
   op.type = results[0];
   op.args = std::move(args);
   op.attrs = std::move(attrs);
+  op.results = static_cast<int32_t>(results.size());
   const Var first = push(std::move(op));
   std::vector<Var> vars{first};
   for (std::size_t i = 1; i < results.size(); ++i) {

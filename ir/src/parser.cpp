@@ -362,13 +362,16 @@ class Parser {
     std::vector<VarType> declared{c.type()};
     while (c.accept(",")) declared.push_back(c.bare_type());
     end(c);
-    if (prim->results != results)
+    if (prim->results != kVariadic && prim->results != results)
       throw LineError(fmt::format("{} has {} result{}, the line defines {}", name, prim->results,
                                   prim->results == 1 ? "" : "s", results));
     if (declared.size() != static_cast<std::size_t>(results))
       throw LineError(fmt::format("{}: the line defines {} variables but declares {} type{}", name, results,
                                   declared.size(), declared.size() == 1 ? "" : "s"));
     const std::vector<Var> vs = b_.call_results(*prim, std::move(args), std::move(attrs));
+    if (vs.size() != static_cast<std::size_t>(results))
+      throw LineError(fmt::format("{} gives {} result{} here, the line defines {}", name, vs.size(),
+                                  vs.size() == 1 ? "" : "s", results));
     for (std::size_t i = 0; i < vs.size(); ++i)
       if (b_.type(vs[i]) != declared[i])
         throw LineError(fmt::format("{} gives {}{}, but the line declares {}", name, type_str(b_.type(vs[i])),

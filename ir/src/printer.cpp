@@ -47,7 +47,7 @@ std::string to_string(const Tape& tape) {
         for (const auto& [name, value] : op.attrs.items())
           args.push_back(fmt::format("{}={}", name, attr_str(value)));
         std::vector<std::string> vars{fmt::format("%{}", v)}, types{type};
-        for (Var r = v + 1; r < v + op.prim->results; ++r) {  // its result operations
+        for (Var r = v + 1; r < v + op.results; ++r) {  // its result operations
           vars.push_back(fmt::format("%{}", r));
           types.push_back(type_str(tape.type(r)));
         }

@@ -80,6 +80,7 @@ Registry& registry() {
     prims::add_indexing(v);
     prims::add_nn(v);
     prims::add_control(v);
+    prims::add_loops(v);
     for (Primitive& p : v) {
       validate(p, true);
       insert(*reg, std::move(p));
@@ -137,7 +138,7 @@ void check_validated(const Primitive& p, bool builtin) {
   check_name(p);
   if (p.arity < 0 && p.arity != kVariadic)
     throw Error(fmt::format("register_primitive: primitive '{}' has a negative arity", p.name));
-  if (p.results < 1) throw Error(fmt::format("register_primitive: primitive '{}' has {} results", p.name, p.results));
+  if (p.results < 1 && p.results != kVariadic) throw Error(fmt::format("register_primitive: primitive '{}' has {} results", p.name, p.results));
   if (p.arity == 0)
     for (const AttrSpec& spec : p.attrs)
       if (spec.kind == AttrKind::axis || spec.kind == AttrKind::axes)
@@ -148,7 +149,7 @@ void check_validated(const Primitive& p, bool builtin) {
                             "(infer_results, eager_results, tangent_results)", p.name));
   if (!p.infer) throw missing("type rule (infer)");
   if (!p.eager) throw missing("eager evaluation (eager)");
-  if (p.results > 1 && (p.element || p.linear || p.commutative || p.involution || p.left_identity || p.right_identity))
+  if (p.results != 1 && (p.element || p.linear || p.commutative || p.involution || p.left_identity || p.right_identity))
     throw Error(fmt::format("register_primitive: primitive '{}' has {} results: an element rule and the "
                             "properties linear, commutative, involution and identities need one result",
                             p.name, p.results));
@@ -169,6 +170,10 @@ const Primitive& register_primitive(Primitive p) {
 }
 
 void check_result_count(const Primitive& p, std::string_view rule, std::size_t given) {
+  if (p.results == kVariadic) {
+    if (given == 0) throw Error(fmt::format("{} of '{}' gave no values, expected at least one", rule, p.name));
+    return;
+  }
   if (given != static_cast<std::size_t>(p.results))
     throw Error(fmt::format("{} of '{}' gave {} value{}, expected {} (one per result)", rule, p.name, given,
                             given == 1 ? "" : "s", p.results));

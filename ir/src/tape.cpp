@@ -187,10 +187,14 @@ Shape normalize_axes(std::string_view op, const Shape& axes, const VarType& x) {
 }
 
 VarType infer_call(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
-  if (prim.results != 1)
+  if (prim.results != 1 && prim.results != kVariadic)
     throw Error(fmt::format("{}: the primitive has {} results; call it with call_results / apply_results",
                             prim.name, prim.results));
-  return std::move(infer_call_results(prim, args, attrs)[0]);
+  Results<VarType> types = infer_call_results(prim, args, attrs);
+  if (types.size() != 1)
+    throw Error(fmt::format("{}: the call has {} results; call it with call_results / apply_results", prim.name,
+                            types.size()));
+  return std::move(types[0]);
 }
 
 Results<VarType> infer_call_results(const Primitive& prim, std::span<const VarType> args, Attrs& attrs) {
@@ -224,25 +228,24 @@ void check_structure(const char* op_name, const Tape& tape) {
                            op.args.size()));
         for (Var a : op.args)
           if (a < 1 || a >= v) fail(fmt::format("argument %{} is not defined before use", a));
-        if (op.prim->results > 1) {
-          for (int32_t i = 1; i < op.prim->results; ++i) {
-            const Var r = v + i;
-            if (r > tape.size() || tape.op(r).kind != OpKind::result || tape.op(r).index != i ||
-                tape.op(r).args.size() != 1 || tape.op(r).args[0] != v)
-              fail(fmt::format("{} has {} results, but %{} is not its result {}", op.prim->name,
-                               op.prim->results, r, i));
-          }
+        if (op.results < 1 || (op.prim->results != kVariadic && op.results != op.prim->results))
+          fail(fmt::format("{} has {} results, the call says {}", op.prim->name, op.prim->results, op.results));
+        for (int32_t i = 1; i < op.results; ++i) {
+          const Var r = v + i;
+          if (r > tape.size() || tape.op(r).kind != OpKind::result || tape.op(r).index != i ||
+              tape.op(r).args.size() != 1 || tape.op(r).args[0] != v)
+            fail(fmt::format("{} has {} results, but %{} is not its result {}", op.prim->name, op.results, r, i));
         }
         break;
       case OpKind::result: {
         // The call and its results are contiguous: %c, then its results 1, 2, ... in order.
         const Var c = op.args.size() == 1 ? op.args[0] : kNoVar;
         if (c < 1 || c >= v || tape.op(c).kind != OpKind::call || op.index < 1 || c + op.index != v ||
-            op.index >= tape.op(c).prim->results)
+            op.index >= tape.op(c).results)
           fail(fmt::format("a result operation must directly follow its call as result 1, 2, ...: this one "
                            "is result {} of %{}{}", op.index, c,
                            c >= 1 && c < v && tape.op(c).kind == OpKind::call
-                               ? fmt::format(" ({}, {} results)", tape.op(c).prim->name, tape.op(c).prim->results)
+                               ? fmt::format(" ({}, {} results)", tape.op(c).prim->name, tape.op(c).results)
                                : std::string(", which is not a call before it")));
         break;
       }
@@ -276,6 +279,9 @@ void verify(const char* op_name, const Tape& tape) {
       throw Error(fmt::format("{}: %{}: {}'s attributes are not in their checked form (given {}, expected {}); "
                               "add calls with TapeBuilder", op_name, v, op.prim->name, attrs_text(op.attrs),
                               attrs_text(attrs)));
+    if (ts.size() != static_cast<std::size_t>(op.results))
+      throw Error(fmt::format("{}: %{}: the tape gives {} {} results, its type rule gives {}", op_name, v,
+                              op.prim->name, op.results, ts.size()));
     for (std::size_t i = 0; i < ts.size(); ++i) {
       const Var r = v + static_cast<Var>(i);
       if (ts[i] != tape.type(r))

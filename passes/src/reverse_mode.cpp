@@ -2,30 +2,26 @@
 // adjoint rule, so the result is an ordinary tape that can be differentiated again.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "reel/ir/builder.hpp"
 #include "reel/passes.hpp"
+#include "transforms.hpp"
 
 namespace reel {
 
 namespace {
 
-Tape reverse(const Tape& f, bool seeded) {
-  const char* op = seeded ? "vjp" : "grad";
-  verify(op, f);  // a declaration edited by hand is reported as such, not by a rule
-  if (f.outputs.size() != 1)
-    throw Error(fmt::format("{}: expected a function with one output, got {} outputs", op,
-                            f.outputs.size()));
-  const Var y = f.outputs[0];
-  if (!seeded && !f.type(y).shape.empty())
-    throw Error(fmt::format(
-        "grad: the output must be a scalar (0-d tensor), got {}; use reel::vjp with a seed "
-        "of the output's shape for a non-scalar output",
-        type_str(f.type(y))));
+// How an output's adjoint starts: not at all, at a new input (a seed), or at 1.
+enum class Seed { none, input, one };
 
+// The gradient tape of f: f's inputs, then a seed input per output seeded with
+// Seed::input; f's outputs, then the gradient of each input where `wanted` (zeros where
+// none flows). `op` names the transformation in errors.
+Tape reverse(const char* op, const Tape& f, std::span<const Seed> seeds, std::span<const bool> wanted) {
   const Var n = f.size();
-  // needed[v]: v depends on an input (active) and the output depends on v (useful).
+  // needed[v]: v depends on an input (active) and a seeded output depends on v (useful).
   std::vector<bool> active(n + 1, false), useful(n + 1, false), needed(n + 1, false);
   for (Var v = 1; v <= n; ++v) {
     const Op& o = f.op(v);
@@ -33,7 +29,8 @@ Tape reverse(const Tape& f, bool seeded) {
     for (Var a : o.args) active[v] = active[v] || active[a];
     active[v] = active[v] && is_float(o.type.dtype);  // no gradient flows through i64 values
   }
-  useful[y] = true;
+  for (std::size_t i = 0; i < f.outputs.size(); ++i)
+    if (seeds[i] != Seed::none) useful[f.outputs[i]] = true;
   for (Var v = n; v >= 1; --v)
     if (useful[v])
       for (Var a : f.op(v).args) useful[a] = true;
@@ -46,20 +43,47 @@ Tape reverse(const Tape& f, bool seeded) {
   TapeBuilder b;
   b.reserve(3 * static_cast<std::size_t>(n));  // the forward copy and about two ops per adjoint
   std::vector<Var> map(n + 1, kNoVar);
+  // A call with two-half reverse mode: what its forward half gave.
+  std::vector<ForwardHalf> halves(n + 1);
   for (Var v = 1; v <= n; ++v) {
+    const Op& o = f.op(v);
+    if (o.kind == OpKind::result && !halves[o.args[0]].results.empty()) {
+      map[v] = halves[o.args[0]].results.at(static_cast<std::size_t>(o.index));
+      continue;
+    }
     std::vector<Var> args;
-    for (Var a : f.op(v).args) args.push_back(map[a]);
-    map[v] = b.copy(f.op(v), std::move(args));
+    for (Var a : o.args) args.push_back(map[a]);
+    if (o.kind == OpKind::call && needed[v] && o.prim->adjoint_forward) {
+      auto needs = std::make_unique<bool[]>(o.args.size() + static_cast<std::size_t>(o.results));
+      for (std::size_t i = 0; i < o.args.size(); ++i) needs[i] = needed[o.args[i]];
+      bool* results_needed = needs.get() + o.args.size();
+      for (int i = 0; i < o.results; ++i) results_needed[i] = needed[v + i] && is_float(f.type(v + i).dtype);
+      halves[v] = o.prim->adjoint_forward(
+          b, ForwardArgs{args, o.attrs, std::span<const bool>(needs.get(), o.args.size()),
+                         std::span<const bool>(results_needed, static_cast<std::size_t>(o.results)),
+                         &detail::pass_transforms()});
+      if (halves[v].results.size() != static_cast<std::size_t>(o.results))
+        throw Error(fmt::format("{}: the forward half of '{}' gave {} results, expected {}", op, o.prim->name,
+                                halves[v].results.size(), o.results));
+      map[v] = halves[v].results[0];
+      continue;
+    }
+    map[v] = b.copy(o, std::move(args));
   }
-  const VarType& yt = f.type(y);
   std::vector<Var> adj(n + 1, kNoVar);
-  adj[y] = seeded ? b.input(yt) : b.scalar(1.0, yt.dtype);
+  for (std::size_t i = 0; i < f.outputs.size(); ++i) {
+    const Var y = f.outputs[i];
+    if (seeds[i] == Seed::none) continue;
+    const Var s = seeds[i] == Seed::input ? b.input(f.type(y)) : b.scalar(1.0, f.type(y).dtype);
+    if (!active[y]) continue;  // (its seed is still an input: the signature does not depend on the tape)
+    adj[y] = adj[y] == kNoVar ? s : b.add(adj[y], s);
+  }
 
   for (Var v = n; v >= 1; --v) {
     const Op& o = f.op(v);
     if (o.kind != OpKind::call || !needed[v]) continue;
     // The results' variables and adjoints: v, and for several results v + 1, ...
-    const int k = o.prim->results;
+    const int k = o.results;
     std::vector<Var> outs, douts;
     bool any = false;
     for (int i = 0; i < k; ++i) {
@@ -76,8 +100,11 @@ Tape reverse(const Tape& f, bool seeded) {
     }
     if (!o.prim->adjoint)
       throw Error(fmt::format("{}: primitive '{}' has no reverse-mode (adjoint) rule", op, o.prim->name));
-    const std::vector<Var> d = o.prim->adjoint(
-        b, AdjointArgs{args, map[v], adj[v], o.attrs, std::span<const bool>(needs.get(), o.args.size()), outs, douts});
+    AdjointArgs a{args, map[v], adj[v], o.attrs, std::span<const bool>(needs.get(), o.args.size()), outs, douts};
+    a.transforms = &detail::pass_transforms();
+    a.residuals = halves[v].residuals;
+    a.state = halves[v].state;
+    const std::vector<Var> d = o.prim->adjoint(b, a);
     if (d.size() != o.args.size())
       throw Error(fmt::format("{}: the adjoint rule of '{}' returned {} gradients for {} arguments", op,
                               o.prim->name, d.size(), o.args.size()));
@@ -86,21 +113,52 @@ Tape reverse(const Tape& f, bool seeded) {
       if (b.type(d[i]) != f.type(o.args[i]))
         throw Error(fmt::format("{}: the adjoint rule of '{}' returned {} for argument {}, expected {}", op,
                                 o.prim->name, type_str(b.type(d[i])), i + 1, type_str(f.type(o.args[i]))));
-      Var& a = adj[o.args[i]];
-      a = a == kNoVar ? d[i] : b.add(a, d[i]);  // a variable used twice sums its adjoints
+      Var& acc = adj[o.args[i]];
+      acc = acc == kNoVar ? d[i] : b.add(acc, d[i]);  // a variable used twice sums its adjoints
     }
   }
 
-  std::vector<Var> outputs{map[y]};
-  for (Var in : f.inputs()) outputs.push_back(b.or_zeros(adj[in], f.type(in)));
+  std::vector<Var> outputs;
+  for (Var o : f.outputs) outputs.push_back(map[o]);
+  const std::vector<Var> inputs = f.inputs();
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (wanted[i]) outputs.push_back(b.or_zeros(adj[inputs[i]], f.type(inputs[i])));
   b.set_outputs(std::move(outputs));
   return b.finish();
 }
 
+Tape reverse_one(const Tape& f, bool seeded) {
+  const char* op = seeded ? "vjp" : "grad";
+  verify(op, f);  // a declaration edited by hand is reported as such, not by a rule
+  if (f.outputs.size() != 1)
+    throw Error(fmt::format("{}: expected a function with one output, got {} outputs", op,
+                            f.outputs.size()));
+  if (!seeded && !f.type(f.outputs[0]).shape.empty())
+    throw Error(fmt::format(
+        "grad: the output must be a scalar (0-d tensor), got {}; use reel::vjp with a seed "
+        "of the output's shape for a non-scalar output",
+        type_str(f.type(f.outputs[0]))));
+  const Seed seed[] = {seeded ? Seed::input : Seed::one};
+  const std::size_t inputs = f.inputs().size();
+  auto all = std::make_unique<bool[]>(inputs);
+  std::fill_n(all.get(), inputs, true);
+  return reverse(op, f, seed, std::span<const bool>(all.get(), inputs));
+}
+
 }  // namespace
 
-Tape reverse_mode(const Tape& tape) { return reverse(tape, false); }
-Tape reverse_mode_seeded(const Tape& tape) { return reverse(tape, true); }
+Tape reverse_mode(const Tape& tape) { return reverse_one(tape, false); }
+Tape reverse_mode_seeded(const Tape& tape) { return reverse_one(tape, true); }
+
+Tape vjp_body(const Tape& body, std::span<const bool> seeded, std::span<const bool> wanted) {
+  verify("vjp", body);
+  if (seeded.size() != body.outputs.size() || wanted.size() != body.inputs().size())
+    throw Error(fmt::format("vjp: expected {} seed flags and {} input flags, got {} and {}", body.outputs.size(),
+                            body.inputs().size(), seeded.size(), wanted.size()));
+  std::vector<Seed> seeds;
+  for (bool s : seeded) seeds.push_back(s ? Seed::input : Seed::none);
+  return cleanup(reverse("vjp", body, seeds, wanted));
+}
 
 Tape grad_tape(const Tape& tape) { return PassPipeline({"grad", "simplify", "cse", "dce"}).run(tape); }
 Tape vjp_tape(const Tape& tape) { return PassPipeline({"vjp", "simplify", "cse", "dce"}).run(tape); }

@@ -25,7 +25,7 @@ bool is_filled_with(const Tape& t, Var v, double value) {
 // The simpler variable equal to `op` (with arguments `a` in the new tape), or kNoVar.
 // Reads the primitives' properties (identity elements, involution), not their names.
 Var simpler(const Tape& t, const Op& op, const std::vector<Var>& a) {
-  if (op.kind != OpKind::call || op.prim->results != 1) return kNoVar;
+  if (op.kind != OpKind::call || op.results != 1) return kNoVar;
   const Primitive& p = *op.prim;
   auto same_type = [&](Var v) { return t.type(v) == op.type; };
   if (a.size() == 2) {

@@ -146,6 +146,9 @@ Results<Tensor> detail::apply_list(const Primitive& prim, std::span<const Tensor
   std::vector<uint64_t> versions;
   Results<Tensor> outs = run_eager(prim, inputs, versions, [&] { return prim.eager(inputs, attrs); });
   check_result_count(prim, "the eager function", outs.size());
+  if (outs.size() != results.size())
+    throw Error(fmt::format("{}: the eager function gave {} results, the type rule {}", prim.name, outs.size(),
+                            results.size()));
   for (std::size_t i = 0; i < outs.size(); ++i)
     check_result(prim, outs[i], results[i], outs.size() == 1 ? -1 : static_cast<int>(i));
   const std::span<Tensor> out_span(outs.data(), outs.size());

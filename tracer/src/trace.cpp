@@ -150,6 +150,8 @@ Tape TraceScope::finish() { return trace_->builder.finish(); }
 
 const std::vector<Tensor>& TraceScope::captured() const { return trace_->captured; }
 
+void TraceScope::lift_tracked() { trace_->lift_tracked = true; }
+
 }  // namespace reel::detail
 
 namespace reel {

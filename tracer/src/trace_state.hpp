@@ -25,6 +25,7 @@ class Trace {
   const uint64_t id;
   const bool lift_captures;
   const bool value_guards;  // values read with item()/values() become guards (cached functions)
+  bool lift_tracked = false;  // a loop body's: params and tensors computed from them become inputs too
   TapeBuilder builder;
   std::vector<Tensor> captured;  // lifted inputs' values
   // Memory of tensors whose untraced copies must not be used (reel::Params: a copy
@@ -51,6 +52,14 @@ class Trace {
     // (a returned output, a capture), the failure the checks on operations prevent.
     if (in_foreign_trace(t))
       throw Error(fmt::format("trace: a tensor the traced function returns or captures belongs to {}", kForeignTrace));
+    if (lift_tracked && t.is_tracked()) {  // the loop's call is then tracked for reel::back
+      auto [it, is_new] = tracked_inputs_.try_emplace({t.raw(), t.shape()}, kNoVar);
+      if (is_new) {
+        it->second = builder.input({t.dtype(), t.shape()});
+        captured.push_back(t);
+      }
+      return it->second;
+    }
     if (t.is_tracked()) {  // a param's memory may be assigned later: the constant is its value now
       auto [it, is_new] = snapshots_.try_emplace({t.raw(), t.shape()}, kNoVar);
       if (is_new) {  // one copy per tensor per trace
@@ -68,6 +77,7 @@ class Trace {
  private:
   std::map<std::pair<uint64_t, Var>, Var> lifted_;  // enclosing (trace, var) -> input
   std::map<std::pair<const void*, Shape>, Var> snapshots_;  // tracked tensors' constants
+  std::map<std::pair<const void*, Shape>, Var> tracked_inputs_;  // with lift_tracked
 
   // The variable `t` is in this trace, or kNoVar.
   Var tag(const Tensor& t) const {

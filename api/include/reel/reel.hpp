@@ -9,6 +9,7 @@
 #include "reel/trace.hpp"
 #include "reel/tree.hpp"
 #include "reel/play.hpp"
+#include "reel/loops.hpp"
 #include "reel/custom.hpp"
 #include "reel/function_primitive.hpp"
 #include "reel/dispatch.hpp"

@@ -55,6 +55,9 @@ class TraceScope {
   }
   Tape finish();
   const std::vector<Tensor>& captured() const;
+  // A loop body's trace: tensors tracked for reel::back (params) that f captures become
+  // lifted inputs too, so that the loop's call carries their gradient.
+  void lift_tracked();
 
   // A tensor argument becomes an input; a struct or container of tensors (listed
   // with REEL_FIELDS, reel/fields.hpp) a copy whose tensors are inputs, in walk order;

@@ -4,6 +4,7 @@
 // eager kernel, its adjoint and tangent written as tape operations, its structure and
 // properties, and (elementwise) its element function.
 #include <functional>
+#include <memory>
 #include <initializer_list>
 #include <optional>
 #include <span>
@@ -30,6 +31,23 @@ struct VarType {
 std::string type_str(const VarType& t);
 
 class TapeBuilder;
+class Tape;
+
+// What the derivative rules of a primitive with tape attributes (a loop) need from the
+// passes, which sit above ir/: reverse_mode and forward_mode hand it to every rule
+// (AdjointArgs::transforms, TangentArgs::transforms). Each result is cleaned up.
+struct Transforms {
+  // The vector-Jacobian product of a body with any number of outputs: a tape taking
+  // the body's inputs, then one seed per output where seeded[i] (of the output's type),
+  // and returning the body's outputs, then the gradient of each input where wanted[i]
+  // (zeros where none flows).
+  Tape (*vjp)(const Tape& body, std::span<const bool> seeded, std::span<const bool> wanted) = nullptr;
+  // The Jacobian-vector product: the body's inputs, then one tangent per input where
+  // active[i]; its outputs, then every output's tangent (zeros where none).
+  Tape (*jvp)(const Tape& body, std::span<const bool> active) = nullptr;
+  // simplify, cse and dce.
+  Tape (*cleanup)(const Tape& tape) = nullptr;
+};
 
 // What an adjoint rule sees: the call's arguments and result as variables of the
 // gradient tape being built, the incoming adjoint `dout`, and which arguments need
@@ -44,6 +62,26 @@ struct AdjointArgs {
   const Attrs& attrs;
   std::span<const bool> needs;
   std::span<const Var> outs = {}, douts = {};
+  const Transforms* transforms = nullptr;
+  // A primitive with an adjoint_forward rule: the residuals and state it gave.
+  std::span<const Var> residuals = {};
+  std::shared_ptr<const void> state = nullptr;
+};
+
+// Reverse mode in two halves (loops): in a gradient tape's forward part the call is
+// replaced by what adjoint_forward emits, which computes the call's results and also
+// the residuals its adjoint rule reads (a loop's per-iteration values, stacked).
+struct ForwardArgs {
+  std::span<const Var> args;
+  const Attrs& attrs;
+  std::span<const bool> needs;           // which arguments need a gradient
+  std::span<const bool> results_needed;  // which results will get an adjoint
+  const Transforms* transforms = nullptr;
+};
+struct ForwardHalf {
+  std::vector<Var> results;    // one per result of the call
+  std::vector<Var> residuals;  // handed to the adjoint rule
+  std::shared_ptr<const void> state = nullptr;  // likewise (e.g. the derived bodies)
 };
 
 // What a forward-mode (tangent) rule sees: the call's arguments and result as
@@ -55,6 +93,11 @@ struct TangentArgs {
   std::span<const Var> tangents;
   const Attrs& attrs;
   std::span<const Var> outs = {};  // several results: all of them (out is the first)
+  const Transforms* transforms = nullptr;
+  // A rule that computes the call's results again alongside the tangents (a loop running
+  // body and tangent together) may put their variables here (as many as results); the
+  // tape then reads those, and the original call is left to dead-code elimination.
+  std::span<Var> same_outs = {};
 };
 
 // shape: non-negative integers whose product fits; ints: any integers;
@@ -93,6 +136,7 @@ enum class Structure {
   gather,       // gather(x, indices, axis): x's elements at i64 indices along axis
   scatter,      // scatter_add(target, indices, values, axis): values added at the indexed positions
   check,        // guard(cond, expected): the one element of cond is nonzero iff expected; its result is cond
+  loop,         // scan, while_loop, call, checkpoint: runs the tape attribute(s) `body` (and `cond`)
   opaque,       // nothing known: compiled code calls the eager function
 };
 
@@ -158,7 +202,8 @@ struct Primitive {
   std::vector<int> index_args{};
   // Several results (like JAX's multiple_results): infer, eager and tangent give one
   // value per result, and the adjoint rule sees every result's adjoint
-  // (AdjointArgs::douts). On a tape such a call defines consecutive variables,
+  // (AdjointArgs::douts). kVariadic: as many results as the type rule gives, at least
+  // one (a loop: one per output of its body); a call's count is Op::results. On a tape such a call defines consecutive variables,
   // `%3, %4 = f(%1)::t3, t4`. Compiled code calls its eager function. Where a rule
   // runs, a count other than `results` is an error naming the primitive.
   int results = 1;
@@ -198,6 +243,8 @@ struct Primitive {
   kernels::ReduceOp reduce_op = kernels::ReduceOp::sum;
   std::function<Shape(const VarType& input, const Attrs&)> reduce_target{};
   std::function<double(const VarType& input, const Attrs&)> reduce_scale{};
+  // Reverse mode in two halves (see ForwardArgs); optional.
+  std::function<ForwardHalf(TapeBuilder&, const ForwardArgs&)> adjoint_forward{};
 
   bool is_index_arg(std::size_t i) const {
     for (int a : index_args)

@@ -28,6 +28,9 @@ struct Op {
   int32_t index = 0;                // result: which result of the call in args[0]
   VarType type;
   Tensor value;                     // constants only
+  // calls only: how many variables the call defines (it and its `result` operations);
+  // prim->results, or for a primitive with a variadic count (a loop) its type rule's count.
+  int32_t results = 1;
 };
 
 class Tape {

@@ -1,0 +1,478 @@
+// scan: a loop whose body is a tape (after jax.lax.scan). The body runs once per
+// iteration on the loop-invariant consts, the carries and one slice of each xs, and
+// gives the next carries and one slice of each ys:
+//
+//   %r... = scan(consts..., carries..., xs...) {body={...}, length=N, num_consts=C,
+//            num_carry=K[, reverse=true][, index=I]}
+//
+// Results: the K final carries, then each y stacked on a new leading axis of N.
+// `reverse` runs k = N-1 .. 0; with `index`, the body's first input is an i64 counter
+// holding I + k. Its reverse mode is in two halves (adjoint_forward): the forward scan
+// also stacks the residuals the body's adjoint reads, and a reversed scan runs the
+// adjoint; forward mode is one scan over the body's jvp.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "prims.hpp"
+#include "reel/ir/evaluate.hpp"
+
+namespace reel::prims {
+
+namespace {
+
+// A scan call's layout, read from its attributes and checked against its arguments.
+struct ScanLayout {
+  int64_t length = 0;
+  std::size_t C = 0, K = 0, X = 0, Y = 0;
+  bool reverse = false, has_index = false;
+  int64_t index0 = 0;
+  const Tape* body = nullptr;
+  std::size_t first_const() const { return has_index ? 1 : 0; }  // in the body's inputs
+  std::size_t first_carry() const { return first_const() + C; }
+  std::size_t first_x() const { return first_carry() + K; }
+};
+
+ScanLayout scan_layout(const Attrs& a, std::size_t nargs) {
+  ScanLayout s;
+  s.body = &a.tape("body");
+  s.length = a.integer("length");
+  const int64_t C = a.integer("num_consts"), K = a.integer("num_carry");
+  if (s.length < 0) throw Error(fmt::format("scan: expected a length >= 0, got {}", s.length));
+  if (C < 0 || K < 0 || static_cast<std::size_t>(C + K) > nargs)
+    throw Error(fmt::format("scan: num_consts {} and num_carry {} do not fit the {} arguments", C, K, nargs));
+  s.C = static_cast<std::size_t>(C), s.K = static_cast<std::size_t>(K), s.X = nargs - s.C - s.K;
+  s.reverse = a.has("reverse") && a.boolean("reverse");
+  s.has_index = a.has("index");
+  if (s.has_index) s.index0 = a.integer("index");
+  if (s.body->outputs.size() < s.K || s.body->outputs.empty())
+    throw Error(fmt::format("scan: expected a body with at least {} output{} ({} carries), got {}",
+                            std::max<std::size_t>(s.K, 1), std::max<std::size_t>(s.K, 1) == 1 ? "" : "s", s.K,
+                            s.body->outputs.size()));
+  s.Y = s.body->outputs.size() - s.K;
+  return s;
+}
+
+VarType without_leading(const VarType& t) { return {t.dtype, Shape(t.shape.begin() + 1, t.shape.end())}; }
+VarType with_leading(int64_t n, const VarType& t) {
+  Shape s{n};
+  s.insert(s.end(), t.shape.begin(), t.shape.end());
+  return {t.dtype, s};
+}
+
+Results<VarType> scan_infer(std::span<const VarType> in, const Attrs& a) {
+  const ScanLayout s = scan_layout(a, in.size());
+  std::vector<VarType> want;
+  if (s.has_index) want.push_back({DType::i64, {}});
+  for (std::size_t i = 0; i < s.C + s.K; ++i) want.push_back(in[i]);
+  for (std::size_t j = 0; j < s.X; ++j) {
+    const VarType& x = in[s.C + s.K + j];
+    if (x.shape.empty() || x.shape[0] != s.length)
+      throw Error(fmt::format("scan: xs {} is {}, expected a leading axis of the length {}", j + 1, type_str(x),
+                              s.length));
+    want.push_back(without_leading(x));
+  }
+  const std::vector<VarType> got = s.body->input_types();
+  auto list = [](const std::vector<VarType>& ts) {
+    std::vector<std::string> v;
+    for (const VarType& t : ts) v.push_back(type_str(t));
+    return fmt::format("({})", fmt::join(v, ", "));
+  };
+  if (got != want)
+    throw Error(fmt::format("scan: expected a body taking {}{}{}, got one taking {}", list(want),
+                            s.has_index ? " (the counter, " : " (", "consts, carries, slices of xs)", list(got)));
+  std::vector<VarType> out;
+  for (std::size_t i = 0; i < s.K; ++i) {
+    const VarType& t = s.body->type(s.body->outputs[i]);
+    if (t != in[s.C + i])
+      throw Error(fmt::format("scan: carry {} enters the body as {} and leaves it as {}", i + 1,
+                              type_str(in[s.C + i]), type_str(t)));
+    out.push_back(t);
+  }
+  for (std::size_t j = 0; j < s.Y; ++j) out.push_back(with_leading(s.length, s.body->type(s.body->outputs[s.K + j])));
+  return out;
+}
+
+// Slice k of x along its leading axis (a copy), and its inverse.
+Tensor slice_at(const Tensor& x, int64_t k) {
+  Tensor out(x.dtype(), without_leading({x.dtype(), x.shape()}).shape);
+  if (out.nbytes() > 0)
+    std::memcpy(out.mutable_raw(), static_cast<const char*>(x.raw()) + static_cast<std::size_t>(k) * out.nbytes(),
+                out.nbytes());
+  return out;
+}
+void store_at(Tensor& stack, int64_t k, const Tensor& slice) {
+  if (slice.nbytes() > 0)
+    std::memcpy(static_cast<char*>(stack.mutable_raw()) + static_cast<std::size_t>(k) * slice.nbytes(), slice.raw(),
+                slice.nbytes());
+}
+
+Results<Tensor> scan_eager(std::span<const Tensor> in, const Attrs& a) {
+  const ScanLayout s = scan_layout(a, in.size());
+  std::vector<Tensor> carry(in.begin() + static_cast<std::ptrdiff_t>(s.C),
+                            in.begin() + static_cast<std::ptrdiff_t>(s.C + s.K));
+  std::vector<Tensor> ys;
+  for (std::size_t j = 0; j < s.Y; ++j) {
+    const VarType t = with_leading(s.length, s.body->type(s.body->outputs[s.K + j]));
+    ys.emplace_back(t.dtype, t.shape);
+  }
+  std::vector<Tensor> args;
+  for (int64_t i = 0; i < s.length; ++i) {
+    const int64_t k = s.reverse ? s.length - 1 - i : i;
+    args.clear();
+    if (s.has_index) {
+      Tensor counter(DType::i64, {});
+      counter.mutable_data<int64_t>()[0] = s.index0 + k;
+      args.push_back(std::move(counter));
+    }
+    args.insert(args.end(), in.begin(), in.begin() + static_cast<std::ptrdiff_t>(s.C));
+    args.insert(args.end(), carry.begin(), carry.end());
+    for (std::size_t j = 0; j < s.X; ++j) args.push_back(slice_at(in[s.C + s.K + j], k));
+    std::vector<Tensor> outs = evaluate(*s.body, args);
+    for (std::size_t c = 0; c < s.K; ++c) carry[c] = std::move(outs[c]);
+    for (std::size_t j = 0; j < s.Y; ++j) store_at(ys[j], k, outs[s.K + j]);
+  }
+  carry.insert(carry.end(), ys.begin(), ys.end());
+  return carry;
+}
+
+Attrs with_body(const Attrs& a, Tape body, std::size_t num_consts, std::size_t num_carry, bool flip = false) {
+  Attrs out = a;
+  out.set("body", TapeRef{std::make_shared<const Tape>(std::move(body))});
+  out.set("num_consts", static_cast<int64_t>(num_consts));
+  out.set("num_carry", static_cast<int64_t>(num_carry));
+  if (flip) out.set("reverse", !(a.has("reverse") && a.boolean("reverse")));
+  return out;
+}
+
+// reach[i][o]: output o of the body depends on its input i.
+std::vector<std::vector<bool>> reach(const Tape& body) {
+  const std::vector<Var> inputs = body.inputs();
+  std::vector<std::vector<bool>> r(inputs.size(), std::vector<bool>(body.outputs.size(), false));
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<bool> dep(static_cast<std::size_t>(body.size()) + 1, false);
+    dep[inputs[i]] = true;
+    for (Var v = inputs[i] + 1; v <= body.size(); ++v)
+      for (Var x : body.op(v).args) dep[v] = dep[v] || dep[x];
+    for (std::size_t o = 0; o < body.outputs.size(); ++o) r[i][o] = dep[body.outputs[o]];
+  }
+  return r;
+}
+
+// Reverse mode of a scan: what both halves derive from the body.
+struct ScanGrad {
+  ScanLayout s;
+  std::vector<bool> seeded;     // per body output: carries (their adjoint flows on) and ys
+  std::vector<bool> wanted;     // per body input
+  Tape forward;                 // the body, also giving the residuals
+  Tape backward;                // the body's adjoint
+  std::vector<Var> residuals;   // vjp variables stacked by the forward scan
+  std::vector<Var> hoisted;     // loop-invariant vjp variables the backward reads
+  Tape hoist;                   // consts -> hoisted
+  std::vector<std::size_t> consts_read, xs_read;  // which consts and xs the backward reads
+  std::size_t seeded_carries = 0, seeded_ys = 0, wanted_consts = 0, wanted_xs = 0;
+};
+
+std::shared_ptr<const ScanGrad> scan_grad(std::span<const Var> args, const TapeBuilder& b, const Attrs& a,
+                                          std::span<const bool> needs, std::span<const bool> results_needed,
+                                          const Transforms& tr) {
+  auto g = std::make_shared<ScanGrad>();
+  ScanLayout& s = g->s;
+  s = scan_layout(a, args.size());
+  const Tape& body = *s.body;
+  const std::vector<Var> inputs = body.inputs();
+  const auto r = reach(body);
+  // Which carries' adjoints flow (a fixed point: a carry whose input reaches a seeded
+  // output has an adjoint in the iteration before), which ys are seeded.
+  g->seeded.assign(body.outputs.size(), false);
+  for (std::size_t o = 0; o < body.outputs.size(); ++o)
+    g->seeded[o] = results_needed[o] && is_float(body.type(body.outputs[o]).dtype);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t c = 0; c < s.K; ++c) {
+      if (g->seeded[c] || !is_float(body.type(body.outputs[c]).dtype)) continue;
+      for (std::size_t o = 0; o < body.outputs.size(); ++o)
+        if (g->seeded[o] && r[s.first_carry() + c][o]) g->seeded[c] = changed = true;
+    }
+  }
+  g->wanted.assign(inputs.size(), false);
+  for (std::size_t i = 0; i < s.C; ++i) g->wanted[s.first_const() + i] = needs[i] && is_float(b.type(args[i]).dtype);
+  for (std::size_t c = 0; c < s.K; ++c) g->wanted[s.first_carry() + c] = g->seeded[c];
+  for (std::size_t j = 0; j < s.X; ++j)
+    g->wanted[s.first_x() + j] = needs[s.C + s.K + j] && is_float(b.type(args[s.C + s.K + j]).dtype);
+  for (std::size_t o = 0; o < body.outputs.size(); ++o) (o < s.K ? g->seeded_carries : g->seeded_ys) += g->seeded[o];
+  for (std::size_t i = 0; i < s.C; ++i) g->wanted_consts += g->wanted[s.first_const() + i];
+  for (std::size_t j = 0; j < s.X; ++j) g->wanted_xs += g->wanted[s.first_x() + j];
+
+  auto seeded = std::make_unique<bool[]>(g->seeded.size());
+  auto wanted = std::make_unique<bool[]>(g->wanted.size());
+  std::copy(g->seeded.begin(), g->seeded.end(), seeded.get());
+  std::copy(g->wanted.begin(), g->wanted.end(), wanted.get());
+  const Tape V = tr.vjp(body, std::span<const bool>(seeded.get(), g->seeded.size()),
+                        std::span<const bool>(wanted.get(), g->wanted.size()));
+
+  // Each vjp variable: loop-invariant (consts and constants only), per iteration
+  // (counter, carries, xs) or backward (reads a seed).
+  enum Kind : char { inv, fwd, bwd };
+  const Var n = V.size();
+  std::vector<Kind> kind(static_cast<std::size_t>(n) + 1, inv);
+  const std::vector<Var> vin = V.inputs();
+  for (std::size_t i = 0; i < vin.size(); ++i)
+    kind[vin[i]] = i >= inputs.size() ? bwd : (i >= s.first_const() && i < s.first_carry()) ? inv : fwd;
+  for (Var v = 1; v <= n; ++v)
+    for (Var x : V.op(v).args) kind[v] = std::max(kind[v], kind[x]);
+  // The non-backward variables the backward part reads (or returns).
+  std::vector<bool> read(static_cast<std::size_t>(n) + 1, false);
+  for (Var v = 1; v <= n; ++v)
+    if (kind[v] == bwd && V.op(v).kind != OpKind::input)
+      for (Var x : V.op(v).args) read[x] = read[x] || kind[x] != bwd;
+  const std::size_t nout = body.outputs.size();
+  for (std::size_t o = nout; o < V.outputs.size(); ++o)
+    if (kind[V.outputs[o]] != bwd) read[V.outputs[o]] = true;
+  std::vector<int> input_pos(static_cast<std::size_t>(n) + 1, -1);
+  for (std::size_t i = 0; i < vin.size(); ++i) input_pos[vin[i]] = static_cast<int>(i);
+  for (Var v = 1; v <= n; ++v) {
+    if (!read[v]) continue;
+    const int p = input_pos[v];
+    if (p >= 0 && static_cast<std::size_t>(p) >= s.first_const() && static_cast<std::size_t>(p) < s.first_carry())
+      g->consts_read.push_back(static_cast<std::size_t>(p) - s.first_const());
+    else if (p >= 0 && static_cast<std::size_t>(p) >= s.first_x() && static_cast<std::size_t>(p) < inputs.size())
+      g->xs_read.push_back(static_cast<std::size_t>(p) - s.first_x());
+    else if (p == 0 && s.has_index)
+      continue;  // the backward scan counts too
+    else if (kind[v] == inv && V.op(v).kind == OpKind::constant)
+      continue;  // copied into the backward body, where code generation folds it
+    else if (kind[v] == inv)
+      g->hoisted.push_back(v);
+    else
+      g->residuals.push_back(v);
+  }
+
+  // The forward body: the body's inputs; its outputs, then the residuals.
+  {
+    TapeBuilder f;
+    std::vector<Var> map(static_cast<std::size_t>(n) + 1, kNoVar);
+    for (Var v = 1; v <= n; ++v)
+      if (kind[v] != bwd) map[v] = f.copy(V.op(v), [&] {
+        std::vector<Var> as;
+        for (Var x : V.op(v).args) as.push_back(map[x]);
+        return as;
+      }());
+    std::vector<Var> outs;
+    for (std::size_t o = 0; o < nout; ++o) outs.push_back(map[V.outputs[o]]);
+    for (Var v : g->residuals) outs.push_back(map[v]);
+    f.set_outputs(std::move(outs));
+    g->forward = tr.cleanup(f.finish());
+  }
+  // consts -> the hoisted loop invariants.
+  {
+    TapeBuilder h;
+    std::vector<Var> map(static_cast<std::size_t>(n) + 1, kNoVar);
+    for (Var v = 1; v <= n; ++v) {
+      const int p = input_pos[v];
+      if (p >= 0 && kind[v] == inv) map[v] = h.input(V.type(v));
+      else if (kind[v] == inv && p < 0) {
+        std::vector<Var> as;
+        for (Var x : V.op(v).args) as.push_back(map[x]);
+        map[v] = h.copy(V.op(v), std::move(as));
+      }
+    }
+    std::vector<Var> outs;
+    for (Var v : g->hoisted) outs.push_back(map[v]);
+    h.set_outputs(std::move(outs));
+    g->hoist = h.finish();  // (not cleaned: its inputs are the consts, in order)
+  }
+  // The backward body: [counter], consts read, hoisted; carry adjoints, const
+  // accumulators; residuals, xs read, ys' adjoints -> carry adjoints, accumulators; xs'
+  // adjoints.
+  {
+    TapeBuilder k;
+    std::vector<Var> map(static_cast<std::size_t>(n) + 1, kNoVar);
+    if (s.has_index) map[vin[0]] = k.input({DType::i64, {}});
+    for (std::size_t c : g->consts_read) map[vin[s.first_const() + c]] = k.input(V.type(vin[s.first_const() + c]));
+    for (Var v : g->hoisted) map[v] = k.input(V.type(v));
+    for (Var v = 1; v <= n; ++v)
+      if (read[v] && kind[v] == inv && V.op(v).kind == OpKind::constant) map[v] = k.constant(V.op(v).value);
+    // Seeds: V's inputs after the body's, one per seeded output in order.
+    std::vector<Var> seed_of(nout, kNoVar);
+    for (std::size_t o = 0, i = inputs.size(); o < nout; ++o)
+      if (g->seeded[o]) seed_of[o] = vin[i++];
+    for (std::size_t c = 0; c < s.K; ++c)
+      if (g->seeded[c]) map[seed_of[c]] = k.input(V.type(seed_of[c]));
+    std::vector<Var> acc;
+    for (std::size_t i = 0; i < s.C; ++i)
+      if (g->wanted[s.first_const() + i]) acc.push_back(k.input(V.type(vin[s.first_const() + i])));
+    for (Var v : g->residuals) map[v] = k.input(V.type(v));
+    for (std::size_t j : g->xs_read) map[vin[s.first_x() + j]] = k.input(V.type(vin[s.first_x() + j]));
+    for (std::size_t o = s.K; o < nout; ++o)
+      if (g->seeded[o]) map[seed_of[o]] = k.input(V.type(seed_of[o]));
+    for (Var v = 1; v <= n; ++v)
+      if (kind[v] == bwd && V.op(v).kind != OpKind::input) {
+        std::vector<Var> as;
+        for (Var x : V.op(v).args) as.push_back(map[x]);
+        map[v] = k.copy(V.op(v), std::move(as));
+      }
+    // V's gradient outputs, in input order: wanted consts, carries, xs.
+    std::vector<Var> grad_of(inputs.size(), kNoVar);
+    for (std::size_t i = 0, o = nout; i < inputs.size(); ++i)
+      if (g->wanted[i]) grad_of[i] = map[V.outputs[o++]];
+    std::vector<Var> outs;
+    for (std::size_t c = 0; c < s.K; ++c)
+      if (g->seeded[c]) outs.push_back(grad_of[s.first_carry() + c]);
+    for (std::size_t i = 0, q = 0; i < s.C; ++i)
+      if (g->wanted[s.first_const() + i]) outs.push_back(k.add(acc[q++], grad_of[s.first_const() + i]));
+    for (std::size_t j = 0; j < s.X; ++j)
+      if (g->wanted[s.first_x() + j]) outs.push_back(grad_of[s.first_x() + j]);
+    k.set_outputs(std::move(outs));
+    g->backward = tr.cleanup(k.finish());
+  }
+  return g;
+}
+
+ForwardHalf scan_forward(TapeBuilder& b, const ForwardArgs& a) {
+  std::shared_ptr<const ScanGrad> g = scan_grad(a.args, b, a.attrs, a.needs, a.results_needed, *a.transforms);
+  const ScanLayout& s = g->s;
+  const std::vector<Var> outs = b.call_results(primitive("scan"), std::vector<Var>(a.args.begin(), a.args.end()),
+                                               with_body(a.attrs, g->forward, s.C, s.K));
+  ForwardHalf half;
+  half.results.assign(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(s.K + s.Y));
+  half.residuals.assign(outs.begin() + static_cast<std::ptrdiff_t>(s.K + s.Y), outs.end());
+  half.state = g;
+  return half;
+}
+
+std::vector<Var> scan_adjoint(TapeBuilder& b, const AdjointArgs& a) {
+  if (!a.state)
+    throw Error("grad: scan's adjoint needs its forward half (reverse_mode runs it; call the adjoint through it)");
+  const auto& g = *std::static_pointer_cast<const ScanGrad>(a.state);
+  const ScanLayout& s = g.s;
+  std::vector<Var> grads(a.args.size(), kNoVar);
+  const std::size_t K2 = g.seeded_carries + g.wanted_consts;
+  if (K2 + g.wanted_xs == 0) return grads;
+  const std::vector<Var> consts(a.args.begin(), a.args.begin() + static_cast<std::ptrdiff_t>(s.C));
+  const std::vector<Var> hoisted = b.inline_tape(g.hoist, consts);
+  std::vector<Var> args;
+  for (std::size_t c : g.consts_read) args.push_back(a.args[c]);
+  args.insert(args.end(), hoisted.begin(), hoisted.end());
+  const std::size_t nconsts = args.size();
+  const Tape& body = *s.body;
+  for (std::size_t c = 0; c < s.K; ++c)
+    if (g.seeded[c]) args.push_back(b.or_zeros(a.douts[c], body.type(body.outputs[c])));
+  for (std::size_t i = 0; i < s.C; ++i)
+    if (g.wanted[s.first_const() + i]) args.push_back(zeros_of(b, b.type(a.args[i])));
+  args.insert(args.end(), a.residuals.begin(), a.residuals.end());
+  for (std::size_t j : g.xs_read) args.push_back(a.args[s.C + s.K + j]);
+  for (std::size_t o = s.K; o < body.outputs.size(); ++o)
+    if (g.seeded[o]) args.push_back(b.or_zeros(a.douts[o], with_leading(s.length, body.type(body.outputs[o]))));
+  const std::vector<Var> outs =
+      b.call_results(primitive("scan"), std::move(args), with_body(a.attrs, g.backward, nconsts, K2, true));
+  std::size_t q = 0;
+  for (std::size_t c = 0; c < s.K; ++c)
+    if (g.seeded[c]) grads[s.C + c] = outs[q++];
+  for (std::size_t i = 0; i < s.C; ++i)
+    if (g.wanted[s.first_const() + i]) grads[i] = outs[q++];
+  for (std::size_t j = 0; j < s.X; ++j)
+    if (g.wanted[s.first_x() + j]) grads[s.C + s.K + j] = outs[q++];
+  for (std::size_t i = 0; i < a.args.size(); ++i)
+    if (!a.needs[i]) grads[i] = kNoVar;
+  return grads;
+}
+
+// Forward mode: one scan over the body's jvp, the tangents of the active consts,
+// carries and xs riding along as consts, carries and xs of their own.
+Results<Var> scan_tangent(TapeBuilder& b, const TangentArgs& a) {
+  const ScanLayout s = scan_layout(a.attrs, a.args.size());
+  const Tape& body = *s.body;
+  const std::vector<Var> inputs = body.inputs();
+  const auto r = reach(body);
+  std::vector<bool> active(inputs.size(), false);
+  for (std::size_t i = 0; i < s.C + s.K + s.X; ++i)
+    active[s.first_const() + i] = a.tangents[i] != kNoVar && is_float(b.type(a.args[i]).dtype);
+  for (bool changed = true; changed;) {  // a carry is active if its new value depends on an active input
+    changed = false;
+    for (std::size_t c = 0; c < s.K; ++c) {
+      if (active[s.first_carry() + c] || !is_float(b.type(a.args[s.C + c]).dtype)) continue;
+      for (std::size_t i = 0; i < inputs.size(); ++i)
+        if (active[i] && r[i][c]) active[s.first_carry() + c] = changed = true;
+    }
+  }
+  auto act = std::make_unique<bool[]>(active.size());
+  std::copy(active.begin(), active.end(), act.get());
+  const Tape J = a.transforms->jvp(body, std::span<const bool>(act.get(), active.size()));
+  // The new body's inputs: [counter], consts, their tangents, carries, theirs, xs, theirs.
+  TapeBuilder k;
+  std::vector<Var> jin(J.inputs().size(), kNoVar);  // J's inputs: the body's, then tangents of the active
+  std::vector<std::size_t> tangent_pos(inputs.size(), 0);
+  for (std::size_t i = 0, t = inputs.size(); i < inputs.size(); ++i)
+    if (active[i]) tangent_pos[i] = t++;
+  std::vector<Var> args;
+  auto group = [&](std::size_t from, std::size_t count, std::size_t arg0, bool zeros_for_missing) {
+    for (std::size_t i = from; i < from + count; ++i) {
+      jin[i] = k.input(J.type(J.inputs()[i]));
+      args.push_back(a.args[arg0 + i - from]);
+    }
+    for (std::size_t i = from; i < from + count; ++i)
+      if (active[i]) {
+        jin[tangent_pos[i]] = k.input(J.type(J.inputs()[tangent_pos[i]]));
+        const Var t = a.tangents[arg0 + i - from];
+        args.push_back(zeros_for_missing ? b.or_zeros(t, b.type(a.args[arg0 + i - from])) : t);
+      }
+  };
+  if (s.has_index) jin[0] = k.input({DType::i64, {}});
+  std::size_t nactive_c = 0, nactive_k = 0;
+  for (std::size_t i = 0; i < s.C; ++i) nactive_c += active[s.first_const() + i];
+  for (std::size_t c = 0; c < s.K; ++c) nactive_k += active[s.first_carry() + c];
+  group(s.first_const(), s.C, 0, false);
+  group(s.first_carry(), s.K, s.C, true);
+  group(s.first_x(), s.X, s.C + s.K, false);
+  const std::vector<Var> jout = k.inline_tape(J, jin);
+  const std::size_t nout = body.outputs.size();
+  std::vector<Var> outs(jout.begin(), jout.begin() + static_cast<std::ptrdiff_t>(s.K));
+  for (std::size_t c = 0; c < s.K; ++c)
+    if (active[s.first_carry() + c]) outs.push_back(jout[nout + c]);
+  for (std::size_t y = s.K; y < nout; ++y) outs.push_back(jout[y]);
+  for (std::size_t y = s.K; y < nout; ++y) outs.push_back(jout[nout + y]);
+  k.set_outputs(std::move(outs));
+  const std::vector<Var> res = b.call_results(primitive("scan"), std::move(args),
+                                              with_body(a.attrs, a.transforms->cleanup(k.finish()), s.C + nactive_c,
+                                                        s.K + nactive_k));
+  std::vector<Var> tangents(nout, kNoVar);
+  for (std::size_t c = 0, q = s.K; c < s.K; ++c) {
+    a.same_outs[c] = res[c];
+    if (active[s.first_carry() + c]) tangents[c] = res[q++];
+  }
+  for (std::size_t y = 0; y < s.Y; ++y) {
+    a.same_outs[s.K + y] = res[s.K + nactive_k + y];
+    tangents[s.K + y] = res[s.K + nactive_k + s.Y + y];
+  }
+  return tangents;
+}
+
+Primitive scan_p() {
+  return {
+      .name = "scan",
+      .arity = kVariadic,
+      .attrs = {{"body", AttrKind::tape},
+                {"length", AttrKind::integer},
+                {"num_consts", AttrKind::integer},
+                {"num_carry", AttrKind::integer},
+                {"reverse", AttrKind::boolean, true},
+                {"index", AttrKind::integer, true},
+                {"checkpoint", AttrKind::string, true},
+                {"checkpoint_arg", AttrKind::integer, true}},
+      .infer = scan_infer,
+      .eager = scan_eager,
+      .adjoint = scan_adjoint,
+      .any_dtype = true,
+      .results = kVariadic,
+      .tangent = scan_tangent,
+      .structure = Structure::loop,
+      .adjoint_forward = scan_forward,
+  };
+}
+
+}  // namespace
+
+void add_loops(std::vector<Primitive>& t) { t.insert(t.end(), {scan_p()}); }
+
+}  // namespace reel::prims

@@ -1,0 +1,145 @@
+#pragma once
+// Loops as loops (after jax.lax.scan, fori_loop and while_loop): the body is traced once
+// into a tape, and the loop is one operation that runs it, so a loop costs what its body
+// costs, not what its unrolled trace would. Carries, xs and ys are trees of tensors
+// (reel/tree.hpp: a Tensor, a struct listed with REEL_FIELDS, std::vector, std::array,
+// std::pair, std::tuple, ...).
+//
+//   // y_{t+1} = tanh(W y_t + x_t); h collects every y.
+//   auto [y, h] = reel::scan([&](const Tensor& y, const Tensor& x) {
+//     const Tensor next = reel::tanh(reel::matmul(W, y) + x);
+//     return std::pair{next, next};
+//   }, y0, xs);                              // xs: [T, n]; y: [n]; h: [T, n]
+//
+// f(carry, x) returns {new carry, y}: the new carry has the carry's structure and types;
+// x is one slice of xs along their leading axis (all xs have the same length). Tensors
+// f captures (W above) are the loop's loop-invariant arguments: a gradient reaches them
+// (and params tracked for reel::back). The body is traced on the first slice, so
+// f must do the same operations in every iteration: a branch on a value (`if (x > 0)`)
+// is a guard, and an iteration that takes the other branch raises reel::GuardFailure
+// (use reel::where).
+#include <cstdint>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "reel/dispatch.hpp"
+#include "reel/trace.hpp"
+#include "reel/tree.hpp"
+
+namespace reel {
+
+// How reverse mode keeps a scan's per-iteration values (residuals) for the backward
+// pass: all of them (none), or only every k-th carry, recomputing the iterations
+// between them (every), with k = sqrt(length) (sqrt), or Revolve's binomial schedule
+// for a number of snapshots (binomial).
+struct Checkpoint {
+  enum class Kind { none, every, sqrt, binomial };
+  Kind kind = Kind::none;
+  int64_t arg = 0;  // every: k; binomial: the number of snapshots
+  static Checkpoint every(int64_t k) { return {Kind::every, k}; }
+  static Checkpoint sqrt() { return {Kind::sqrt, 0}; }
+  static Checkpoint binomial(int64_t snapshots) { return {Kind::binomial, snapshots}; }
+};
+
+struct ScanOptions {
+  int64_t length = -1;   // the number of iterations: needed when there are no xs
+  bool reverse = false;  // iterate from the last slice of xs to the first (ys likewise)
+  Checkpoint checkpoint = {};
+};
+
+// An empty tree: xs of a scan without xs (give ScanOptions::length), or f's y when it
+// has none (f returns {carry, reel::none}).
+using None = std::tuple<>;
+inline constexpr None none{};
+
+namespace detail {
+
+// Slice k of x along its leading axis (zeros of the slice's shape when x has none).
+Tensor leading_slice(const Tensor& x, int64_t k);
+// The loop length: xs' common leading axis, or options.length; a reel::Error naming op.
+int64_t scan_length(const char* op, const std::vector<Tensor>& xs, int64_t length);
+// Runs the scan of a traced body whose inputs are [counter], carries, x slices, then
+// the captured tensors; returns the final carries and the stacked ys.
+std::vector<Tensor> run_scan(const Tape& traced, const std::vector<Tensor>& captured,
+                             const std::vector<Tensor>& carries, const std::vector<Tensor>& xs, int64_t length,
+                             const ScanOptions& options, bool has_index, int64_t index0);
+
+template <class T>
+void check_carry_leaves(const char* op, std::size_t expected, const T& got) {
+  const std::size_t n = count_leaves(got);
+  if (n != expected)
+    throw Error(std::string(op) + ": the body returned a carry of " + std::to_string(n) + " tensors, expected " +
+                std::to_string(expected) + " (the initial carry's)");
+}
+
+}  // namespace detail
+
+template <class F, class Carry, class Xs>
+auto scan(F&& f, const Carry& init, const Xs& xs, const ScanOptions& options = {}) {
+  static_assert(detail::is_tree<Carry>(), "reel::scan: the carry must hold tensors (a Tensor, a REEL_FIELDS struct, ...)");
+  using R = std::decay_t<std::invoke_result_t<F&, const Carry&, const Xs&>>;
+  using Y = std::decay_t<std::tuple_element_t<1, R>>;
+  const std::vector<Tensor> carry_leaves = tree_leaves(init);
+  const std::vector<Tensor> x_leaves = tensors_of(xs);
+  const int64_t n = detail::scan_length("scan", x_leaves, options.length);
+  Tape body;
+  std::vector<Tensor> captured;
+  std::optional<Y> y_like;
+  {
+    detail::TraceScope scope(/*lift_captures=*/true);
+    scope.lift_tracked();
+    Carry c = init;
+    for_each_tensor(c, [&](Tensor& t) { t = scope.input(t); });
+    Xs x = xs;
+    for_each_tensor(x, [&](Tensor& t) { t = scope.input(detail::leading_slice(t, 0)); });
+    const R r = f(std::as_const(c), std::as_const(x));
+    detail::check_carry_leaves("scan", carry_leaves.size(), std::get<0>(r));
+    for_each_tensor(std::get<0>(r), [&](const Tensor& t) { scope.output(t); });
+    for_each_tensor(std::get<1>(r), [&](const Tensor& t) { scope.output(t); });
+    y_like = std::get<1>(r);
+    captured = scope.captured();
+    body = scope.finish();
+  }
+  const std::vector<Tensor> out =
+      detail::run_scan(body, captured, carry_leaves, x_leaves, n, options, false, 0);
+  std::size_t next = 0;
+  Carry carry = detail::refill(init, out, next, "scan");
+  Y ys = *y_like;
+  if constexpr (detail::is_tree<Y>()) ys = detail::refill(*y_like, out, next, "scan");
+  return std::pair<Carry, Y>{std::move(carry), std::move(ys)};
+}
+
+// for (i = lo; i < hi; ++i) carry = body(i, carry): i is a 0-d i64 tensor (index with
+// it: reel::gather(x, i) is x[i]; or reel::cast it to a float). No iteration when hi <= lo.
+template <class F, class Carry>
+Carry fori_loop(int64_t lo, int64_t hi, F&& body, const Carry& init, const ScanOptions& options = {}) {
+  static_assert(detail::is_tree<Carry>(), "reel::fori_loop: the carry must hold tensors");
+  const std::vector<Tensor> carry_leaves = tree_leaves(init);
+  const int64_t n = hi > lo ? hi - lo : 0;
+  Tape traced;
+  std::vector<Tensor> captured;
+  {
+    detail::TraceScope scope(/*lift_captures=*/true);
+    scope.lift_tracked();
+    Tensor counter(DType::i64, {});
+    counter.mutable_data<int64_t>()[0] = lo;
+    const Tensor i = scope.input(counter);
+    Carry c = init;
+    for_each_tensor(c, [&](Tensor& t) { t = scope.input(t); });
+    const auto next = body(i, std::as_const(c));
+    detail::check_carry_leaves("fori_loop", carry_leaves.size(), next);
+    for_each_tensor(next, [&](const Tensor& t) { scope.output(t); });
+    captured = scope.captured();
+    traced = scope.finish();
+  }
+  ScanOptions o = options;
+  o.length = n;
+  const std::vector<Tensor> out = detail::run_scan(traced, captured, carry_leaves, {}, n, o, true, lo);
+  std::size_t next = 0;
+  return detail::refill(init, out, next, "fori_loop");
+}
+
+}  // namespace reel

@@ -1,0 +1,89 @@
+#include "reel/loops.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "reel/ir/builder.hpp"
+
+namespace reel::detail {
+
+Tensor leading_slice(const Tensor& x, int64_t k) {
+  if (x.rank() == 0) throw Error(fmt::format("scan: expected xs with a leading axis, got {}", type_str(x.dtype(), x.shape())));
+  Tensor out(x.dtype(), Shape(x.shape().begin() + 1, x.shape().end()));
+  if (out.nbytes() == 0) return out;
+  if (x.shape()[0] == 0) {
+    std::memset(out.mutable_raw(), 0, out.nbytes());
+    return out;
+  }
+  std::memcpy(out.mutable_raw(), static_cast<const char*>(x.raw()) + static_cast<std::size_t>(k) * out.nbytes(),
+              out.nbytes());
+  return out;
+}
+
+int64_t scan_length(const char* op, const std::vector<Tensor>& xs, int64_t length) {
+  if (xs.empty()) {
+    if (length < 0)
+      throw Error(fmt::format("{}: expected ScanOptions::length (>= 0) for a scan without xs, got {}", op, length));
+    return length;
+  }
+  for (std::size_t j = 0; j < xs.size(); ++j) {
+    if (!xs[j].defined()) throw Error(fmt::format("{}: xs {} is an undefined tensor", op, j + 1));
+    if (xs[j].rank() == 0)
+      throw Error(fmt::format("{}: xs {} is {}, expected a leading axis to scan over", op, j + 1,
+                              type_str(xs[j].dtype(), xs[j].shape())));
+  }
+  const int64_t n = xs[0].shape()[0];
+  for (std::size_t j = 1; j < xs.size(); ++j)
+    if (xs[j].shape()[0] != n)
+      throw Error(fmt::format("{}: xs {} is {}, expected a leading axis of {} (that of xs 1)", op, j + 1,
+                              type_str(xs[j].dtype(), xs[j].shape()), n));
+  if (length >= 0 && length != n)
+    throw Error(fmt::format("{}: ScanOptions::length is {}, but xs have {} slices", op, length, n));
+  return n;
+}
+
+namespace {
+
+const char* checkpoint_name(Checkpoint::Kind k) {
+  switch (k) {
+    case Checkpoint::Kind::none: return "";
+    case Checkpoint::Kind::every: return "every";
+    case Checkpoint::Kind::sqrt: return "sqrt";
+    case Checkpoint::Kind::binomial: return "binomial";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::vector<Tensor> run_scan(const Tape& traced, const std::vector<Tensor>& captured,
+                             const std::vector<Tensor>& carries, const std::vector<Tensor>& xs, int64_t length,
+                             const ScanOptions& options, bool has_index, int64_t index0) {
+  // The traced inputs are [counter], carries, slices, captured; a scan's body takes
+  // [counter], consts (the captured), carries, slices.
+  const std::vector<Var> in = traced.inputs();
+  const std::size_t first = has_index ? 1 : 0, K = carries.size(), X = xs.size(), M = captured.size();
+  TapeBuilder b;
+  std::vector<Var> mapped(in.size(), kNoVar);
+  if (has_index) mapped[0] = b.input(traced.type(in[0]));
+  for (std::size_t m = 0; m < M; ++m) mapped[first + K + X + m] = b.input(traced.type(in[first + K + X + m]));
+  for (std::size_t i = first; i < first + K + X; ++i) mapped[i] = b.input(traced.type(in[i]));
+  b.set_outputs(b.inline_tape(traced, mapped));
+  Attrs attrs{{"body", TapeRef{std::make_shared<const Tape>(b.finish())}},
+              {"length", length},
+              {"num_consts", static_cast<int64_t>(M)},
+              {"num_carry", static_cast<int64_t>(K)}};
+  if (options.reverse) attrs.set("reverse", true);
+  if (has_index) attrs.set("index", index0);
+  if (options.checkpoint.kind != Checkpoint::Kind::none) {
+    attrs.set("checkpoint", std::string(checkpoint_name(options.checkpoint.kind)));
+    if (options.checkpoint.arg != 0) attrs.set("checkpoint_arg", options.checkpoint.arg);
+  }
+  std::vector<Tensor> args = captured;
+  args.insert(args.end(), carries.begin(), carries.end());
+  args.insert(args.end(), xs.begin(), xs.end());
+  return apply_results("scan", args, std::move(attrs));
+}
+
+}  // namespace reel::detail
