@@ -351,10 +351,9 @@ class Emitter {
     auto memcpy = [&](Value* to, Value* from, int64_t bytes) {
       if (bytes > 0) b_.CreateMemCpy(to, llvm::MaybeAlign(1), from, llvm::MaybeAlign(1), b_.getInt64(bytes));
     };
-    if (L.length == 0) {
-      for (std::size_t c = 0; c < L.K; ++c) memcpy(param_[result + c], param_[init + c], L.carry_bytes[c]);
-      return;
-    }
+    for (std::size_t c = 0; c < L.K; ++c)
+      if (L.length == 0 || L.in_place[c]) memcpy(param_[result + c], param_[init + c], L.carry_bytes[c]);
+    if (L.length == 0) return;
     llvm::BasicBlock* before = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, "iteration", fn_);
     auto* exit = llvm::BasicBlock::Create(ctx_, "iterations_done", fn_);
@@ -362,14 +361,17 @@ class Emitter {
     b_.SetInsertPoint(header);
     llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2);
     i->addIncoming(b_.getInt64(0), before);
-    std::vector<llvm::PHINode*> carry_in;  // the carries this iteration reads
-    for (std::size_t c = 0; c < L.K; ++c) {
-      carry_in.push_back(b_.CreatePHI(b_.getPtrTy(), 2));
-      carry_in.back()->addIncoming(param_[init + c], before);
-    }
     const int64_t n = L.length;
     Value* last_minus_i = b_.CreateSub(b_.getInt64(n - 1), i, "", true, true);
     Value* k = L.reverse ? last_minus_i : i;
+    // Iteration i writes the results if n - 1 - i is even, else the temporaries, and
+    // reads what iteration i - 1 wrote (the initial carries first). Written as a
+    // function of i rather than a phi of the last pointer: seeing that the pointer is
+    // the one just stored to, the optimiser forwarded part of the carry through
+    // registers and reloaded the rest, a shuffle chain and a store-forwarding stall per
+    // iteration (a 512-bit store read back in pieces) that made a small body 3x slower.
+    Value* to_result = b_.CreateICmpEQ(b_.CreateAnd(last_minus_i, b_.getInt64(1)), b_.getInt64(0));
+    Value* first = b_.CreateICmpEQ(i, b_.getInt64(0));
     // The body's bases: workspace, constants, inputs, outputs.
     std::vector<Value*> base{param_[workspace], param_[pool]};
     if (L.has_index) {
@@ -377,17 +379,17 @@ class Emitter {
       base.push_back(param_[counter]);
     }
     for (std::size_t c = 0; c < L.C; ++c) base.push_back(param_[c]);
-    base.insert(base.end(), carry_in.begin(), carry_in.end());
+    for (std::size_t c = 0; c < L.K; ++c)
+      base.push_back(L.in_place[c] ? param_[result + c]
+                                   : b_.CreateSelect(first, param_[init + c],
+                                                     b_.CreateSelect(to_result, param_[temp + c], param_[result + c])));
     auto slice = [&](Value* stack, int64_t bytes) {
       return b_.CreateInBoundsGEP(b_.getInt8Ty(), stack, b_.CreateMul(k, b_.getInt64(bytes), "", true, true));
     };
     for (std::size_t j = 0; j < L.X; ++j) base.push_back(slice(param_[xs + j], L.x_bytes[j]));
-    Value* to_result = b_.CreateICmpEQ(b_.CreateAnd(last_minus_i, b_.getInt64(1)), b_.getInt64(0));
-    std::vector<Value*> carry_out;
-    for (std::size_t c = 0; c < L.K; ++c) {
-      carry_out.push_back(b_.CreateSelect(to_result, param_[result + c], param_[temp + c]));
-      base.push_back(carry_out.back());
-    }
+    for (std::size_t c = 0; c < L.K; ++c)
+      base.push_back(L.in_place[c] ? param_[result + c]
+                                   : b_.CreateSelect(to_result, param_[result + c], param_[temp + c]));
     for (std::size_t j = 0; j < L.Y; ++j) base.push_back(slice(param_[ys + j], L.y_bytes[j]));
     auto buffer = [&](const BufferRef& r) {
       return b_.CreateInBoundsGEP(b_.getInt8Ty(), base.at(static_cast<std::size_t>(r.base)), b_.getInt64(r.offset));
@@ -403,7 +405,6 @@ class Emitter {
     }
     Value* next = b_.CreateAdd(i, b_.getInt64(1), "", true, true);
     i->addIncoming(next, b_.GetInsertBlock());
-    for (std::size_t c = 0; c < L.K; ++c) carry_in[c]->addIncoming(carry_out[c], b_.GetInsertBlock());
     auto* br = b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(n)), header, exit);
     br->setMetadata(llvm::LLVMContext::MD_loop, no_unroll());
     b_.SetInsertPoint(exit);

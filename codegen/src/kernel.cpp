@@ -69,9 +69,10 @@ std::string make_key(const KernelSpec& s) {
     k += fmt::format("; outer {} n {} count {} inner {}", s.outer, s.n, s.count, s.inner);
   if (s.kind == KernelSpec::Kind::scan) {
     const LoopKernel& l = *s.scan;
-    k += fmt::format("; length {}{} index {} {}; C {} K {} X {} Y {}; carries {} xs {} ys {}", l.length,
+    std::vector<int64_t> in_place(l.in_place.begin(), l.in_place.end());
+    k += fmt::format("; length {}{} index {} {}; C {} K {} X {} Y {}; carries {} in place {} xs {} ys {}", l.length,
                      l.reverse ? " reversed" : "", l.has_index, l.index0, l.C, l.K, l.X, l.Y, ints(l.carry_bytes),
-                     ints(l.x_bytes), ints(l.y_bytes));
+                     ints(in_place), ints(l.x_bytes), ints(l.y_bytes));
     for (const KernelSpec& b : l.kernels) k += "; kernel {" + b.key + "}";
     for (const LoopKernel::Step& st : l.steps) {
       k += st.kernel >= 0 ? fmt::format("; call {}", st.kernel) : fmt::format("; copy {}", st.bytes);
@@ -92,6 +93,95 @@ struct KernelTable {
 
 // Schedules one program: a compiled function's tape, or a loop's body, whose inputs and
 // outputs have the given alignments (empty: 64 bytes, as a compiled function's).
+// The loop kernel `k` with parameter `drop` made the same buffer as `keep` (an in-place
+// update: every element is loaded before it is stored).
+KernelSpec merge_params(const KernelSpec& k, int keep, int drop) {
+  KernelSpec m = k;
+  auto remap = [&](int p) { return p == drop ? keep : p > drop ? p - 1 : p; };
+  m.params.erase(m.params.begin() + drop);
+  if (!m.align.empty()) {
+    m.align[static_cast<std::size_t>(keep)] =
+        std::min(m.align[static_cast<std::size_t>(keep)], m.align[static_cast<std::size_t>(drop)]);
+    m.align.erase(m.align.begin() + drop);
+  }
+  for (auto& l : m.loads) l.param = remap(l.param);
+  for (auto& st : m.stores) st.param = remap(st.param);
+  for (auto& su : m.sums) su.param = remap(su.param);
+  m.key = make_key(m);
+  return m;
+}
+
+// Whether carry c of a loop kernel can be updated in place: the body writes its new
+// value once and reads the old one only before, or in the same elementwise loop element
+// for element. If so, rewrites the body's steps to name the input's buffer only (a
+// copy of the input to the output is dropped, a loop doing both gets one parameter for
+// them) and returns true.
+bool update_in_place(LoopKernel& lk, std::vector<KernelSpec>& kernels, std::size_t c) {
+  const int64_t in = kFirstInputBase + (lk.has_index ? 1 : 0) + static_cast<int64_t>(lk.C + c);
+  const int64_t out = kFirstInputBase + (lk.has_index ? 1 : 0) + static_cast<int64_t>(lk.C + lk.K + lk.X + c);
+  auto find = [](const LoopKernel::Step& st, int64_t base) {
+    for (std::size_t p = 0; p < st.buffers.size(); ++p)
+      if (st.buffers[p].base == base) return static_cast<int>(p);
+    return -1;
+  };
+  auto written = [&](const LoopKernel::Step& st, int p) {
+    if (p < 0) return false;
+    if (st.kernel < 0) return p == 1;
+    const KernelSpec& k = kernels[static_cast<std::size_t>(st.kernel)];
+    switch (k.kind) {
+      case KernelSpec::Kind::loop:
+        return std::any_of(k.stores.begin(), k.stores.end(), [&](const auto& x) { return x.param == p; }) ||
+               std::any_of(k.sums.begin(), k.sums.end(), [&](const auto& x) { return x.param == p; });
+      default: return static_cast<std::size_t>(p) + 1 == k.params.size();  // (a scan: not asked)
+    }
+  };
+  std::size_t writer = lk.steps.size();
+  for (std::size_t s = 0; s < lk.steps.size(); ++s) {
+    const LoopKernel::Step& st = lk.steps[s];
+    const int r = find(st, in), w = find(st, out);
+    if (st.kernel >= 0 && kernels[static_cast<std::size_t>(st.kernel)].kind == KernelSpec::Kind::scan &&
+        (r >= 0 || w >= 0))
+      return false;
+    if (written(st, w)) {
+      if (writer < lk.steps.size()) return false;
+      writer = s;
+    }
+    if (r < 0) continue;
+    if (writer < s) return false;  // the old value read after the new one is written
+    if (writer == s && st.kernel >= 0) {  // read and written by one loop: element for element only
+      const KernelSpec& k = kernels[static_cast<std::size_t>(st.kernel)];
+      if (k.kind != KernelSpec::Kind::loop) return false;
+      for (const auto& st_out : k.stores)
+        if (st_out.param == w)
+          for (const auto& l : k.loads)
+            if (l.param == r && l.strides != st_out.strides) return false;
+    }
+  }
+  // Safe: rewrite.
+  std::vector<LoopKernel::Step> steps;
+  std::map<int, int> merged;  // kernel -> its version with the two parameters merged
+  for (LoopKernel::Step st : lk.steps) {
+    const int r = find(st, in), w = find(st, out);
+    if (st.kernel < 0 && r == 0 && w == 1) continue;  // the carry passed on as it is
+    if (st.kernel >= 0 && r >= 0 && w >= 0) {
+      auto [it, added] = merged.emplace(st.kernel, 0);
+      if (added) {
+        KernelSpec m = merge_params(kernels[static_cast<std::size_t>(st.kernel)], r, w);
+        auto same = std::find_if(kernels.begin(), kernels.end(), [&](const KernelSpec& k) { return k.key == m.key; });
+        it->second = static_cast<int>(same - kernels.begin());
+        if (same == kernels.end()) kernels.push_back(std::move(m));
+      }
+      st.kernel = it->second;
+      st.buffers.erase(st.buffers.begin() + w);
+    }
+    for (BufferRef& b : st.buffers)
+      if (b.base == out) b.base = in;
+    steps.push_back(std::move(st));
+  }
+  lk.steps = std::move(steps);
+  return true;
+}
+
 class Scheduler {
  public:
   Scheduler(const Tape& t, const Plan& p, KernelTable& table, std::vector<int64_t> input_align = {},
@@ -387,6 +477,7 @@ class Scheduler {
       else if (const auto* c = std::get_if<CopyArgs>(&s)) lk->steps.push_back({-1, {c->from, c->to}, c->bytes});
       else throw Error("compile: internal error: a loop kernel's body has a step that is not a kernel");
     }
+    for (std::size_t c = 0; c < lk->K; ++c) lk->in_place.push_back(update_in_place(*lk, lk->kernels, c));
     KernelSpec k;
     k.kind = KernelSpec::Kind::scan;
     std::vector<BufferRef> buffers;

@@ -98,6 +98,11 @@ struct LoopKernel {
   int64_t index0 = 0;
   std::size_t C = 0, K = 0, X = 0, Y = 0;
   std::vector<int64_t> carry_bytes, x_bytes, y_bytes;  // a carry; a slice of each xs and ys
+  // Per carry: updated in place in its result (copied there from its initial value
+  // first) rather than alternating with its temporary. Its pointer is then the same in
+  // every iteration, so the optimiser keeps the carry in registers from one iteration
+  // to the next. The body's steps then name its input only.
+  std::vector<bool> in_place;
   std::vector<KernelSpec> kernels;  // the body's, each key once
   struct Step {
     int kernel = -1;  // into kernels; -1: a copy of `bytes` from buffers[0] to buffers[1]
