@@ -338,8 +338,9 @@ std::string loop_text(const Tape& t, const LoopCallStep& step) {
   std::string s;
   switch (lp.kind) {
     case LoopKind::scan:
-      s = fmt::format("scan {} ({} iterations{}{})", call_label(t, step.out), lp.length, lp.reverse ? ", reversed" : "",
-                      lp.has_index ? fmt::format(", counter from {}", lp.index0) : "");
+      s = fmt::format("scan {} ({} iterations{}{}; {})", call_label(t, step.out), lp.length,
+                      lp.reverse ? ", reversed" : "", lp.has_index ? fmt::format(", counter from {}", lp.index0) : "",
+                      runs_as_kernel(lp) ? "one kernel" : "a step running the body");
       break;
     case LoopKind::while_loop: s = fmt::format("while {}", call_label(t, step.out)); break;
     case LoopKind::call: s = fmt::format("call {}", call_label(t, step.out)); break;
