@@ -112,6 +112,24 @@ TEST_CASE("compiled scan: equals the interpreter and the unrolled loop (consts, 
   }
 }
 
+TEST_CASE("compiled scan: slices of xs and ys at every alignment their size allows") {
+  // Rows of 17 and 9 elements: slices 4- or 8-byte aligned, which the body's kernels are
+  // told. Through a loop kernel, and through the step (a guard in the body).
+  for (DType dt : {DType::f64, DType::f32})
+    for (int64_t width : {17, 9, 16})
+      for (bool guarded : {false, true}) {
+        const Tensor x0 = cast(randn({width}, 1), dt), xs = cast(randn({6, width}, 2), dt);
+        const Tape t = trace([guarded](const Tensor& c0, const Tensor& xs0) {
+          const auto [c, ys] = scan([guarded](const Tensor& c, const Tensor& x) {
+            const Tensor next = guarded && sum(x * x) < -1.0 ? c : c * 0.5 + x * x;
+            return std::pair{next, std::pair{next * 2.0 + x, exp(x)}};
+          }, c0, xs0);
+          return std::vector<Tensor>{c, ys.first, ys.second};
+        }, x0, xs);
+        check_compiled(t, {x0, xs}, fmt::format("{} width {} guarded {}", dtype_name(dt), width, guarded));
+      }
+}
+
 TEST_CASE("compiled scan: the loop is one step, whatever the trip count, and its kernels are shared") {
   auto program = [](int64_t n) {
     return trace([n](const Tensor& x) {
@@ -258,6 +276,17 @@ TEST_CASE("compiled scan: zero-length scans give their initial carries and empty
     const std::vector<Tensor> got = check_compiled(t, {M, x, xs}, "zero length");
     CHECK(got[0].values() == x.values());
     CHECK(got[1].shape() == Shape{0, 3});
+  }
+  // Swapped carries (not updated in place), no xs.
+  for (int64_t n : {0, 1, 2, 5}) {
+    const Tensor a = randn({3}, 3), b = randn({3}, 4);
+    const Tape t = trace([n](const Tensor& a0, const Tensor& b0) {
+      const auto [c, ys] = scan([](const std::pair<Tensor, Tensor>& c, const None&) {
+        return std::pair{std::pair{c.second, c.first * 2.0}, none};
+      }, std::pair{a0, b0}, none, {.length = n});
+      return std::vector<Tensor>{c.first, c.second};
+    }, a, b);
+    check_compiled(t, {a, b}, fmt::format("swapped carries, length {}", n));
   }
 }
 
