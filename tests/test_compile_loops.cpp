@@ -7,6 +7,9 @@
 // whose outputs alias their inputs, constants or each other, and gradient tapes.
 #include <reel/loops.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <thread>
 
 #include "test_util.hpp"
@@ -148,6 +151,32 @@ TEST_CASE("compiled scan: the loop is one step, whatever the trip count, and its
   const CompiledFunction again = compile(small);
   CHECK(again.kernels_compiled() == 0);
   test::check_close(a({randn({8}, 2)})[1], play(small, {randn({8}, 2)})[1], 1e-12, 1e-13, "gradient");
+}
+
+TEST_CASE("compiled scan: loop kernels are cached on disk like any other") {
+  namespace fs = std::filesystem;
+  const CodeCacheInfo before = code_cache_info();
+  const fs::path dir = fs::temp_directory_path() / fmt::format("reel-test-cache-{}-loops", ::getpid());
+  fs::remove_all(dir);
+  set_code_cache_dir(dir.string());
+  // A size no other test compiles, so that the memory cache cannot answer.
+  const Tape t = grad_tape(trace([](const Tensor& x, const Tensor& xs) {
+    return sum(scan([](const Tensor& c, const Tensor& x) { return std::pair{tanh(c * x) + c * 0.25, exp(c)}; }, x, xs)
+                   .second);
+  }, randn({1003}, 1), randn({4, 1003}, 2)));
+  const std::vector<Tensor> args{randn({1003}, 3), randn({4, 1003}, 4)};
+  const std::vector<Tensor> want = play(t, args);
+  const CodeCacheInfo c0 = code_cache_info();
+  check_all_close(compile(t)(args), want, DType::f64, "first compile");  // its code is freed at once
+  CHECK(code_cache_info().writes == c0.writes + 1);
+  const KernelCacheStats k0 = kernel_cache_stats();
+  const CompiledFunction again = compile(t);
+  CHECK(code_cache_info().hits == c0.hits + 1);
+  CHECK(kernel_cache_stats().loaded == k0.loaded + again.kernels_compiled());
+  check_all_close(again(args), want, DType::f64, "loaded from disk");
+  set_code_cache_dir(before.dir.empty() ? "off" : before.dir);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 TEST_CASE("compiled scan: bodies that run through the step (matmul, gathers, the counter, casts) and nested scans") {
