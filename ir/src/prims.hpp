@@ -17,6 +17,7 @@ void add_indexing(std::vector<Primitive>& table);
 void add_nn(std::vector<Primitive>& table);
 void add_control(std::vector<Primitive>& table);
 void add_loops(std::vector<Primitive>& table);
+void add_while(std::vector<Primitive>& table);
 
 // Shared checks for shape rules: they throw reel::Error naming the primitive.
 void expect_same_dtype(const char* op, const VarType& a, const VarType& b);
