@@ -20,9 +20,11 @@
 namespace reel {
 
 std::vector<Tensor> run_while_loop(const Tape& cond, const Tape& body, std::size_t num_consts,
-                                   std::vector<Tensor> args, int64_t* trips) {
+                                   std::vector<Tensor> args, int64_t* trips, int64_t max_trips) {
   int64_t n = 0;
   while (evaluate(cond, args)[0].item() != 0.0) {  // (nonzero as a guard reads it: NaN goes on)
+    if (n == max_trips)
+      throw Error(fmt::format("while_loop: cond still holds after {} iterations (the limit given)", max_trips));
     std::vector<Tensor> next = evaluate(body, args);
     std::move(next.begin(), next.end(), args.begin() + static_cast<std::ptrdiff_t>(num_consts));
     ++n;
