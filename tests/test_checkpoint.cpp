@@ -183,6 +183,26 @@ TEST_CASE("checkpoint: grad of grad, jvp and hvp equal the function's") {
   check_all_close(compile(gg)({x}), play(gg, {x}), 1e-11, "grad of grad compiled");
 }
 
+TEST_CASE("checkpoint: params for reel::back, cached gradients (jit_grad), untraced calls") {
+  const Tensor W0 = randn({3, 3}, 1) * 0.5, x = randn({3}, 2);
+  auto plain = [&](const Tensor& w) { return sum(block(w, block(w, x))); };
+  const Tensor want = grad(plain, W0).grads[0];
+  // A param captured by the checkpointed function gets its gradient through back.
+  Tensor W = param(W0 * 1.0);
+  const auto f = checkpoint([&](const Tensor& v) { return block(W, v); });
+  back(sum(f(f(x))));
+  test::check_close(W.grad(), want, 1e-13, 1e-13, "back through a checkpoint");
+  // A cached gradient (compiled after its first calls) of a function with checkpoints.
+  auto g = jit_grad([](const Tensor& w, const Tensor& v) {
+    const auto c = checkpoint([&](const Tensor& u) { return block(w, u); });
+    return sum(c(c(v)));
+  });
+  for (int i = 0; i < 3; ++i) test::check_close(g(W0, x)[1], want, 1e-12, 1e-12, "jit_grad");
+  // f of no tensors: nothing to record.
+  const auto constant = checkpoint([] { return ones({2}) * 3.0; });
+  test::check_close(constant(), ones({2}) * 3.0, 0, 0, "no arguments");
+}
+
 TEST_CASE("scan checkpoint policies: gradients equal storing everything, any length, forward and reverse") {
   const Tensor W = randn({4, 4}, 1) * 0.4;
   for (int64_t n : {0, 1, 2, 7, 10}) {
