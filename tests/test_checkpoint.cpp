@@ -325,6 +325,18 @@ TEST_CASE("scan checkpoint policies: fori_loop's counter, consts, several carrie
     const auto g = grad(f(policy), table, x0, z0), want = grad(f({}), table, x0, z0);
     test::check_close(g.value, want.value, 1e-14, 1e-14, name + " value");
     check_all_close(g.grads, want.grads, 1e-13, name + " grads");
+    // i64 xs (indices into the table), reversed, with ys.
+    const Tensor rows = tensor({3, 0, 7, 7, 1, 11, 4, 2}, {8}, DType::i64);
+    auto h = [&](Checkpoint p) {
+      return [&, p](const Tensor& t, const Tensor& x) {
+        const auto [c, ys] = scan([&](const Tensor& c, const Tensor& i) {
+          const Tensor next = sin(c * gather(t, i)) + c * 0.5;
+          return std::pair{next, sum(next)};
+        }, x, rows, {.reverse = true, .checkpoint = p});
+        return sum(c) + sum(ys * ys);
+      };
+    };
+    check_all_close(grad(h(policy), table, x0).grads, grad(h({}), table, x0).grads, 1e-13, name + " i64 xs");
   }
 }
 
