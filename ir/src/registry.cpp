@@ -82,6 +82,7 @@ Registry& registry() {
     prims::add_control(v);
     prims::add_loops(v);
     prims::add_while(v);
+    prims::add_calls(v);
     for (Primitive& p : v) {
       validate(p, true);
       insert(*reg, std::move(p));

@@ -80,7 +80,9 @@ std::vector<Tensor> run_scan(const Tape& traced, const std::vector<Tensor>& capt
   if (has_index) attrs.set("index", index0);
   if (options.checkpoint.kind != Checkpoint::Kind::none) {
     attrs.set("checkpoint", std::string(checkpoint_name(options.checkpoint.kind)));
-    if (options.checkpoint.arg != 0) attrs.set("checkpoint_arg", options.checkpoint.arg);
+    if (options.checkpoint.kind == Checkpoint::Kind::every || options.checkpoint.kind == Checkpoint::Kind::binomial ||
+        options.checkpoint.arg != 0)  // (every(0) and binomial(0) then fail naming the 0)
+      attrs.set("checkpoint_arg", options.checkpoint.arg);
   }
   std::vector<Tensor> args = captured;
   args.insert(args.end(), carries.begin(), carries.end());
