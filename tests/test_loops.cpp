@@ -614,3 +614,27 @@ TEST_CASE("while_loop: a hand-written tape runs, prints and parses back; its gra
   test::check_round_trip(j);
   test::check_close(play(j, {k, x, ones({2}), zeros({2})})[1], scalar(14.0), 1e-12, 1e-12, "jvp along k");
 }
+
+TEST_CASE("loops: integer consts and ys, carries nothing reads, results not used") {
+  // An i64 const (indices) read by gather in the body; an i64 y (argmax per step).
+  Tensor idx(DType::i64, {3});
+  for (int i = 0; i < 3; ++i) idx.mutable_data<int64_t>()[i] = 2 - i;
+  const Tensor xs = randn({4, 3}, 1), y0 = randn({3}, 2);
+  auto rolled = [&](const Tensor& x, const Tensor& y) {
+    const auto [c, ys] = scan([&](const std::pair<Tensor, Tensor>& c, const Tensor& xt) {
+      const Tensor n = sin(gather(c.first, idx)) * xt + c.first * 0.5;
+      return std::pair{std::pair{n, c.second * 0.0 + 1.0}, std::pair{argmax(n, 0), n * 2.0}};
+    }, std::pair{y, y}, x);
+    CHECK(ys.first.dtype() == DType::i64);
+    return sum(ys.second) + sum(c.first);  // c.second and ys.first: no gradient
+  };
+  auto unrolled = [&](const Tensor& x, const Tensor& y) {
+    Tensor c = y, total = sum(y * 0.0);
+    for (int64_t t = 0; t < 4; ++t) {
+      c = sin(gather(c, idx)) * index(x, t) + c * 0.5;
+      total = total + sum(c * 2.0);
+    }
+    return total + sum(c);
+  };
+  check_unrolled("i64 const and ys", rolled, unrolled, {xs, y0});
+}
