@@ -638,3 +638,29 @@ TEST_CASE("loops: integer consts and ys, carries nothing reads, results not used
   };
   check_unrolled("i64 const and ys", rolled, unrolled, {xs, y0});
 }
+
+TEST_CASE("loops: carries of two dtypes (f32 and f64) in one loop") {
+  const Tensor a = randn({3}, 1), b = cast(randn({3}, 2), DType::f32);
+  using C = std::pair<Tensor, Tensor>;
+  auto rolled = [](const Tensor& x, const Tensor& y) {
+    const C s = scan([](const C& c, const None&) {
+      return std::pair{C{sin(c.first) + cast(c.second, DType::f64) * 0.5, cos(c.second) * 0.9f}, none};
+    }, C{x, y}, none, {.length = 3}).first;
+    const C w = while_loop([](const C& c) { return sum(c.first) < 100.0; },
+                           [](const C& c) { return C{c.first * 2.0 + 1.0, c.second + cast(sum(c.first), DType::f32)}; },
+                           s);
+    return sum(w.first) + cast(sum(w.second), DType::f64);
+  };
+  auto unrolled = [](const Tensor& x, const Tensor& y) {
+    Tensor p = x, q = y;
+    for (int i = 0; i < 3; ++i) std::tie(p, q) = std::pair{sin(p) + cast(q, DType::f64) * 0.5, cos(q) * 0.9f};
+    while (sum(p).item() < 100.0) std::tie(p, q) = std::pair{p * 2.0 + 1.0, q + cast(sum(p), DType::f32)};
+    return sum(p) + cast(sum(q), DType::f64);
+  };
+  test::check_close(rolled(a, b), unrolled(a, b), 1e-6, 1e-6, "value");
+  const Tape t = trace(rolled, a, b);
+  const std::vector<Tensor> g = play(grad_tape(t), {a, b}), gu = play(grad_tape(trace(unrolled, a, b)), {a, b});
+  check_all_close(g, gu, 1e-5, "gradients");
+  check_all_close(compile(grad_tape(t))({a, b}), gu, 1e-5, "compiled gradients");
+  CHECK(g[2].dtype() == DType::f32);
+}
