@@ -117,19 +117,20 @@ TEST_CASE("compiled scan: equals the interpreter and the unrolled loop (consts, 
 
 TEST_CASE("compiled scan: slices of xs and ys at every alignment their size allows") {
   // Rows of 17 and 9 elements: slices 4- or 8-byte aligned, which the body's kernels are
-  // told. Through a loop kernel, and through the step (a guard in the body).
+  // told. Through a loop kernel, and through the step (a matmul in the body).
   for (DType dt : {DType::f64, DType::f32})
     for (int64_t width : {17, 9, 16})
-      for (bool guarded : {false, true}) {
+      for (bool step : {false, true}) {
         const Tensor x0 = cast(randn({width}, 1), dt), xs = cast(randn({6, width}, 2), dt);
-        const Tape t = trace([guarded](const Tensor& c0, const Tensor& xs0) {
-          const auto [c, ys] = scan([guarded](const Tensor& c, const Tensor& x) {
-            const Tensor next = guarded && sum(x * x) < -1.0 ? c : c * 0.5 + x * x;
+        const Tensor M = cast(randn({width, width}, 3) * 0.1, dt);
+        const Tape t = trace([step](const Tensor& m, const Tensor& c0, const Tensor& xs0) {
+          const auto [c, ys] = scan([&](const Tensor& c, const Tensor& x) {
+            const Tensor next = c * 0.5 + x * x + (step ? matmul(m, x) : x);
             return std::pair{next, std::pair{next * 2.0 + x, exp(x)}};
           }, c0, xs0);
           return std::vector<Tensor>{c, ys.first, ys.second};
-        }, x0, xs);
-        check_compiled(t, {x0, xs}, fmt::format("{} width {} guarded {}", dtype_name(dt), width, guarded));
+        }, M, x0, xs);
+        check_compiled(t, {M, x0, xs}, fmt::format("{} width {} step {}", dtype_name(dt), width, step));
       }
 }
 
@@ -253,10 +254,14 @@ TEST_CASE("compiled scan: the counter with reverse and an offset, in a hand-writ
 TEST_CASE("compiled scan: body outputs that are inputs, constants, or each other") {
   // Carries swapped, one passed on as it is, one set to a constant; ys that are a
   // carry's input, its new value (the variable the carry is), a constant and the slice
-  // of xs. Through a loop kernel, and through the step (a guard in the body).
-  for (bool guarded : {false, true}) {
-    const std::string guard =
-        guarded ? "%12 = sum(%2)::f64[]; %13 = gt(%12, %12)::f64[]; %14 = guard(%13, expected=false)::f64[]; " : "";
+  // of xs. Through a loop kernel (with and without a guard), and through the step (a
+  // matmul in the body).
+  const std::vector<std::pair<std::string, std::string>> modes{
+      {"a loop kernel", "%12 = sin(%10)::f64[3]; "},
+      {"a loop kernel with a guard",
+       "%12 = sin(%10)::f64[3]; %13 = sum(%2)::f64[]; %14 = gt(%13, %13)::f64[]; %15 = guard(%14, expected=false)::f64[]; "},
+      {"the step", "%12 = matmul(%11, %10)::f64[3]; "}};
+  for (const auto& [mode, ops] : modes) {
     const Tape t = parsed(fmt::format(
         "inp %1::f64[3]\n"
         "inp %2::f64[3]\n"
@@ -268,13 +273,15 @@ TEST_CASE("compiled scan: body outputs that are inputs, constants, or each other
         "%8, %9, %10, %11, %12, %13, %14, %15, %16, %17 = scan(%1, %2, %3, %4, %5, %6, %7, body={{inp %1::f64[3]; "
         "inp %2::f64[3]; inp %3::f64[3]; inp %4::f64[3]; inp %5::f64[3]; inp %6::f64[3]; inp %7::f64[3]; "
         "%8 = add(%3, %7)::f64[3]; %9 = const [7, 7, 7]::f64[3]; %10 = mul(%8, %1)::f64[3]; "
-        "%11 = sin(%10)::f64[3]; {}out %3, %2, %11, %5, %9, %2, %11, %9, %7, %11}}, length=5, num_consts=1, "
-        "num_carry=5)::f64[3], f64[3], f64[3], f64[3], f64[3], f64[5,3], f64[5,3], f64[5,3], f64[5,3], f64[5,3]\n"
+        "%11 = const [0.5, 0, 0, 0, 1, 0, 0, 0.25, 1]::f64[3,3]; {}out %3, %2, %12, %5, %9, %2, %12, %9, %7, %12}}, "
+        "length=5, num_consts=1, num_carry=5)::f64[3], f64[3], f64[3], f64[3], f64[3], f64[5,3], f64[5,3], f64[5,3], "
+        "f64[5,3], f64[5,3]\n"
         "out %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %10\n",
-        guard));
+        ops));
+    CHECK(plan_text(t).find(mode == "the step" ? "a step running the body" : "one kernel") != std::string::npos);
     const std::vector<Tensor> args{randn({3}, 1), randn({3}, 2), randn({3}, 3), randn({3}, 4),
                                    randn({3}, 5), randn({3}, 6), randn({5, 3}, 7)};
-    check_compiled(t, args, guarded ? "aliasing outputs, through the step" : "aliasing outputs, a loop kernel");
+    check_compiled(t, args, "aliasing outputs, " + mode);
   }
 }
 
@@ -334,6 +341,34 @@ TEST_CASE("compiled scan: a guard failing in an iteration raises GuardFailure na
   CHECK_THROWS_WITH_AS(f({tensor({1.5, 1.0}, {2})}), doctest::Contains("guard(%"), GuardFailure);
   CHECK_THROWS_WITH_AS(f({tensor({1.5, 1.0}, {2})}), doctest::Contains("= scan(%1)"), GuardFailure);
   CHECK_THROWS_AS(play(t, {tensor({1.5, 1.0}, {2})}), GuardFailure);
+  CHECK(plan_text(t).find("one kernel") != std::string::npos);
+  // The same through the step running the body (a matmul in it).
+  const Tensor M = tensor({1.0, 0.0, 0.0, 1.0}, {2, 2});
+  const Tape ts = trace([](const Tensor& m, const Tensor& x) {
+    return scan([&](const Tensor& c, const None&) {
+      const Tensor next = sum(c) > 0.0 ? matmul(m, c) - 1.0 : c + 1.0;
+      return std::pair{next, none};
+    }, x, none, {.length = 4}).first;
+  }, M, tensor({9.0, 9.0}, {2}));
+  CHECK(plan_text(ts).find("a step running the body") != std::string::npos);
+  const CompiledFunction fs = compile(ts);
+  CHECK(fs({M, tensor({9.0, 9.0}, {2})})[0].values() == std::vector<double>{5, 5});
+  CHECK_THROWS_WITH_AS(fs({M, tensor({1.5, 1.0}, {2})}), doctest::Contains("iteration 2"), GuardFailure);
+  CHECK_THROWS_WITH_AS(fs({M, tensor({1.5, 1.0}, {2})}), doctest::Contains("guard(%"), GuardFailure);
+  // Two guards in one loop kernel: the message names the one that failed, and the value.
+  const Tape two = trace([](const Tensor& x) {
+    return scan([](const Tensor& c, const None&) {
+      const Tensor a = sum(c) > -100.0 ? c - 1.0 : c;  // holds
+      const Tensor next = sum(a) > 10.0 ? a : a * 2.0;  // fails in iteration 1 from (4, 9)
+      return std::pair{next, none};
+    }, x, none, {.length = 3}).first;
+  }, tensor({9.0, 9.0}, {2}));
+  CHECK(plan_text(two).find("one kernel") != std::string::npos);
+  const CompiledFunction f2 = compile(two);
+  CHECK_THROWS_WITH_AS(f2({tensor({4.0, 9.0}, {2})}), doctest::Contains("iteration 1"), GuardFailure);
+  CHECK_THROWS_WITH_AS(f2({tensor({4.0, 9.0}, {2})}), doctest::Contains("(value 0)"), GuardFailure);
+  CHECK_THROWS_AS(play(two, {tensor({4.0, 9.0}, {2})}), GuardFailure);
+  CHECK(f2({tensor({9.0, 9.0}, {2})})[0].values() == play(two, {tensor({9.0, 9.0}, {2})})[0].values());
   // Other errors in a body name the loop and the iteration too: an index out of range.
   const Tape g = parsed(
       "inp %1::f64[3]\n"

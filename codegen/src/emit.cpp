@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -347,7 +348,9 @@ class Emitter {
     for (std::size_t i = 0; i < L.kernels.size(); ++i)
       sub.push_back(Emitter(ctx_, m_, L.kernels[i]).emit_body(fmt::format("{}_{}", name_, i)));
     const std::size_t init = L.C, result = init + L.K, temp = result + L.K, xs = temp + L.K, ys = xs + L.X,
-                      workspace = ys + L.Y, pool = workspace + 1, counter = pool + 1;
+                      workspace = ys + L.Y, pool = workspace + 1, counter = pool + 1,
+                      failure = counter + (L.has_index ? 1 : 0);
+    if (L.guards > 0) b_.CreateStore(b_.getInt64(0), param_[failure]);
     auto memcpy = [&](Value* to, Value* from, int64_t bytes) {
       if (bytes > 0) b_.CreateMemCpy(to, llvm::MaybeAlign(1), from, llvm::MaybeAlign(1), b_.getInt64(bytes));
     };
@@ -395,6 +398,10 @@ class Emitter {
       return b_.CreateInBoundsGEP(b_.getInt8Ty(), base.at(static_cast<std::size_t>(r.base)), b_.getInt64(r.offset));
     };
     for (const LoopKernel::Step& st : L.steps) {
+      if (st.guard >= 0) {
+        emit_loop_guard(st, buffer(st.buffers[0]), k, param_[failure]);
+        continue;
+      }
       if (st.kernel < 0) {
         memcpy(buffer(st.buffers[1]), buffer(st.buffers[0]), st.bytes);
         continue;
@@ -408,6 +415,26 @@ class Emitter {
     auto* br = b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(n)), header, exit);
     br->setMetadata(llvm::LLVMContext::MD_loop, no_unroll());
     b_.SetInsertPoint(exit);
+  }
+
+  // A guard in a loop kernel: if the first element of `cond` is not nonzero iff
+  // expected, records {k + 1, the guard's number, the value} at `failure` and returns.
+  void emit_loop_guard(const LoopKernel::Step& st, Value* cond, Value* k, Value* failure) {
+    Value* v = b_.CreateLoad(elem(st.dtype), cond);
+    Value* value = st.dtype == DType::i64   ? b_.CreateSIToFP(v, b_.getDoubleTy())
+                   : st.dtype == DType::f32 ? b_.CreateFPExt(v, b_.getDoubleTy())
+                                            : v;
+    Value* truth = b_.CreateFCmpUNE(value, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0));
+    auto* fail = llvm::BasicBlock::Create(ctx_, "guard_failed", fn_);
+    auto* pass = llvm::BasicBlock::Create(ctx_, "guard_held", fn_);
+    llvm::MDBuilder weights(ctx_);
+    b_.CreateCondBr(st.expected ? truth : b_.CreateNot(truth), pass, fail, weights.createLikelyBranchWeights());
+    b_.SetInsertPoint(fail);
+    b_.CreateStore(b_.CreateAdd(k, b_.getInt64(1)), failure);
+    b_.CreateStore(b_.getInt64(st.guard), b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), failure, 1));
+    b_.CreateStore(value, b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), failure, 2));
+    b_.CreateRetVoid();
+    b_.SetInsertPoint(pass);
   }
 
   void emit_transpose() {

@@ -75,7 +75,9 @@ std::string make_key(const KernelSpec& s) {
                      ints(in_place), ints(l.x_bytes), ints(l.y_bytes));
     for (const KernelSpec& b : l.kernels) k += "; kernel {" + b.key + "}";
     for (const LoopKernel::Step& st : l.steps) {
-      k += st.kernel >= 0 ? fmt::format("; call {}", st.kernel) : fmt::format("; copy {}", st.bytes);
+      k += st.kernel >= 0  ? fmt::format("; call {}", st.kernel)
+           : st.guard >= 0 ? fmt::format("; guard {} {} {}", st.guard, dtype_name(st.dtype), st.expected)
+                           : fmt::format("; copy {}", st.bytes);
       for (const BufferRef& r : st.buffers) k += fmt::format(" {}+{}", r.base, r.offset);
     }
   }
@@ -126,7 +128,7 @@ bool update_in_place(LoopKernel& lk, std::vector<KernelSpec>& kernels, std::size
   };
   auto written = [&](const LoopKernel::Step& st, int p) {
     if (p < 0) return false;
-    if (st.kernel < 0) return p == 1;
+    if (st.kernel < 0) return st.guard < 0 && p == 1;
     const KernelSpec& k = kernels[static_cast<std::size_t>(st.kernel)];
     switch (k.kind) {
       case KernelSpec::Kind::loop:
@@ -162,7 +164,7 @@ bool update_in_place(LoopKernel& lk, std::vector<KernelSpec>& kernels, std::size
   std::map<int, int> merged;  // kernel -> its version with the two parameters merged
   for (LoopKernel::Step st : lk.steps) {
     const int r = find(st, in), w = find(st, out);
-    if (st.kernel < 0 && r == 0 && w == 1) continue;  // the carry passed on as it is
+    if (st.kernel < 0 && st.guard < 0 && r == 0 && w == 1) continue;  // the carry passed on as it is
     if (st.kernel >= 0 && r >= 0 && w >= 0) {
       auto [it, added] = merged.emplace(st.kernel, 0);
       if (added) {
@@ -472,10 +474,19 @@ class Scheduler {
     for (const LoopArgs::Stacked& x : L.xs) lk->x_bytes.push_back(x.bytes);
     for (const LoopArgs::Stacked& y : L.ys) lk->y_bytes.push_back(y.bytes);
     lk->kernels = std::move(own.kernels);
+    LoopGuardArgs guards{.failure = b.failure, .guards = {}, .label = L.label};
     for (const StepArgs& s : body->steps) {
-      if (const auto* k = std::get_if<KernelArgs>(&s)) lk->steps.push_back({k->kernel, k->buffers, 0});
-      else if (const auto* c = std::get_if<CopyArgs>(&s)) lk->steps.push_back({-1, {c->from, c->to}, c->bytes});
-      else throw Error("compile: internal error: a loop kernel's body has a step that is not a kernel");
+      if (const auto* k = std::get_if<KernelArgs>(&s)) {
+        lk->steps.push_back({.kernel = k->kernel, .buffers = k->buffers});
+      } else if (const auto* c = std::get_if<CopyArgs>(&s)) {
+        lk->steps.push_back({.kernel = -1, .buffers = {c->from, c->to}, .bytes = c->bytes});
+      } else if (const auto* g = std::get_if<GuardArgs>(&s)) {
+        lk->steps.push_back({.kernel = -1, .buffers = {g->cond}, .guard = lk->guards++, .dtype = g->dtype,
+                             .expected = g->expected});
+        guards.guards.push_back(*g);
+      } else {
+        throw Error("compile: internal error: a loop kernel's body has a step that is not a kernel");
+      }
     }
     for (std::size_t c = 0; c < lk->K; ++c) lk->in_place.push_back(update_in_place(*lk, lk->kernels, c));
     KernelSpec k;
@@ -495,8 +506,11 @@ class Scheduler {
     param(L.workspace, 64);
     param({kConstantBase, add_constant(body->constant_pool)}, 64);
     if (lk->has_index) param(L.counter, 64);
+    if (lk->guards > 0) param(b.failure, 64);
+    const bool guarded = lk->guards > 0;
     k.scan = std::move(lk);
     add_kernel(std::move(k), std::move(buffers));
+    if (guarded) program_->steps.push_back(std::move(guards));
   }
 
   const Tape& t_;

@@ -105,12 +105,19 @@ struct LoopKernel {
   std::vector<bool> in_place;
   std::vector<KernelSpec> kernels;  // the body's, each key once
   struct Step {
-    int kernel = -1;  // into kernels; -1: a copy of `bytes` from buffers[0] to buffers[1]
+    int kernel = -1;  // into kernels; -1: a copy of `bytes` from buffers[0] to buffers[1], or a guard
     std::vector<BufferRef> buffers;
     int64_t bytes = 0;
+    // guard >= 0: guard number `guard`, which checks that the first element of
+    // buffers[0] (of `dtype`) is nonzero iff `expected`; if not, the kernel records the
+    // failure in its last parameter and returns (LoopGuardArgs).
+    int guard = -1;
+    DType dtype = DType::f64;
+    bool expected = true;
   };
   std::vector<Step> steps;
-  std::size_t num_params() const { return C + 3 * K + X + Y + 2 + (has_index ? 1 : 0); }
+  int guards = 0;  // guard steps; with any, a last parameter holds the failure record
+  std::size_t num_params() const { return C + 3 * K + X + Y + 2 + (has_index ? 1 : 0) + (guards > 0 ? 1 : 0); }
 };
 
 struct Schedule {

@@ -130,6 +130,7 @@ std::shared_ptr<const LoopPlan> plan_loop(const Tape& t, Var v, const std::vecto
     return off;
   };
   if (lp->has_index) lp->counter = take(sizeof(int64_t));
+  if (lp->kind == LoopKind::scan && has_guards(*lp)) lp->failure = take(3 * sizeof(int64_t));
   if (lp->cond) lp->cond_out = take(bytes_of(lp->cond->tape.type(lp->cond->tape.outputs[0])));
   auto table = [](const ProgramPlan& p) {
     return static_cast<int64_t>((kFirstInputBase + p.plan.num_inputs + p.tape.outputs.size()) * sizeof(void*));
@@ -150,6 +151,11 @@ bool loop_result_stored(const LoopPlan& lp, int i) {
   return true;
 }
 
+bool has_guards(const LoopPlan& lp) {
+  return std::any_of(lp.body->plan.steps.begin(), lp.body->plan.steps.end(),
+                     [](const Step& s) { return std::holds_alternative<CheckStep>(s); });
+}
+
 bool runs_as_kernel(const LoopPlan& lp) {
   constexpr std::size_t kMaxSteps = 64;
   if (lp.kind != LoopKind::scan || lp.body->plan.steps.size() > kMaxSteps) return false;
@@ -157,7 +163,8 @@ bool runs_as_kernel(const LoopPlan& lp) {
     const auto* inner = std::get_if<LoopCallStep>(&s);
     const bool ok = std::holds_alternative<LoopStep>(s) || std::holds_alternative<ReduceStep>(s) ||
                     std::holds_alternative<TransposeStep>(s) || std::holds_alternative<CopyStep>(s) ||
-                    (inner != nullptr && runs_as_kernel(*inner->loop));
+                    std::holds_alternative<CheckStep>(s) ||
+                    (inner != nullptr && runs_as_kernel(*inner->loop) && !has_guards(*inner->loop));
     if (!ok) return false;
   }
   return true;
@@ -182,6 +189,7 @@ LoopBuffers loop_buffers(const Tape& t, const Plan& p, const LoopCallStep& step,
   L.cond_bases = in_scratch(lp.cond_bases);
   L.counter = in_scratch(lp.counter);
   L.cond_out = in_scratch(lp.cond_out);
+  b.failure = in_scratch(lp.failure);
   if (lp.cond) L.cond_dtype = lp.cond->tape.type(lp.cond->tape.outputs[0]).dtype;
   L.label = call_label(t, step.out);
   if (lp.kind == LoopKind::call) {

@@ -47,6 +47,7 @@ struct LoopPlan {
   // The scratch buffer's layout: byte offsets, each 64-aligned (the bodies' workspace at 0).
   std::vector<int64_t> temps;  // per carry: its temporary (none for a call, or a scan of length < 2)
   int64_t counter = 0, cond_out = 0, body_bases = 0, cond_bases = 0;
+  int64_t failure = 0;  // a loop kernel's guard failure record (with guards in the body)
   int64_t scratch_bytes = 0;
 };
 
@@ -59,14 +60,18 @@ std::shared_ptr<const LoopPlan> plan_loop(const Tape& tape, Var v, const std::ve
 bool loop_result_stored(const LoopPlan& loop, int i);
 
 // Whether the loop runs as one generated kernel (a LoopKernel, kernel.hpp): a scan
-// whose body's steps are all kernels, copies or such scans, and not too many (one
-// function is optimised as a whole). Other loops run through run_loop.
+// whose body's steps are all kernels, copies, guards or such scans (without guards of
+// their own: a kernel stops at a failing guard, its caller would not), and not too many
+// (one function is optimised as a whole). Other loops run through run_loop.
 bool runs_as_kernel(const LoopPlan& loop);
+// Whether its body has guards (then a loop kernel records a failure in the scratch).
+bool has_guards(const LoopPlan& loop);
 
 // The step's buffers (LoopArgs without its bodies' programs) and their guaranteed
 // alignments. ref(slot) and align(slot) give the parent program's memory.
 struct LoopBuffers {
   LoopArgs args;
+  BufferRef failure;  // a loop kernel's guard failure record
   std::vector<int64_t> consts_align, init_align, result_align, xs_align, ys_align;  // as stored
   std::vector<int64_t> input_align, output_align;  // of the body's inputs and outputs, per iteration
 };

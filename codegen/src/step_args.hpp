@@ -135,7 +135,18 @@ struct LoopArgs {
   std::string label;               // "%3, %4 = scan(%1, %2)"
 };
 
-using StepArgs = std::variant<KernelArgs, GemmArgs, GemvArgs, CopyArgs, ExternArgs, CheckIndicesArgs, GuardArgs, LoopArgs>;
+// After a loop kernel whose body has guards: the kernel stops at the first guard that
+// fails and records {iteration + 1, which guard, the value} (three 8-byte words, i64,
+// i64, f64; the first 0 when none failed), and this step throws reel::GuardFailure
+// naming the guard (JIT code must not throw).
+struct LoopGuardArgs {
+  BufferRef failure;
+  std::vector<GuardArgs> guards;  // (their `cond` unused)
+  std::string label;              // the loop, as LoopArgs::label
+};
+
+using StepArgs =
+    std::variant<KernelArgs, GemmArgs, GemvArgs, CopyArgs, ExternArgs, CheckIndicesArgs, GuardArgs, LoopArgs, LoopGuardArgs>;
 
 // The signature of every step (see above).
 using StepFn = void (*)(void* const* bases, const void* args);

@@ -84,13 +84,24 @@ void check_indices(void* const* bases, const CheckIndicesArgs& c) {
                               c.scatter ? "scatter_add" : "gather", idx[i], i, c.axis, c.axis_length));
 }
 
+GuardFailure guard_failure(const GuardArgs& g, double v) {
+  return GuardFailure(fmt::format("compiled {}: guard: the tape was traced with this condition {}, here it is {} "
+                                  "(value {}); trace the other path (reel::jit and reel::simplegrad(f) do)",
+                                  g.label, g.expected ? "true" : "false", g.expected ? "false" : "true", v));
+}
+
 void guard(void* const* bases, const GuardArgs& g) {
   const double v = first_element(bases, g.dtype, g.cond);
-  const bool truth = v != 0.0;
-  if (truth != g.expected)
-    throw GuardFailure(fmt::format("compiled {}: guard: the tape was traced with this condition {}, here it is {} "
-                                   "(value {}); trace the other path (reel::jit and reel::simplegrad(f) do)",
-                                   g.label, g.expected ? "true" : "false", truth ? "true" : "false", v));
+  if ((v != 0.0) != g.expected) throw guard_failure(g, v);
+}
+
+void loop_guard(void* const* bases, const LoopGuardArgs& g) {
+  const auto* failure = at<const int64_t>(bases, g.failure);
+  if (failure[0] == 0) return;
+  const GuardArgs& which = g.guards.at(static_cast<std::size_t>(failure[1]));
+  double v;
+  std::memcpy(&v, failure + 2, sizeof v);
+  throw GuardFailure(fmt::format("compiled {}, iteration {}: {}", g.label, failure[0] - 1, guard_failure(which, v).what()));
 }
 
 // The one place a step's arguments are cast back from `const void*`: instantiated per
@@ -133,6 +144,7 @@ BoundStep bind_step(const StepArgs& s, const std::vector<StepFn>& kernel_code,
           [](const CheckIndicesArgs& a) { return bound<CheckIndicesArgs, check_indices>(a); },
           [](const GuardArgs& a) { return bound<GuardArgs, guard>(a); },
           [](const LoopArgs& a) { return bound<LoopArgs, run_loop>(a); },
+          [](const LoopGuardArgs& a) { return bound<LoopGuardArgs, loop_guard>(a); },
       },
       s);
 }
@@ -147,6 +159,7 @@ std::size_t plain_bytes(const StepArgs& s) {
                         [](const ExternArgs&) { return std::size_t{0}; },
                         [](const GuardArgs&) { return std::size_t{0}; },
                         [](const LoopArgs&) { return std::size_t{0}; },
+                        [](const LoopGuardArgs&) { return std::size_t{0}; },
                         [](const auto& a) {
                           using Args = std::decay_t<decltype(a)>;
                           static_assert(std::is_trivially_copyable_v<Args> && alignof(Args) <= alignof(int64_t));
@@ -195,7 +208,7 @@ bool may_throw(const StepArgs& step) {
   if (const auto* loop = std::get_if<LoopArgs>(&step))
     return (loop->body && loop->body->may_throw) || (loop->cond && loop->cond->may_throw);
   return std::holds_alternative<ExternArgs>(step) || std::holds_alternative<CheckIndicesArgs>(step) ||
-         std::holds_alternative<GuardArgs>(step);
+         std::holds_alternative<GuardArgs>(step) || std::holds_alternative<LoopGuardArgs>(step);
 }
 
 }  // namespace reel::codegen
