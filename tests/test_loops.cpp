@@ -674,3 +674,33 @@ TEST_CASE("loops: carries of two dtypes (f32 and f64) in one loop") {
   check_all_close(compile(grad_tape(t))({a, b}), gu, 1e-5, "compiled gradients");
   CHECK(g[2].dtype() == DType::f32);
 }
+
+TEST_CASE("while_loop inside reel::checkpoint, and a checkpoint inside a while_loop's body") {
+  const Tensor W = randn({3, 3}, 1) * 0.5, x0 = tensor({0.3, -0.2, 0.4});
+  auto grow = [](const Tensor& w, const Tensor& c) { return tanh(matmul(w, c)) + c * 1.2; };
+  auto cond = [](const Tensor& c) { return sum(c * c) < 25.0; };
+  check_unrolled("while inside checkpoint",
+                 [&](const Tensor& w, const Tensor& x) {
+                   auto block = checkpoint([&](const Tensor& y) {
+                     return while_loop(cond, [&](const Tensor& c) { return grow(w, c); }, y);
+                   });
+                   return sum(block(x) * x);
+                 },
+                 [&](const Tensor& w, const Tensor& x) {
+                   Tensor c = x;
+                   while (sum(c * c).item() < 25.0) c = grow(w, c);
+                   return sum(c * x);
+                 },
+                 {W, x0});
+  check_unrolled("checkpoint inside while",
+                 [&](const Tensor& w, const Tensor& x) {
+                   auto step = checkpoint([&](const Tensor& c) { return grow(w, c); });
+                   return sum(while_loop(cond, [&](const Tensor& c) { return step(c); }, x));
+                 },
+                 [&](const Tensor& w, const Tensor& x) {
+                   Tensor c = x;
+                   while (sum(c * c).item() < 25.0) c = grow(w, c);
+                   return sum(c);
+                 },
+                 {W, x0});
+}
