@@ -516,6 +516,8 @@ TEST_CASE("while_loop inside a scan: another trip count in a later iteration is 
   const Tape t = trace(f, same);
   test::check_close(compile(t)({same})[0], unrolled(same), 1e-12, 1e-12, "compiled value");
   CHECK_THROWS_AS(play(grad_tape(t), {same}), GuardFailure);
+  // Tracing again traces the body in the first iteration again: jit_grad gives up too.
+  CHECK_THROWS_AS(jit_grad(f)(same), GuardFailure);
   // With the same count in every iteration (none after the first ran none), it holds.
   const Tensor large = tensor({6.0, 7.0});
   const Tape tl = trace(f, large);
@@ -704,3 +706,4 @@ TEST_CASE("while_loop inside reel::checkpoint, and a checkpoint inside a while_l
                  },
                  {W, x0});
 }
+
