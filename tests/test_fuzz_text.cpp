@@ -69,8 +69,9 @@ std::vector<std::string> corpus() {
   add(trace([](const Tensor& x) { return sum(tril(x) * 3.0 + triu(x, 1) + sum_to(x, {1, 3})); }, m));
   add(trace([](const Tensor& x) { return sum(cast(x, DType::f32) * 2.0f); }, v));
   add(trace([](const Tensor& x) { return sum(gather(x, argmax(x, 1), 1)) + sum(nodiff(x) * x); }, m));
-  // Loops: a scan over the rows (carry and ys), a fori_loop indexing with its counter, a
-  // while_loop whose trip count depends on the values, a scan inside a fori_loop.
+  // Loops: a scan over the rows (carry and ys), a fori_loop indexing with its counter (and
+  // binomial checkpointing), a scan checkpointing every iteration, a while_loop whose trip
+  // count depends on the values, a scan inside a fori_loop.
   add(trace([](const Tensor& x, const Tensor& y) {
     const auto [c, ys] = scan([&](const Tensor& h, const Tensor& row) {
       const Tensor n = tanh(h * row + y) * 0.5 + h * 0.5;
@@ -79,7 +80,12 @@ std::vector<std::string> corpus() {
     return sum(c * c) + sum(ys);
   }, m, v));
   add(trace([](const Tensor& x) {
-    return sum(fori_loop(0, 2, [&](const Tensor& i, const Tensor& c) { return c * gather(x, i) + cos(c); }, ones({3})));
+    return sum(fori_loop(0, 2, [&](const Tensor& i, const Tensor& c) { return c * gather(x, i) + cos(c); }, ones({3}),
+                         {.checkpoint = Checkpoint::binomial(1)}));
+  }, m));
+  add(trace([](const Tensor& x) {
+    return sum(scan([](const Tensor& h, const Tensor& row) { return std::pair{tanh(h + row), none}; }, zeros({3}), x,
+                    {.checkpoint = Checkpoint::every(1)}).first);
   }, m));
   add(trace([](const Tensor& x) {
     using C = std::pair<Tensor, Tensor>;
