@@ -41,6 +41,16 @@ inline Tolerance compiled_tolerance(DType dtype) {
   return dtype == DType::f64 ? Tolerance{1e-12, 1e-13} : Tolerance{1e-5, 1e-6};
 }
 
+// Turns off re-rolling in grad_tape, jvp_tape and compile while it lives: for tests of
+// what unrolled traced loops compile to.
+struct NoReroll {
+  bool before = set_auto_reroll(false);
+  NoReroll() = default;
+  NoReroll(const NoReroll&) = delete;
+  NoReroll& operator=(const NoReroll&) = delete;
+  ~NoReroll() { set_auto_reroll(before); }
+};
+
 // Runs `tape` through the interpreter after checking its text round trip, and checks
 // that the compiled tape gives the same outputs.
 std::vector<Tensor> run_checked(const Tape& tape, const std::vector<Tensor>& args);

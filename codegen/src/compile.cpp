@@ -45,12 +45,12 @@ struct Planned {
   codegen::Schedule schedule;
 };
 
-// Everything before LLVM: the cleanup passes (unless the tape has run them last, as
+// Everything before LLVM: reroll and the cleanup passes (unless the tape has run them last, as
 // grad_tape's and jvp_tape's have), plan, memory plan, schedule.
 Planned plan_tape(const Tape& input, const CompileOptions& options) {
   verify(input);
   Planned p;
-  p.tape = input.cleaned ? input : cleanup(input);
+  p.tape = input.cleaned ? input : cleanup_traced(input);
   p.plan = codegen::make_plan(p.tape);
   p.memory = codegen::plan_memory(p.tape, p.plan, options.reuse_memory);
   p.schedule = codegen::make_schedule(p.tape, p.plan);

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -21,8 +22,24 @@ const std::map<std::string, Pass>& registry() {
       {"simplify", simplify},
       {"cse", cse},
       {"dce", dce},
+      {"reroll", [](const Tape& t) { return reroll(t); }},
   };
   return passes;
+}
+
+// REEL_REROLL, read once per process; set_auto_reroll overrides it.
+std::atomic<int> reroll_override{-1};
+bool reroll_from_environment() {
+  static const bool on = [] {
+    std::string warning;
+    const bool value = detail::reroll_setting(std::getenv("REEL_REROLL"), warning);
+    if (!warning.empty()) {
+      fmt::print(stderr, "reel: warning: {}\n", warning);
+      std::fflush(stderr);
+    }
+    return value;
+  }();
+  return on;
 }
 
 // REEL_PRINT_AFTER_ALL, read once per process (a bad value's warning is printed once).
@@ -46,6 +63,36 @@ bool detail::print_after_all_setting(const char* value, std::string& warning) {
   if (std::string_view(value) == "1") return true;
   warning = fmt::format("REEL_PRINT_AFTER_ALL=\"{}\" is not 0 or 1; the tape is not printed after passes", value);
   return false;
+}
+
+bool detail::reroll_setting(const char* value, std::string& warning) {
+  warning.clear();
+  if (value == nullptr || std::string_view(value).empty() || std::string_view(value) == "1") return true;
+  if (std::string_view(value) == "0") return false;
+  warning = fmt::format("REEL_REROLL=\"{}\" is not 0 or 1; traced loops are re-rolled", value);
+  return true;
+}
+
+bool auto_reroll() {
+  const int o = reroll_override.load(std::memory_order_relaxed);
+  return o < 0 ? reroll_from_environment() : o == 1;
+}
+
+bool set_auto_reroll(bool on) {
+  const bool before = auto_reroll();
+  reroll_override.store(on ? 1 : 0, std::memory_order_relaxed);
+  return before;
+}
+
+std::vector<std::string> with_auto_reroll(std::vector<std::string> names) {
+  if (auto_reroll()) names.insert(names.begin(), "reroll");
+  return names;
+}
+
+Tape cleanup_traced(const Tape& tape) {
+  if (!auto_reroll()) return cleanup(tape);
+  static const PassPipeline pipeline(with_auto_reroll(cleanup_pass_names()));
+  return pipeline.run(tape);
 }
 
 std::vector<std::string> pass_names() {
