@@ -3,6 +3,7 @@
 // f32); near-repeats that differ do not fold; the default pipelines run it first.
 #include <cmath>
 #include <cstdlib>
+#include <array>
 #include <random>
 
 #include "test_util.hpp"
@@ -65,74 +66,52 @@ void check_same_function(const Tape& unrolled, const Tape& rolled, const std::ve
   check_all_close(play(j_rolled, jargs), play(j_unrolled, jargs), tol, "jvp played");
 }
 
-// What the benchmark and GradBench trace (bench/scaling.cpp, tools/gradbench/evals/).
-Tensor sin_program(const Tensor& x0, int steps) {
-  Tensor x = x0;
-  for (int i = 0; i < steps; ++i) x = sin(x) * 1.01 + square(x) * 0.001;
-  return sum(x);
-}
-Tensor tanh_program(const Tensor& W, const Tensor& b, const Tensor& x0, int steps) {
-  Tensor x = x0;
-  for (int i = 0; i < steps; ++i) x = tanh(matmul(W, x) + b) * 0.5 + x * 0.5;
-  return sum(x);
-}
-
-// GradBench's lstm objective (tools/gradbench/evals/lstm.cpp), a plain loop over time
-// steps and layers.
-Tensor lstm(const Tensor& main, const Tensor& extra, const Tensor& state, const Tensor& sequence) {
-  const int64_t layers = main.shape().at(0) / 2, b = main.shape().at(1) / 4, c = sequence.shape().at(0);
-  struct Layer {
-    Tensor wf, wi, wo, wc, bf, bi, bo, bc;
-  };
-  std::vector<Layer> L;
+// An LSTM loss with GradBench's (ADBench's) parameters, main [2l][4b], extra [3][b],
+// state [2l][b] and sequence [c][b]: l layers of gates, then the log-softmax prediction
+// of each next element of the sequence. Written plainly: slices of the parameters and
+// of the sequence in the loop, as user code would.
+Tensor lstm_loss(const Tensor& main, const Tensor& extra, const Tensor& state, const Tensor& seq) {
+  const int64_t layers = main.shape()[0] / 2, b = main.shape()[1] / 4, c = seq.shape()[0];
+  std::vector<std::array<Tensor, 8>> W(static_cast<std::size_t>(layers));  // weights f i o c, biases f i o c
   std::vector<Tensor> h, cell;
   for (int64_t j = 0; j < layers; ++j) {
-    const Tensor w = index(main, 2 * j), bias = index(main, 2 * j + 1);
-    auto part = [&](const Tensor& v, int64_t g) { return slice(v, g * b, (g + 1) * b); };
-    L.push_back({part(w, 0), part(w, 1), part(w, 2), part(w, 3), part(bias, 0), part(bias, 1), part(bias, 2), part(bias, 3)});
+    for (int64_t g = 0; g < 8; ++g)
+      W[static_cast<std::size_t>(j)][static_cast<std::size_t>(g)] =
+          slice(index(main, 2 * j + g / 4), (g % 4) * b, (g % 4 + 1) * b);
     h.push_back(index(state, 2 * j));
     cell.push_back(index(state, 2 * j + 1));
   }
-  const Tensor in_w = index(extra, 0), out_w = index(extra, 1), out_b = index(extra, 2);
-  Tensor total = scalar(0.0);
-  Tensor next = index(sequence, 0);
+  Tensor loss = scalar(0.0);
   for (int64_t t = 0; t + 1 < c; ++t) {
-    Tensor x = next * in_w;
-    for (int64_t j = 0; j < layers; ++j) {
-      const Layer& p = L[static_cast<std::size_t>(j)];
-      Tensor& hj = h[static_cast<std::size_t>(j)];
-      Tensor& cj = cell[static_cast<std::size_t>(j)];
-      const Tensor f = sigmoid(x * p.wf + p.bf), i = sigmoid(hj * p.wi + p.bi);
-      const Tensor o = sigmoid(x * p.wo + p.bo), g = tanh(hj * p.wc + p.bc);
-      cj = cj * f + i * g;
-      hj = o * tanh(cj);
-      x = hj;
+    Tensor x = index(seq, t) * index(extra, 0);
+    for (std::size_t j = 0; j < h.size(); ++j) {
+      auto gate = [&](std::size_t g, const Tensor& in) { return in * W[j][g] + W[j][g + 4]; };
+      const Tensor forget = sigmoid(gate(0, x)), input = sigmoid(gate(1, h[j]));
+      const Tensor output = sigmoid(gate(2, x)), candidate = tanh(gate(3, h[j]));
+      cell[j] = cell[j] * forget + input * candidate;
+      h[j] = output * tanh(cell[j]);
+      x = h[j];
     }
-    const Tensor y = x * out_w + out_b;
-    const Tensor ynorm = y - log(2.0 + sum(exp(y)));
-    next = index(sequence, t + 1);
-    total = total + sum(next * ynorm);
+    const Tensor y = x * index(extra, 1) + index(extra, 2);
+    loss = loss - sum(index(seq, t + 1) * (y - log(2.0 + sum(exp(y)))));
   }
-  return -total / static_cast<double>((c - 1) * b);
+  return loss / static_cast<double>((c - 1) * b);
 }
 
-// GradBench's ode (tools/gradbench/evals/ode.cpp): s classic RK4 steps.
-Tensor ode(const Tensor& x, int64_t s) {
-  const int64_t n = x.shape().at(0);
-  const double h = 2.0 / static_cast<double>(s);
-  Tensor shift(DType::i64, {n});
-  for (int64_t i = 0; i < n; ++i) shift.mutable_data<int64_t>()[i] = i == 0 ? 0 : i - 1;
-  std::vector<double> first(static_cast<std::size_t>(n), 0.0), rest(static_cast<std::size_t>(n), 1.0);
-  first[0] = 1.0, rest[0] = 0.0;
-  const Tensor e0 = tensor(first, {n}), mask = tensor(rest, {n});
-  auto f = [&](const Tensor& y) { return x * (gather(y, shift) * mask + e0); };
+// Classic RK4 steps of GradBench's ode, y' = x * (S y + e0) with S the shift down by one,
+// from y = 0 over [0, 2].
+Tensor rk4(const Tensor& x, int64_t steps) {
+  const int64_t n = x.shape()[0];
+  std::vector<double> shift(static_cast<std::size_t>(n * n), 0.0), first(static_cast<std::size_t>(n), 0.0);
+  for (int64_t i = 1; i < n; ++i) shift[static_cast<std::size_t>(i * n + i - 1)] = 1.0;
+  first[0] = 1.0;
+  const Tensor S = tensor(shift, {n, n}), e0 = tensor(first, {n});
+  auto f = [&](const Tensor& y) { return x * (matmul(S, y) + e0); };
+  const double dt = 2.0 / static_cast<double>(steps);
   Tensor y = zeros({n});
-  for (int64_t step = 0; step < s; ++step) {
-    const Tensor k1 = f(y);
-    const Tensor k2 = f(y + (h / 2) * k1);
-    const Tensor k3 = f(y + (h / 2) * k2);
-    const Tensor k4 = f(y + h * k3);
-    y = y + (h / 6) * (k1 + 2.0 * k2 + 2.0 * k3 + k4);
+  for (int64_t k = 0; k < steps; ++k) {
+    const Tensor a = f(y), b = f(y + a * (dt / 2)), c = f(y + b * (dt / 2)), d = f(y + c * dt);
+    y = y + (a + (b + c) * 2.0 + d) * (dt / 6);
   }
   return y;
 }
@@ -142,7 +121,7 @@ Tensor ode(const Tensor& x, int64_t s) {
 TEST_CASE("reroll: the sin recurrence folds into one scan; values and gradients equal the unrolled tape's") {
   for (DType dt : {DType::f64, DType::f32}) {
     const std::vector<Tensor> args{cast(randn({8}, 1) * 0.5, dt)};
-    const Tape unrolled = test::trace_list([](const std::vector<Tensor>& a) { return sin_program(a[0], 300); }, args);
+    const Tape unrolled = test::trace_list([](const std::vector<Tensor>& a) { return test::sin_recurrence(a[0], 300); }, args);
     const Tape rolled = reroll(unrolled);
     CAPTURE(to_string(rolled));
     CHECK(unrolled.size() > 2000);
@@ -153,10 +132,23 @@ TEST_CASE("reroll: the sin recurrence folds into one scan; values and gradients 
   }
 }
 
+TEST_CASE("reroll: the scans made may checkpoint (every k, sqrt, binomial) with the same gradients") {
+  const std::vector<Tensor> args{randn({6, 6}, 1) * 0.3, randn({6}, 2), randn({6}, 3)};
+  const Tape unrolled = test::trace_list(
+      [](const std::vector<Tensor>& a) { return test::tanh_recurrence(a[0], a[1], a[2], 50); }, args);
+  const std::vector<Tensor> want = play(grad_tape(reroll(unrolled)), args);
+  for (auto [policy, arg] : {std::pair<std::string, int64_t>{"every", 5}, {"sqrt", 0}, {"binomial", 3}}) {
+    CAPTURE(policy);
+    const Tape rolled = reroll(unrolled, {.checkpoint = policy, .checkpoint_arg = arg});
+    CHECK(to_string(rolled).find("checkpoint=\"" + policy + "\"") != std::string::npos);
+    check_all_close(play(grad_tape(rolled), args), want, 1e-10, "checkpointed gradient");
+  }
+}
+
 TEST_CASE("reroll: the tanh recurrence folds, W and b loop invariants") {
   const std::vector<Tensor> args{randn({6, 6}, 1) * 0.3, randn({6}, 2), randn({6}, 3)};
   const Tape unrolled = test::trace_list(
-      [](const std::vector<Tensor>& a) { return tanh_program(a[0], a[1], a[2], 60); }, args);
+      [](const std::vector<Tensor>& a) { return test::tanh_recurrence(a[0], a[1], a[2], 60); }, args);
   const Tape rolled = reroll(unrolled);
   CAPTURE(to_string(rolled));
   CHECK(count_scans(rolled) == 1);
@@ -172,7 +164,7 @@ TEST_CASE("reroll: GradBench's lstm written as a plain loop folds over time step
   const int64_t layers = 2, b = 3, c = 40;
   const std::vector<Tensor> args{randn({2 * layers, 4 * b}, 1) * 0.5, randn({3, b}, 2) * 0.5,
                                  randn({2 * layers, b}, 3) * 0.5, randn({c, b}, 4)};
-  auto f = [](const std::vector<Tensor>& a) { return lstm(a[0], a[1], a[2], a[3]); };
+  auto f = [](const std::vector<Tensor>& a) { return lstm_loss(a[0], a[1], a[2], a[3]); };
   const Tape unrolled = trace([&](const Tensor& m, const Tensor& e, const Tensor& s, const Tensor& q) {
     return f({m, e, s, q}); }, args[0], args[1], args[2], args[3]);
   const Tape rolled = reroll(unrolled);
@@ -194,7 +186,7 @@ TEST_CASE("reroll: GradBench's lstm written as a plain loop folds over time step
 
 TEST_CASE("reroll: GradBench's ode written as a plain loop folds over the RK4 steps") {
   const std::vector<Tensor> args{randn({5}, 1) * 0.5};
-  const Tape unrolled = test::trace_list([](const std::vector<Tensor>& a) { return sum(ode(a[0], 50) * ode(a[0], 50)); },
+  const Tape unrolled = test::trace_list([](const std::vector<Tensor>& a) { return sum(rk4(a[0], 50) * rk4(a[0], 50)); },
                                          args);
   const Tape rolled = reroll(unrolled);
   CAPTURE(to_string(rolled));
@@ -206,15 +198,15 @@ TEST_CASE("reroll: GradBench's ode written as a plain loop folds over the RK4 st
 
 TEST_CASE("reroll: a compiled function and a gradient of traced code get rolled loops (jit, grad)") {
   const Tensor x = randn({8}, 1) * 0.5;
-  const Tape t = trace([](const Tensor& v) { return sin_program(v, 100); }, x);
+  const Tape t = trace([](const Tensor& v) { return test::sin_recurrence(v, 100); }, x);
   const CompiledFunction f = compile(t);
   CHECK(count_scans(f.tape()) == 1);
-  const auto g = grad([](const Tensor& v) { return sin_program(v, 100); }, x);
+  const auto g = grad([](const Tensor& v) { return test::sin_recurrence(v, 100); }, x);
   const test::NoReroll unrolled;
   const CompiledFunction fu = compile(t);
   CHECK(count_scans(fu.tape()) == 0);
   test::check_close(f({x})[0], fu({x})[0], 1e-12, 1e-12, "compiled rolled vs unrolled");
-  const auto gu = grad([](const Tensor& v) { return sin_program(v, 100); }, x);
+  const auto gu = grad([](const Tensor& v) { return test::sin_recurrence(v, 100); }, x);
   test::check_close(g.grads[0], gu.grads[0], 1e-10, 1e-12, "grad rolled vs unrolled");
 }
 
@@ -483,10 +475,10 @@ TEST_CASE("reroll: near-repeats that differ in one iteration do not fold") {
 }
 
 TEST_CASE("reroll: a run shorter than the thresholds stays; the thresholds are options") {
-  const Tape seven = trace([](const Tensor& v) { return sin_program(v, 7); }, randn({4}, 1));
+  const Tape seven = trace([](const Tensor& v) { return test::sin_recurrence(v, 7); }, randn({4}, 1));
   CHECK(count_scans(reroll(seven)) == 0);
   CHECK(count_scans(reroll(seven, {.min_repeats = 3, .min_ops = 0})) == 1);
-  const Tape forty = trace([](const Tensor& v) { return sin_program(v, 40); }, randn({4}, 1));
+  const Tape forty = trace([](const Tensor& v) { return test::sin_recurrence(v, 40); }, randn({4}, 1));
   CHECK(count_scans(reroll(forty)) == 1);
   CHECK(count_scans(reroll(forty, {.min_repeats = 41})) == 0);
   CHECK(count_scans(reroll(forty, {.min_ops = 7 * 40 + 1})) == 0);
@@ -508,7 +500,7 @@ TEST_CASE("reroll: straight-line code and loops whose iterations' values nobody 
 // ---- the pipelines ----
 
 TEST_CASE("reroll: grad_tape, vjp_tape and jvp_tape run it first; set_auto_reroll and REEL_REROLL turn it off") {
-  const Tape t = trace([](const Tensor& v) { return sin_program(v, 50); }, randn({4}, 1));
+  const Tape t = trace([](const Tensor& v) { return test::sin_recurrence(v, 50); }, randn({4}, 1));
   CHECK(count_scans(grad_tape(t)) == 2);  // the forward scan and the reversed one
   CHECK(count_scans(vjp_tape(t)) == 2);
   CHECK(count_scans(jvp_tape(t)) >= 1);

@@ -584,6 +584,8 @@ class Reroller {
                 {"length", L.R},
                 {"num_consts", static_cast<int64_t>(L.consts.size())},
                 {"num_carry", static_cast<int64_t>(K)}};
+    if (!o_.checkpoint.empty()) attrs.set("checkpoint", o_.checkpoint);
+    if (o_.checkpoint_arg != 0) attrs.set("checkpoint_arg", o_.checkpoint_arg);
     const std::vector<Var> outs = b.call_results(primitive("scan"), std::move(args), std::move(attrs));
     // Where each position's values come out: its final carry, its ys.
     std::vector<Var> final_of(static_cast<std::size_t>(L.P), kNoVar), ys_of(static_cast<std::size_t>(L.P), kNoVar);

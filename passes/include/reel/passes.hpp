@@ -69,6 +69,10 @@ struct RerollOptions {
   int64_t min_ops = 64;          // fewest operations (iterations x body) folded
   int64_t max_period = 1 << 20;  // most operations in a body
   bool nested = true;            // re-roll the bodies too (loops in loops)
+  // How reverse mode keeps the scans' residuals (the scan attributes checkpoint and
+  // checkpoint_arg): "" stores all; "every" (k), "sqrt", "binomial" (snapshots).
+  std::string checkpoint = "";
+  int64_t checkpoint_arg = 0;
 };
 Tape reroll(const Tape& tape);
 Tape reroll(const Tape& tape, const RerollOptions& options);
