@@ -210,6 +210,29 @@ TEST_CASE("reroll: a compiled function and a gradient of traced code get rolled 
   test::check_close(g.grads[0], gu.grads[0], 1e-10, 1e-12, "grad rolled vs unrolled");
 }
 
+TEST_CASE("reroll: a branch on a value inside a loop: the guard folds into the body and fails there (jit, simplegrad)") {
+  auto f = [](const Tensor& x) {
+    Tensor y = x;
+    for (int i = 0; i < 20; ++i) y = sum(y) > 0.0 ? y * 0.9 + 0.01 : y * 0.5 + 0.05;  // a negative sum turns positive
+    return sum(y * y);
+  };
+  const Tape t = trace(f, tensor({1.0, 2.0}));
+  const Tape r = reroll(t);
+  REQUIRE(count_scans(r) == 1);
+  CHECK(count_prim(first_body(r), "guard") == 1);
+  auto jf = jit(f, {.compile_after = 1});
+  auto g = simplegrad(f, {.compile_after = 1});
+  // Positive all the way (the loop folds, guard and all), and sums that turn positive
+  // after 2 or 5 iterations (the guard in the folded body fails: other paths).
+  for (const Tensor& x : {tensor({1.0, 2.0}), tensor({-0.5, 0.1}), tensor({-1.0, -1.9}), tensor({3.0, 1.0})}) {
+    CHECK(jf(x).item() == doctest::Approx(f(x).item()).epsilon(1e-12));
+    const auto [value, dx] = g(x);
+    const auto fd = test::finite_diff([&](const std::vector<Tensor>& a) { return f(a[0]); }, {x});
+    CHECK(value.item() == doctest::Approx(f(x).item()).epsilon(1e-12));
+    test::check_close(dx, fd[0], 1e-6, 1e-8, "gradient on each path");
+  }
+}
+
 TEST_CASE("reroll: values of earlier iterations read after the loop are stacked ys") {
   const std::vector<Tensor> args{randn({4}, 1) * 0.5, randn({4}, 2)};
   auto f = [](const std::vector<Tensor>& a) {
