@@ -9,20 +9,6 @@ using namespace reel;
 
 namespace {
 
-// x <- sin(x) * 1.01 + square(x) * 0.001, `steps` times; the sum of the result.
-Tensor sin_recurrence(const Tensor& x0, int steps) {
-  Tensor x = x0;
-  for (int i = 0; i < steps; ++i) x = sin(x) * 1.01 + square(x) * 0.001;
-  return sum(x);
-}
-
-// x <- tanh(W x + b) * 0.5 + x * 0.5, `steps` times; the sum of the result.
-Tensor tanh_recurrence(const Tensor& W, const Tensor& b, const Tensor& x0, int steps) {
-  Tensor x = x0;
-  for (int i = 0; i < steps; ++i) x = tanh(matmul(W, x) + b) * 0.5 + x * 0.5;
-  return sum(x);
-}
-
 void check_same(const std::vector<Tensor>& a, const std::vector<Tensor>& b, const std::string& what) {
   REQUIRE(a.size() == b.size());
   for (std::size_t k = 0; k < a.size(); ++k) {
@@ -67,8 +53,9 @@ TEST_CASE("distinct shapes, dtypes or operations do not share a kernel") {
 }
 
 TEST_CASE("a traced loop of many steps compiles a handful of kernels") {
+  const test::NoReroll unrolled;  // the loops' unrolled traces are what this compiles
   const Tensor x = randn({8}, 3) * 0.5;
-  const Tape g = grad_tape(trace([](const Tensor& v) { return sin_recurrence(v, 2000); }, x));
+  const Tape g = grad_tape(trace([](const Tensor& v) { return test::sin_recurrence(v, 2000); }, x));
   REQUIRE(g.size() > 20000);
   const CompiledFunction f = compile(g);
   CAPTURE(f.num_kernels());
@@ -78,7 +65,7 @@ TEST_CASE("a traced loop of many steps compiles a handful of kernels") {
 
   const Tensor W = randn({16, 16}, 4) * 0.25, b = randn({16}, 5), x0 = randn({16}, 6);
   const Tape r = grad_tape(trace([](const Tensor& w, const Tensor& c, const Tensor& v) {
-    return tanh_recurrence(w, c, v, 100); }, W, b, x0));
+    return test::tanh_recurrence(w, c, v, 100); }, W, b, x0));
   const CompiledFunction fr = compile(r);
   CHECK(fr.num_kernels() <= 20);
   check_same(fr({W, b, x0}), play(r, {W, b, x0}), "100-step tanh recurrence");
@@ -168,9 +155,10 @@ TEST_CASE("play, which releases intermediates after their last use, keeps its ou
 
 TEST_CASE("the schedule gives the same results run by the loop and by a generated driver") {
   using Runner = CompileOptions::Runner;
+  const test::NoReroll unrolled;  // a re-rolled loop is an extern step, which the driver does not run
   const Tensor W = randn({16, 16}, 12) * 0.25, b = randn({16}, 13), x = randn({16}, 14);
   const Tape r = grad_tape(trace([](const Tensor& w, const Tensor& c, const Tensor& v) {
-    return tanh_recurrence(w, c, v, 20); }, W, b, x));
+    return test::tanh_recurrence(w, c, v, 20); }, W, b, x));
   const CompiledFunction loop = compile(r, {.runner = Runner::loop});
   const CompiledFunction driver = compile(r, {.runner = Runner::driver});
   CHECK(!loop.uses_driver());

@@ -41,6 +41,29 @@ inline Tolerance compiled_tolerance(DType dtype) {
   return dtype == DType::f64 ? Tolerance{1e-12, 1e-13} : Tolerance{1e-5, 1e-6};
 }
 
+// The benchmark's recurrences (bench/scaling.cpp) as plain loops, each the sum of its
+// last value: x <- sin(x) * 1.01 + square(x) * 0.001 and x <- tanh(W x + b) * 0.5 + x * 0.5.
+inline Tensor sin_recurrence(const Tensor& x0, int steps) {
+  Tensor x = x0;
+  for (int i = 0; i < steps; ++i) x = sin(x) * 1.01 + square(x) * 0.001;
+  return sum(x);
+}
+inline Tensor tanh_recurrence(const Tensor& W, const Tensor& b, const Tensor& x0, int steps) {
+  Tensor x = x0;
+  for (int i = 0; i < steps; ++i) x = tanh(matmul(W, x) + b) * 0.5 + x * 0.5;
+  return sum(x);
+}
+
+// Turns off re-rolling in grad_tape, jvp_tape and compile while it lives: for tests of
+// what unrolled traced loops compile to.
+struct NoReroll {
+  bool before = set_auto_reroll(false);
+  NoReroll() = default;
+  NoReroll(const NoReroll&) = delete;
+  NoReroll& operator=(const NoReroll&) = delete;
+  ~NoReroll() { set_auto_reroll(before); }
+};
+
 // Runs `tape` through the interpreter after checking its text round trip, and checks
 // that the compiled tape gives the same outputs.
 std::vector<Tensor> run_checked(const Tape& tape, const std::vector<Tensor>& args);

@@ -39,7 +39,7 @@ struct Planned : codegen::ProgramPlan {
   codegen::Schedule schedule;
 };
 
-// Everything before LLVM: the cleanup passes (unless the tape has run them last, as
+// Everything before LLVM: reroll and the cleanup passes (unless the tape has run them last, as
 // grad_tape's and jvp_tape's have), plan, memory plan, schedule; loops' bodies alike.
 Planned plan_tape(const Tape& input, const CompileOptions& options) {
   Planned p{codegen::plan_program(input, options.reuse_memory), {}};

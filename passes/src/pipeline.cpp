@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -21,31 +22,76 @@ const std::map<std::string, Pass>& registry() {
       {"simplify", simplify},
       {"cse", cse},
       {"dce", dce},
+      {"reroll", [](const Tape& t) { return reroll(t); }},
   };
   return passes;
 }
 
+// A boolean environment setting read by `parse` (which may warn: the warning is printed).
+bool setting_from_environment(const char* name, bool (*parse)(const char*, std::string&)) {
+  std::string warning;
+  const bool value = parse(std::getenv(name), warning);
+  if (!warning.empty()) {
+    fmt::print(stderr, "reel: warning: {}\n", warning);
+    std::fflush(stderr);
+  }
+  return value;
+}
+
+// REEL_REROLL, read once per process; set_auto_reroll overrides it.
+std::atomic<int> reroll_override{-1};
+bool reroll_from_environment() {
+  static const bool on = setting_from_environment("REEL_REROLL", detail::reroll_setting);
+  return on;
+}
+
 // REEL_PRINT_AFTER_ALL, read once per process (a bad value's warning is printed once).
 bool print_after_all_from_environment() {
-  static const bool on = [] {
-    std::string warning;
-    const bool value = detail::print_after_all_setting(std::getenv("REEL_PRINT_AFTER_ALL"), warning);
-    if (!warning.empty()) {
-      fmt::print(stderr, "reel: warning: {}\n", warning);
-      std::fflush(stderr);
-    }
-    return value;
-  }();
+  static const bool on = setting_from_environment("REEL_PRINT_AFTER_ALL", detail::print_after_all_setting);
   return on;
 }
 }  // namespace
 
-bool detail::print_after_all_setting(const char* value, std::string& warning) {
+namespace {
+// A 0/1 setting NAME=value: unset or empty gives `unset`; any other value sets a warning
+// (ending with `otherwise`) and gives `unset`.
+bool binary_setting(const char* name, const char* value, bool unset, const char* otherwise, std::string& warning) {
   warning.clear();
-  if (value == nullptr || std::string_view(value).empty() || std::string_view(value) == "0") return false;
-  if (std::string_view(value) == "1") return true;
-  warning = fmt::format("REEL_PRINT_AFTER_ALL=\"{}\" is not 0 or 1; the tape is not printed after passes", value);
-  return false;
+  const std::string_view v = value != nullptr ? value : "";
+  if (v == "0" || v == "1") return v == "1";
+  if (!v.empty()) warning = fmt::format("{}=\"{}\" is not 0 or 1; {}", name, v, otherwise);
+  return unset;
+}
+}  // namespace
+
+bool detail::print_after_all_setting(const char* value, std::string& warning) {
+  return binary_setting("REEL_PRINT_AFTER_ALL", value, false, "the tape is not printed after passes", warning);
+}
+
+bool detail::reroll_setting(const char* value, std::string& warning) {
+  return binary_setting("REEL_REROLL", value, true, "traced loops are re-rolled", warning);
+}
+
+bool auto_reroll() {
+  const int o = reroll_override.load(std::memory_order_relaxed);
+  return o < 0 ? reroll_from_environment() : o == 1;
+}
+
+bool set_auto_reroll(bool on) {
+  const bool before = auto_reroll();
+  reroll_override.store(on ? 1 : 0, std::memory_order_relaxed);
+  return before;
+}
+
+std::vector<std::string> with_auto_reroll(std::vector<std::string> names) {
+  if (auto_reroll()) names.insert(names.begin(), "reroll");
+  return names;
+}
+
+Tape cleanup_traced(const Tape& tape) {
+  if (!auto_reroll()) return cleanup(tape);
+  static const PassPipeline pipeline(with_auto_reroll(cleanup_pass_names()));
+  return pipeline.run(tape);
 }
 
 std::vector<std::string> pass_names() {

@@ -46,13 +46,53 @@ Tape simplify(const Tape& tape);
 Tape cleanup(const Tape& tape);
 const std::vector<std::string>& cleanup_pass_names();
 
-// reverse_mode (or reverse_mode_seeded) followed by simplify, cse and dce.
+// reverse_mode (or reverse_mode_seeded) followed by simplify, cse and dce; reroll first
+// when auto_reroll() is on (as jvp_tape).
 Tape grad_tape(const Tape& tape);
 Tape vjp_tape(const Tape& tape);
 
+// Re-rolling of traced loops: finds long runs of structurally identical segments (what
+// a plain C++ `for` loop records when traced) and folds each into one `scan`, so that a
+// traced loop is differentiated, planned and compiled once per body, not once per
+// iteration. A run folds when every iteration does the same operations with the same
+// attributes and types, each argument being a value of the same iteration, of the
+// previous one (a carry), the same variable from before the loop (a loop invariant) or
+// a constant (values that differ per iteration are stacked into an xs), and a slice of
+// a loop invariant along its leading axis may advance by a fixed step (an xs:
+// `reel::index(sequence, t)`). A dependency two iterations back, another operation or
+// other attributes end the run. Values of the last iteration read after the loop come
+// out as its final carries, those of earlier iterations as stacked ys that later
+// readers slice. The values computed are the same, operation for operation (the
+// scan's body is the iteration's operations); only the tape's shape changes.
+struct RerollOptions {
+  int64_t min_repeats = 8;       // fewest iterations folded (at least 3)
+  int64_t min_ops = 64;          // fewest operations (iterations x body) folded
+  int64_t max_period = 1 << 20;  // most operations in a body
+  bool nested = true;            // re-roll the bodies too (loops in loops)
+  // How reverse mode keeps the scans' residuals (the scan attributes checkpoint and
+  // checkpoint_arg): "" stores all; "every" (k), "sqrt", "binomial" (snapshots).
+  std::string checkpoint = "";
+  int64_t checkpoint_arg = 0;
+};
+Tape reroll(const Tape& tape);
+Tape reroll(const Tape& tape, const RerollOptions& options);
+
+// Whether grad_tape, vjp_tape, jvp_tape and reel::compile (on a tape not yet cleaned: a
+// traced one) run reroll first. On unless the environment variable REEL_REROLL is 0
+// (read once; any value but 0 and 1 gets one warning and leaves it on) or
+// set_auto_reroll(false) was called (which overrides the variable; it returns the
+// setting it replaces, so a caller can put it back).
+bool auto_reroll();
+bool set_auto_reroll(bool on);
+// `names` with "reroll" in front when auto_reroll() is on.
+std::vector<std::string> with_auto_reroll(std::vector<std::string> names);
+// What reel::compile runs on a tape not marked cleaned: reroll (when auto_reroll())
+// and the cleanup passes.
+Tape cleanup_traced(const Tape& tape);
+
 using Pass = std::function<Tape(const Tape&)>;
 
-// Passes by name: "grad", "vjp", "jvp", "simplify", "cse", "dce".
+// Passes by name: "grad", "vjp", "jvp", "simplify", "cse", "dce", "reroll".
 std::vector<std::string> pass_names();
 const Pass& find_pass(const std::string& name);  // throws reel::Error for unknown names
 
@@ -91,6 +131,9 @@ namespace detail {
 // REEL_PRINT_AFTER_ALL's value (nullptr when unset): "1" is on; nullptr, "" and "0" are
 // off; anything else is off and sets `warning` to say why.
 bool print_after_all_setting(const char* value, std::string& warning);
+// REEL_REROLL's value (nullptr when unset): "0" is off; nullptr, "" and "1" are on;
+// anything else is on and sets `warning` to say so.
+bool reroll_setting(const char* value, std::string& warning);
 }  // namespace detail
 
 }  // namespace reel
