@@ -1,4 +1,4 @@
-// Hand-written C++ for GradBench's lse, gmm and lstm: each objective and its
+// Hand-written C++ for GradBench's lse, gmm, lstm and ode: each objective and its
 // derivative written out by hand, as a careful programmer would (one thread, no AD),
 // speaking GradBench's protocol like reel-gradbench, so that bench/gradbench/run.py
 // times both the same way. Not a test: bench/gradbench/run.py checks its outputs
@@ -228,6 +228,73 @@ double lstm(const Lstm& p, Vec* d_main, Vec* d_extra) {
   return scale * total;
 }
 
+// ---- ode (GradBench's RK4) ----
+// f(y)_0 = x_0, f(y)_i = x_i y_{i-1}, into z.
+void ode_f(const Vec& x, const Vec& y, Vec& z) {
+  z[0] = x[0];
+  for (std::size_t i = 1; i < x.size(); ++i) z[i] = x[i] * y[i - 1];
+}
+// The adjoint of z = f(y): adds dz's contributions to dx and dy.
+void ode_f_adjoint(const Vec& x, const Vec& y, const Vec& dz, Vec& dx, Vec& dy) {
+  dx[0] += dz[0];
+  for (std::size_t i = 1; i < x.size(); ++i) dx[i] += dz[i] * y[i - 1], dy[i - 1] += dz[i] * x[i];
+}
+// y after s classic RK4 steps from y = 0 (h = 2/s); with ys != nullptr, the y before
+// each step is kept there (s rows of n), for the gradient.
+Vec ode(const Vec& x, int s, std::vector<Vec>* ys = nullptr) {
+  const std::size_t n = x.size();
+  const double h = 2.0 / s;
+  Vec y(n, 0.0), k1(n), k2(n), k3(n), k4(n), u(n);
+  for (int step = 0; step < s; ++step) {
+    if (ys != nullptr) (*ys)[step] = y;
+    ode_f(x, y, k1);
+    for (std::size_t i = 0; i < n; ++i) u[i] = y[i] + h / 2 * k1[i];
+    ode_f(x, u, k2);
+    for (std::size_t i = 0; i < n; ++i) u[i] = y[i] + h / 2 * k2[i];
+    ode_f(x, u, k3);
+    for (std::size_t i = 0; i < n; ++i) u[i] = y[i] + h * k3[i];
+    ode_f(x, u, k4);
+    for (std::size_t i = 0; i < n; ++i) y[i] += h / 6 * (k1[i] + 2 * k2[i] + 2 * k3[i] + k4[i]);
+  }
+  return y;
+}
+// The gradient of the last y with respect to x, by hand: the forward run keeps each
+// step's y, the backward one recomputes the step's stages from it and runs their
+// adjoints in reverse.
+Vec ode_grad(const Vec& x, int s) {
+  const std::size_t n = x.size();
+  const double h = 2.0 / s;
+  std::vector<Vec> ys(static_cast<std::size_t>(s));
+  ode(x, s, &ys);
+  Vec dx(n, 0.0), dy(n, 0.0), k1(n), k2(n), k3(n), u2(n), u3(n), u4(n), du(n), dk(n);
+  dy[n - 1] = 1;
+  for (int step = s - 1; step >= 0; --step) {
+    const Vec& y = ys[step];
+    ode_f(x, y, k1);
+    for (std::size_t i = 0; i < n; ++i) u2[i] = y[i] + h / 2 * k1[i];
+    ode_f(x, u2, k2);
+    for (std::size_t i = 0; i < n; ++i) u3[i] = y[i] + h / 2 * k2[i];
+    ode_f(x, u3, k3);
+    for (std::size_t i = 0; i < n; ++i) u4[i] = y[i] + h * k3[i];
+    // y' = y + h/6 (k1 + 2 k2 + 2 k3 + k4); dy carries on through y itself.
+    const Vec dyn = dy;
+    // k4 = f(u4), u4 = y + h k3.
+    for (std::size_t i = 0; i < n; ++i) dk[i] = h / 6 * dyn[i], du[i] = 0;
+    ode_f_adjoint(x, u4, dk, dx, du);
+    for (std::size_t i = 0; i < n; ++i) dy[i] += du[i], dk[i] = h / 3 * dyn[i] + h * du[i], du[i] = 0;
+    // k3 = f(u3), u3 = y + h/2 k2.
+    ode_f_adjoint(x, u3, dk, dx, du);
+    for (std::size_t i = 0; i < n; ++i) dy[i] += du[i], dk[i] = h / 3 * dyn[i] + h / 2 * du[i], du[i] = 0;
+    // k2 = f(u2), u2 = y + h/2 k1.
+    ode_f_adjoint(x, u2, dk, dx, du);
+    for (std::size_t i = 0; i < n; ++i) dy[i] += du[i], dk[i] = h / 6 * dyn[i] + h / 2 * du[i], du[i] = 0;
+    // k1 = f(y).
+    ode_f_adjoint(x, y, dk, dx, du);
+    for (std::size_t i = 0; i < n; ++i) dy[i] += du[i];
+  }
+  return dx;
+}
+
 Vec flat(const json& v) {
   Vec out;
   if (!v.is_array()) return {v.get<double>()};
@@ -254,7 +321,7 @@ int main() {
     if (kind == "start") reply["tool"] = "hand";
     if (kind == "define") {
       const std::string module = msg.at("module");
-      reply["success"] = module == "lse" || module == "gmm" || module == "lstm";
+      reply["success"] = module == "lse" || module == "gmm" || module == "lstm" || module == "ode";
     }
     if (kind == "evaluate") {
       const std::string module = msg.at("module"), fn = msg.at("function");
@@ -282,6 +349,12 @@ int main() {
                         {"l", rows((*parts)[3], g.k, g.d * (g.d - 1) / 2)}};
           };
         }
+      } else if (module == "ode") {
+        const Vec x = flat(in.at("x"));
+        const int steps = in.at("s");
+        if (fn == "primal") run = [x, steps, vec] { *vec = ode(x, steps); };
+        else run = [x, steps, vec] { *vec = ode_grad(x, steps); };
+        output = [vec] { return json(*vec); };
       } else {
         Lstm p;
         p.main = flat(in.at("main_params")), p.extra = flat(in.at("extra_params"));
