@@ -7,8 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include <sys/resource.h>
-
 #include "measure.hpp"
 
 namespace bench {
@@ -72,9 +70,7 @@ Row measure_row(const std::string& program, int steps) {
   const reel::CompiledFunction f = reel::compile(g);
   r.compile_ms = seconds_since(t0) * 1e3;
   r.kernels = f.kernels_compiled();
-  rusage u{};  // peak RSS through trace, gradient and the first compile (the warm one is extra)
-  getrusage(RUSAGE_SELF, &u);
-  r.rss_mb = static_cast<double>(u.ru_maxrss) / 1024.0;
+  r.rss_mb = peak_rss_mb();  // through trace, gradient and the first compile (the warm one is extra)
   t0 = Clock::now();
   (void)reel::compile(g);
   r.warm_ms = seconds_since(t0) * 1e3;
