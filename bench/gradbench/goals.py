@@ -126,14 +126,66 @@ def report(gb, rows):
         base = t(tag, "l=2,c=1024", "objective")
         print(f"- {tag}: " + ", ".join(f"c={c}: {t(tag, f'l=2,c={c}', 'objective') / base:.1f}x" for c in (4096, 8192)))
 
+    scaling_table(rows)
+    goals_table(t, rows)
+
+
+def row_median(rows, key):
+    rs = rows.get(key, [])
+    return {f: med([r[f] for r in rs]) for f in ROW_FIELDS} if rs else None
+
+
+def scaling_table(rows):
     print("\n## Scaling rows (reel_bench --row PROGRAM STEPS --quick; median of rounds)\n")
     print("| build | program | steps | grad ops | trace | grad_tape | compile | trace+grad+compile | call | peak RSS |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for (tag, program, steps), rs in rows.items():
-        m = {f: med([r[f] for r in rs]) for f in ROW_FIELDS}
+    for key in rows:
+        tag, program, steps = key
+        m = row_median(rows, key)
         total = m["trace_ms"] + m["grad_ms"] + m["compile_ms"]
         print(f"| {tag} | {program} | {steps} | {m['ops']:.0f} | {m['trace_ms']:.1f} ms | {m['grad_ms']:.1f} ms | "
               f"{m['compile_ms']:.1f} ms | {total:.0f} ms | {m['call_ns'] / 1e6:.3f} ms | {m['rss_mb']:.0f} MB |")
+
+
+def goals_table(t, rows):
+    """The goals of issue 19, each with its target, before (old) and now (new)."""
+    print("\n## The goals\n")
+    print("| goal | target | before (old) | now (new) |")
+    print("|---|---|---|---|")
+    big = "l=6,c=8192"
+    prep = {tag: t(tag, big, "objective", "prepare") + t(tag, big, "jacobian", "prepare") for tag in ("old", "new")}
+    print(f"| lstm {big}: prepare (objective + jacobian) | < 1 s | {prep['old']:.2f} s | {prep['new']:.2f} s |")
+    h = t("hand", big, "jacobian")
+    print(f"| lstm {big}: derivative / hand-written BPTT ({ms(h)}) | <= 1.0x | "
+          f"{t('old', big, 'jacobian') / h:.2f}x ({ms(t('old', big, 'jacobian'))}) | "
+          f"{t('new', big, 'jacobian') / h:.2f}x ({ms(t('new', big, 'jacobian'))}) |")
+    obj = {tag: [t(tag, f"l=2,c={c}", "objective") for c in (1024, 4096, 8192)] for tag in ("old", "new", "hand")}
+    fmt3 = lambda v: ", ".join(f"{x * 1e3:.2f}" for x in v)  # noqa: E731
+    print(f"| lstm objective at l=2, c = 1024, 4096, 8192 (hand-written: {fmt3(obj['hand'])} ms) | linear in c, "
+          f"<= hand | {fmt3(obj['old'])} ms ({obj['old'][2] / obj['old'][0]:.1f}x from 1024 to 8192; "
+          f"{obj['old'][2] / obj['hand'][2]:.2f}x hand at 8192) | {fmt3(obj['new'])} ms "
+          f"({obj['new'][2] / obj['new'][0]:.1f}x; {obj['new'][2] / obj['hand'][2]:.2f}x hand at 8192) |")
+    ode = [label for ev, label, _, _, _ in WORKLOADS if ev == "ode"]
+    ratios = {tag: [t(tag, label, "primal") / t("hand", label, "primal") for label in ode] for tag in ("old", "new")}
+    big_ode = ode[-1]
+    print(f"| ode primal / hand-written, the 9 sizes ({big_ode}) | <= 1.0x | {min(ratios['old']):.2f}-"
+          f"{max(ratios['old']):.2f}x ({ratios['old'][-1]:.2f}x) | {min(ratios['new']):.2f}-{max(ratios['new']):.2f}x "
+          f"({ratios['new'][-1]:.2f}x) |")
+    for program in ("sin", "tanh"):
+        old, new = row_median(rows, ("old", program, 84000)), row_median(rows, ("new", program + "-scan", 84000))
+        if not old or not new:
+            continue
+        total = lambda m: m["trace_ms"] + m["grad_ms"] + m["compile_ms"]  # noqa: E731
+        print(f"| {program} 84,000 steps (before: plain loop; now: {program}-scan): trace + grad + compile | < 1 s | "
+              f"{total(old):.0f} ms | {total(new):.0f} ms |")
+        print(f"| {program} 84,000 steps: peak RSS | < 150 MB | {old['rss_mb']:.0f} MB | {new['rss_mb']:.0f} MB |")
+        print(f"| {program} 84,000 steps: gradient call | <= before | {old['call_ns'] / 1e6:.2f} ms | "
+              f"{new['call_ns'] / 1e6:.2f} ms ({new['call_ns'] / old['call_ns']:.2f}x) |")
+    compiles = [(k[2], row_median(rows, k)["compile_ms"]) for k in rows if k[0] == "new" and k[1] == "sin-scan"]
+    if compiles:
+        print("| compile time against the trip count (sin-scan) | flat | grows with the trace (sin: "
+              f"{row_median(rows, ('old', 'sin', 84000))['compile_ms']:.0f} ms at 84,000) | "
+              + ", ".join(f"{c:.1f} ms at {n:,}" for n, c in sorted(compiles)) + " |")
 
 
 def main():
