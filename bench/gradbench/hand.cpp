@@ -239,58 +239,59 @@ void ode_f_adjoint(const Vec& x, const Vec& y, const Vec& dz, Vec& dx, Vec& dy) 
   dx[0] += dz[0];
   for (std::size_t i = 1; i < x.size(); ++i) dx[i] += dz[i] * y[i - 1], dy[i - 1] += dz[i] * x[i];
 }
+// One RK4 step's stages from y: k_j = f(u_j) with u_1 = y, u_2 = y + h/2 k_1,
+// u_3 = y + h/2 k_2, u_4 = y + h k_3 (u[0] is unused: u_1 is y itself).
+struct Rk4 {
+  std::array<Vec, 4> k, u;
+  explicit Rk4(std::size_t n) { k.fill(Vec(n)), u.fill(Vec(n)); }
+};
+void rk4_stages(const Vec& x, const Vec& y, double h, Rk4& r) {
+  constexpr std::array<double, 4> c{0, 0.5, 0.5, 1};
+  ode_f(x, y, r.k[0]);
+  for (int j = 1; j < 4; ++j) {
+    for (std::size_t i = 0; i < y.size(); ++i) r.u[j][i] = y[i] + c[j] * h * r.k[j - 1][i];
+    ode_f(x, r.u[j], r.k[j]);
+  }
+}
 // y after s classic RK4 steps from y = 0 (h = 2/s); with ys != nullptr, the y before
 // each step is kept there (s rows of n), for the gradient.
 Vec ode(const Vec& x, int s, std::vector<Vec>* ys = nullptr) {
   const std::size_t n = x.size();
   const double h = 2.0 / s;
-  Vec y(n, 0.0), k1(n), k2(n), k3(n), k4(n), u(n);
+  Vec y(n, 0.0);
+  Rk4 r(n);
   for (int step = 0; step < s; ++step) {
     if (ys != nullptr) (*ys)[step] = y;
-    ode_f(x, y, k1);
-    for (std::size_t i = 0; i < n; ++i) u[i] = y[i] + h / 2 * k1[i];
-    ode_f(x, u, k2);
-    for (std::size_t i = 0; i < n; ++i) u[i] = y[i] + h / 2 * k2[i];
-    ode_f(x, u, k3);
-    for (std::size_t i = 0; i < n; ++i) u[i] = y[i] + h * k3[i];
-    ode_f(x, u, k4);
-    for (std::size_t i = 0; i < n; ++i) y[i] += h / 6 * (k1[i] + 2 * k2[i] + 2 * k3[i] + k4[i]);
+    rk4_stages(x, y, h, r);
+    for (std::size_t i = 0; i < n; ++i) y[i] += h / 6 * (r.k[0][i] + 2 * r.k[1][i] + 2 * r.k[2][i] + r.k[3][i]);
   }
   return y;
 }
 // The gradient of the last y with respect to x, by hand: the forward run keeps each
-// step's y, the backward one recomputes the step's stages from it and runs their
-// adjoints in reverse.
+// step's y; the backward one recomputes the step's stages from it and runs their
+// adjoints in reverse, k_4 first.
 Vec ode_grad(const Vec& x, int s) {
   const std::size_t n = x.size();
   const double h = 2.0 / s;
   std::vector<Vec> ys(static_cast<std::size_t>(s));
   ode(x, s, &ys);
-  Vec dx(n, 0.0), dy(n, 0.0), k1(n), k2(n), k3(n), u2(n), u3(n), u4(n), du(n), dk(n);
+  constexpr std::array<double, 4> c{0, 0.5, 0.5, 1}, weight{1.0 / 6, 1.0 / 3, 1.0 / 3, 1.0 / 6};
+  Vec dx(n, 0.0), dy(n, 0.0), dk(n), du(n);
   dy[n - 1] = 1;
+  Rk4 r(n);
   for (int step = s - 1; step >= 0; --step) {
     const Vec& y = ys[step];
-    ode_f(x, y, k1);
-    for (std::size_t i = 0; i < n; ++i) u2[i] = y[i] + h / 2 * k1[i];
-    ode_f(x, u2, k2);
-    for (std::size_t i = 0; i < n; ++i) u3[i] = y[i] + h / 2 * k2[i];
-    ode_f(x, u3, k3);
-    for (std::size_t i = 0; i < n; ++i) u4[i] = y[i] + h * k3[i];
-    // y' = y + h/6 (k1 + 2 k2 + 2 k3 + k4); dy carries on through y itself.
-    const Vec dyn = dy;
-    // k4 = f(u4), u4 = y + h k3.
-    for (std::size_t i = 0; i < n; ++i) dk[i] = h / 6 * dyn[i], du[i] = 0;
-    ode_f_adjoint(x, u4, dk, dx, du);
-    for (std::size_t i = 0; i < n; ++i) dy[i] += du[i], dk[i] = h / 3 * dyn[i] + h * du[i], du[i] = 0;
-    // k3 = f(u3), u3 = y + h/2 k2.
-    ode_f_adjoint(x, u3, dk, dx, du);
-    for (std::size_t i = 0; i < n; ++i) dy[i] += du[i], dk[i] = h / 3 * dyn[i] + h / 2 * du[i], du[i] = 0;
-    // k2 = f(u2), u2 = y + h/2 k1.
-    ode_f_adjoint(x, u2, dk, dx, du);
-    for (std::size_t i = 0; i < n; ++i) dy[i] += du[i], dk[i] = h / 6 * dyn[i] + h / 2 * du[i], du[i] = 0;
-    // k1 = f(y).
-    ode_f_adjoint(x, y, dk, dx, du);
-    for (std::size_t i = 0; i < n; ++i) dy[i] += du[i];
+    rk4_stages(x, y, h, r);
+    // y' = y + h (k_1/6 + k_2/3 + k_3/3 + k_4/6): y' 's adjoint reaches y directly and
+    // each k_j; u_j = y + c_j h k_{j-1} passes u_j's adjoint on to y and to k_{j-1}.
+    const Vec dnext = dy;
+    std::fill(du.begin(), du.end(), 0.0);
+    for (int j = 3; j >= 0; --j) {
+      for (std::size_t i = 0; i < n; ++i) dk[i] = weight[j] * h * dnext[i] + (j < 3 ? c[j + 1] * h * du[i] : 0.0);
+      std::fill(du.begin(), du.end(), 0.0);
+      ode_f_adjoint(x, j == 0 ? y : r.u[j], dk, dx, du);
+      for (std::size_t i = 0; i < n; ++i) dy[i] += du[i];
+    }
   }
   return dx;
 }
