@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "caches.hpp"
+#include "checkpointing.hpp"
 #include "measure.hpp"
 #include "report.hpp"
 
@@ -27,6 +28,8 @@ struct Options {
   bool scaling = true, quick = false, cache_only = false, help = false, probe = false;
   std::string row_program, probe_dir;  // the child modes, --row and --compile-probe
   int row_steps = 0;
+  bool checkpoint_table = false;
+  std::string checkpoint_row[3];  // the child mode --checkpoint-row: POLICY N MODE
 };
 
 // Every option, for parse and --help: its spelling, its arguments and what it does.
@@ -53,6 +56,10 @@ constexpr Flag kFlags[] = {
     {"--compile-probe", 1, "DIR",
      "(run by reel_bench itself) compile the MLP gradient with the code cache in DIR and print its times on one line",
      [](Options& o, char** v) { o.probe = true, o.probe_dir = v[0]; }},
+    {"--checkpoint-table", 0, "", "only the checkpointing table: memory against recomputation time (checkpointing.cpp)",
+     [](Options& o, char**) { o.checkpoint_table = true; }},
+    {"--checkpoint-row", 3, "POLICY N MODE", "(run by reel_bench itself) measure one row of the checkpointing table",
+     [](Options& o, char** v) { o.checkpoint_row[0] = v[0], o.checkpoint_row[1] = v[1], o.checkpoint_row[2] = v[2]; }},
     {"--help", 0, "", "this list", [](Options& o, char**) { o.help = true; }},
 };
 
@@ -137,6 +144,9 @@ int main(int argc, char** argv) {
   setenv("REEL_CACHE_DIR", "off", 1);
   reel::set_code_cache_dir("off");
   if (!o.row_program.empty()) return bench::row_mode(o.row_program, o.row_steps);
+  if (!o.checkpoint_row[0].empty())
+    return bench::checkpoint_row_mode(o.checkpoint_row[0], std::atol(o.checkpoint_row[1].c_str()), o.checkpoint_row[2]);
+  if (o.checkpoint_table) return bench::checkpoint_table(o.self, o.quick);
   start_jit();
   if (o.cache_only) return cache_rows(o), 0;
   return full_run(o);

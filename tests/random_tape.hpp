@@ -4,7 +4,8 @@
 // operations drawn from every structure the compiler lowers, with attributes drawn at
 // their edges too (negative and out-of-range axes, zero and huge steps, strides,
 // dilations, padding), where an invalid choice must be a reel::Error when the call is
-// built.
+// built; and loops (scan, while_loop) whose bodies are random tapes of the same kind,
+// which may hold one more level of loops.
 #include <limits>
 #include <random>
 
@@ -15,7 +16,8 @@ namespace reel::test {
 
 class RandomTape {
  public:
-  explicit RandomTape(uint64_t seed) : rng_(seed) {}
+  // loops: whether scan and while_loop calls are drawn.
+  explicit RandomTape(uint64_t seed, bool loops = true) : rng_(seed), depth_(loops ? 0 : kLoopDepth) {}
 
   Tape make(DType dtype) {
     const std::vector<Shape> input_shapes{{3, 4}, {4}, {3, 1}, {}, {4, 3}, {1, 4}};
@@ -33,6 +35,9 @@ class RandomTape {
   // Calls with attributes at their edges: built, and refused with a reel::Error.
   int edge_calls() const { return edge_calls_; }
   int edge_errors() const { return edge_errors_; }
+  // Loop calls drawn (bodies' included), and of them nested in a body.
+  int loops() const { return loops_; }
+  int nested_loops() const { return nested_loops_; }
 
   std::vector<Tensor> args(const Tape& t) {
     std::vector<Tensor> a;
@@ -50,7 +55,8 @@ class RandomTape {
       const Var x = any(), y = any();
       const Shape sx = shape(x), sy = shape(y);
       Var v = kNoVar;
-      switch (pick(0, 17)) {
+      switch (pick(0, depth_ < kLoopDepth ? 18 : 17)) {
+        case 18: v = add_loop(dtype); break;
         case 0: case 1: {  // unary ops that keep values finite and moderate
           static const char* unary[] = {"neg", "sin", "cos", "tanh", "sigmoid", "square", "erf", "softplus", "relu", "abs"};
           v = b_.call(unary[pick(0, 9)], {x});
@@ -244,6 +250,92 @@ class RandomTape {
     }
   }
 
+  // A scan or a while_loop on some of the values so far (consts, carries, a scan's xs)
+  // whose body is a random tape; its results join the values, the last is returned.
+  // Carries are mostly mixed as c/2 + tanh(...)/2, so they stay bounded however long the
+  // loop; some are passed on as they are, some replaced by a value of another input.
+  // A while_loop's first carry counts its iterations; its cond reads the carries but
+  // holds for the first N iterations exactly, and the call records trips=N.
+  Var add_loop(DType dtype) {
+    const bool is_scan = pick(0, 1) == 0;
+    std::vector<Var> consts, carries, xs;
+    for (int i = pick(0, 2); i > 0; --i) consts.push_back(any());
+    if (!is_scan) carries.push_back(b_.scalar(0.0, dtype));
+    for (int i = pick(1, 2); i > 0; --i) carries.push_back(any());
+    int64_t length = pick(0, 3);
+    if (is_scan && pick(0, 2) > 0) {
+      for (int attempt = 0; attempt < 5 && xs.empty(); ++attempt)
+        if (const Var x = any(); !shape(x).empty() && shape(x)[0] > 0) xs.push_back(x);
+      for (int attempt = 0; attempt < 3 && !xs.empty(); ++attempt)
+        if (const Var x = any(); !shape(x).empty() && shape(x)[0] == shape(xs[0])[0]) xs.push_back(x);
+      if (!xs.empty()) length = shape(xs[0])[0];
+    }
+    const bool index = is_scan && pick(0, 2) == 0;
+    // The body: [counter], consts, carries, slices of xs.
+    RandomTape body(rng_(), depth_ + 1);
+    const Var counter = index ? body.b_.input({DType::i64, {}}) : kNoVar;
+    std::vector<Var> in;
+    for (Var v : consts) in.push_back(body.add_input(b_.type(v)));
+    for (Var v : carries) in.push_back(body.add_input(b_.type(v)));
+    for (Var v : xs) in.push_back(body.add_input({dtype, Shape(shape(v).begin() + 1, shape(v).end())}));
+    if (index) body.vars_.push_back(body.b_.call("cast", {counter}, {{"dtype", dtype}}));
+    for (int i = pick(1, 6); i > 0; --i) body.add_op(dtype);
+    std::vector<Var> outs;
+    const std::size_t first_carry = consts.size();
+    for (std::size_t c = 0; c < carries.size(); ++c) {
+      const Var carry = in[first_carry + c];
+      if (!is_scan && c == 0) {
+        outs.push_back(body.b_.add(carry, body.b_.scalar(1.0, dtype)));
+        continue;
+      }
+      // Mostly a mix of the carry and another value; sometimes the carry as it is, or a
+      // value that does not read it.
+      const int how = pick(0, 5);
+      const Var mix = body.b_.call("tanh", {body.fit(how == 4 ? in[0] : body.any(), b_.type(carries[c]).shape)});
+      outs.push_back(how == 5 ? carry : how == 4 ? mix : body.b_.add(body.b_.mul(carry, 0.5), body.b_.mul(mix, 0.5)));
+    }
+    for (int i = is_scan && length > 0 ? pick(0, 2) : 0; i > 0; --i) outs.push_back(body.any());
+    body.b_.set_outputs(outs);
+    loops_ += body.loops_ + 1, nested_loops_ += body.loops_;
+    edge_calls_ += body.edge_calls_, edge_errors_ += body.edge_errors_;
+    std::vector<Var> args = consts;
+    args.insert(args.end(), carries.begin(), carries.end());
+    args.insert(args.end(), xs.begin(), xs.end());
+    Attrs attrs{{"body", TapeRef{std::make_shared<const Tape>(body.b_.finish())}},
+                {"num_consts", static_cast<int64_t>(consts.size())}};
+    if (is_scan) {
+      attrs.set("length", length);
+      attrs.set("num_carry", static_cast<int64_t>(carries.size()));
+      if (pick(0, 1)) attrs.set("reverse", true);
+      if (index) attrs.set("index", int64_t{pick(-2, 2)});
+    } else {
+      // cond: counter + tanh(sum(a carry)) / 4 < N - 1/2, true for counter = 0 .. N-1.
+      const int64_t trips = pick(0, 3);
+      TapeBuilder cond;
+      std::vector<Var> cin;
+      for (Var v : args) cin.push_back(cond.input(b_.type(v)));
+      const Var wobble = cond.mul(cond.call("tanh", {cond.call("sum", {cin[first_carry + 1]})}), 0.25);
+      cond.set_outputs({cond.call("lt", {cond.add(cin[first_carry], wobble),
+                                         cond.scalar(static_cast<double>(trips) - 0.5, dtype)})});
+      attrs.set("cond", TapeRef{std::make_shared<const Tape>(cond.finish())});
+      attrs.set("trips", trips);
+    }
+    const std::vector<Var> results = b_.call_results(primitive(is_scan ? "scan" : "while_loop"), args, attrs);
+    vars_.insert(vars_.end(), results.begin(), results.end() - 1);
+    return results.back();
+  }
+
+  Var add_input(const VarType& type) {
+    vars_.push_back(b_.input(type));
+    return vars_.back();
+  }
+
+  // v broadcast to shape s, summed first where it does not broadcast.
+  Var fit(Var v, const Shape& s) {
+    if (!broadcastable_to(shape(v), s)) v = b_.call("sum", {v});
+    return b_.broadcast_to(v, s);
+  }
+
   static bool broadcastable(const Shape& a, const Shape& b) {
     try {
       broadcast_shapes(a, b, "fuzz");
@@ -253,8 +345,13 @@ class RandomTape {
     }
   }
 
+  // A body's generator: `depth` loops deep (loops are drawn while depth < kLoopDepth).
+  RandomTape(uint64_t seed, int depth) : rng_(seed), depth_(depth) {}
+  static constexpr int kLoopDepth = 2;
+
   std::mt19937_64 rng_;
-  int edge_calls_ = 0, edge_errors_ = 0;
+  int depth_ = 0;
+  int edge_calls_ = 0, edge_errors_ = 0, loops_ = 0, nested_loops_ = 0;
   TapeBuilder b_;
   std::vector<Var> vars_;
 };

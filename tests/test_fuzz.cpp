@@ -1,5 +1,7 @@
 // A small differential fuzzer: random tapes (and their gradient tapes) must give the
-// same results compiled as interpreted. Deterministic seeds, so a failure reproduces.
+// same results compiled as interpreted, and forward mode must agree with reverse mode
+// and finite differences. The tapes hold loops too (scan, while_loop, nested once).
+// Deterministic seeds, so a failure reproduces.
 #include <cstdlib>
 #include <cmath>
 #include <random>
@@ -18,13 +20,14 @@ TEST_CASE("fuzz: random tapes and their gradients run the same compiled and inte
   const char* first_env = std::getenv("REEL_FUZZ_FIRST");
   const uint64_t seeds = env ? std::strtoull(env, nullptr, 10) : 150;
   const uint64_t first = first_env ? std::strtoull(first_env, nullptr, 10) : 1;
-  int edge_calls = 0, edge_errors = 0, fd_skipped = 0;
+  int edge_calls = 0, edge_errors = 0, fd_skipped = 0, loops = 0, nested_loops = 0, loop_tapes = 0;
   for (uint64_t seed = first; seed < first + seeds; ++seed) {
     CAPTURE(seed);
     RandomTape gen(seed);
     const DType dtype = seed % 4 == 0 ? DType::f32 : DType::f64;
     const Tape t = gen.make(dtype);
     edge_calls += gen.edge_calls(), edge_errors += gen.edge_errors();
+    loops += gen.loops(), nested_loops += gen.nested_loops(), loop_tapes += gen.loops() > 0;
     CAPTURE(to_string(t));
     const std::vector<Tensor> args = gen.args(t);
     test::run_checked(t, args);
@@ -74,11 +77,14 @@ TEST_CASE("fuzz: random tapes and their gradients run the same compiled and inte
   }
   // Attributes at their edges were drawn, both valid ones (run above) and invalid ones
   // (each a reel::Error when its call was built).
-  MESSAGE(fmt::format("fuzz: {} seeds; {} calls with attributes at their edges, {} refused with reel::Error; finite "
-                      "differences skipped at {} ill-conditioned points",
-                      seeds, edge_calls, edge_errors, fd_skipped));
+  MESSAGE(fmt::format("fuzz: {} seeds; {} calls with attributes at their edges, {} refused with reel::Error; {} loops "
+                      "(scan, while_loop) in {} tapes, {} of them in a loop's body; finite differences skipped at {} "
+                      "ill-conditioned points",
+                      seeds, edge_calls, edge_errors, loops, loop_tapes, nested_loops, fd_skipped));
   if (seeds >= 150) {
     CHECK(edge_calls > 0);
     CHECK(edge_errors > 0);
+    CHECK(loop_tapes > seeds / 5);
+    CHECK(nested_loops > 0);
   }
 }

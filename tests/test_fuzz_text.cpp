@@ -10,6 +10,11 @@
 //
 // REEL_FUZZ_SEEDS=N runs N mutants (CI runs 3000), from REEL_FUZZ_FIRST (default 1),
 // so that long runs can be split between processes.
+//
+// Loops (scan, fori_loop, while_loop, nested; and random tapes' loops) are in the
+// corpus too. A mutated bound or step can make a loop run for ever, which only running
+// it tells: a mutant runs if its scans have at most kMaxTrips iterations and its
+// while_loops, none inside another loop's body, end within kMaxTrips (tried first).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -17,6 +22,9 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <reel/ir/evaluate.hpp>
+#include <reel/ir/while_loop.hpp>
 
 #include "random_tape.hpp"
 #include "test_util.hpp"
@@ -61,6 +69,29 @@ std::vector<std::string> corpus() {
   add(trace([](const Tensor& x) { return sum(tril(x) * 3.0 + triu(x, 1) + sum_to(x, {1, 3})); }, m));
   add(trace([](const Tensor& x) { return sum(cast(x, DType::f32) * 2.0f); }, v));
   add(trace([](const Tensor& x) { return sum(gather(x, argmax(x, 1), 1)) + sum(nodiff(x) * x); }, m));
+  // Loops: a scan over the rows (carry and ys), a fori_loop indexing with its counter, a
+  // while_loop whose trip count depends on the values, a scan inside a fori_loop.
+  add(trace([](const Tensor& x, const Tensor& y) {
+    const auto [c, ys] = scan([&](const Tensor& h, const Tensor& row) {
+      const Tensor n = tanh(h * row + y) * 0.5 + h * 0.5;
+      return std::pair{n, sin(n)};
+    }, y, x, {.reverse = true});
+    return sum(c * c) + sum(ys);
+  }, m, v));
+  add(trace([](const Tensor& x) {
+    return sum(fori_loop(0, 2, [&](const Tensor& i, const Tensor& c) { return c * gather(x, i) + cos(c); }, ones({3})));
+  }, m));
+  add(trace([](const Tensor& x) {
+    using C = std::pair<Tensor, Tensor>;
+    return sum(while_loop([](const C& c) { return sum(c.second * c.second) < 20.0 * (c.first + 1.0); },
+                          [](const C& c) { return C{c.first + 1.0, c.second * 1.5 + sin(c.second)}; },
+                          C{scalar(0.0), x}).second);
+  }, v));
+  add(trace([](const Tensor& x, const Tensor& y) {
+    return sum(fori_loop(1, 3, [&](const Tensor&, const Tensor& c) {
+      return scan([](const Tensor& h, const Tensor& row) { return std::pair{sin(h) * row, none}; }, c, x).first;
+    }, y));
+  }, m, v));
   for (uint64_t seed = 1; seed <= 24; ++seed) {
     test::RandomTape gen(seed);
     const Tape t = gen.make(seed % 3 == 0 ? DType::f32 : DType::f64);
@@ -222,15 +253,54 @@ class Mutator {
 };
 
 // Element counts a mutant may run with (a mutated dimension can ask for terabytes; the
-// parser accepts any count whose bytes fit in int64, and allocating it is not the point).
+// parser accepts any count whose bytes fit in int64, and allocating it is not the point),
+// counting the variables of loop bodies too.
 constexpr int64_t kMaxElements = 1 << 16;
-bool small_enough(const Tape& t) {
+int64_t elements(const Tape& t) {
   int64_t total = 0;
-  for (Var v = 1; v <= t.size(); ++v) {
+  for (Var v = 1; v <= t.size() && total <= kMaxElements; ++v) {
     total += numel(t.type(v).shape);
-    if (total > kMaxElements) return false;
+    for (const auto& [name, value] : t.op(v).attrs.items())
+      if (const auto* body = std::get_if<TapeRef>(&value)) total += elements(*body->tape);
+  }
+  return total;
+}
+bool small_enough(const Tape& t) { return elements(t) <= kMaxElements; }
+
+// Whether t's loops are bounded: scans of at most kMaxTrips iterations, no while_loop
+// in a loop's body (nested while_loops are not tried), and the while_loops of the tape
+// itself end within kMaxTrips iterations on these arguments (run first, with that
+// limit; where an error stops the run before a while_loop, the mutant is not run).
+constexpr int64_t kMaxTrips = 1000;
+bool loops_bounded(const Tape& t, bool in_body) {
+  for (const Op& op : t.ops) {
+    if (op.kind != OpKind::call) continue;
+    if (op.prim->name == "scan" && op.attrs.integer("length") > kMaxTrips) return false;
+    if (op.prim->name == "while_loop" && in_body) return false;
+    for (const auto& [name, value] : op.attrs.items())
+      if (const auto* body = std::get_if<TapeRef>(&value); body != nullptr && !loops_bounded(*body->tape, true))
+        return false;
   }
   return true;
+}
+bool runnable(const Tape& t, const std::vector<Tensor>& args) {
+  if (!small_enough(t) || !loops_bounded(t, false)) return false;
+  int whiles = 0, ended = 0;
+  for (const Op& op : t.ops) whiles += op.kind == OpKind::call && op.prim->name == "while_loop";
+  if (whiles == 0) return true;
+  try {
+    (void)run_tape("fuzz", t, args, [&](const Op& op, std::span<const Tensor> in) -> Results<Tensor> {
+      if (op.prim->name != "while_loop") return op.prim->eager(in, op.attrs);
+      std::vector<Tensor> out = run_while_loop(op.attrs.tape("cond"), op.attrs.tape("body"),
+                                               static_cast<std::size_t>(op.attrs.integer("num_consts")),
+                                               std::vector<Tensor>(in.begin(), in.end()), nullptr, kMaxTrips);
+      ++ended;
+      return out;
+    });
+  } catch (const Error&) {
+    // (A while_loop not tried: compiled code, which skips dead calls, might run it.)
+  }
+  return ended == whiles;
 }
 
 std::vector<Tensor> inputs_for(const Tape& t, uint64_t seed) {
@@ -251,7 +321,7 @@ std::vector<Tensor> inputs_for(const Tape& t, uint64_t seed) {
 
 struct Counts {
   int64_t mutants = 0, rejected = 0, parsed = 0, large = 0, played = 0, compiled = 0, agreed = 0, play_errors = 0,
-          compile_errors = 0, derivatives = 0;
+          compile_errors = 0, derivatives = 0, loops = 0;
 };
 
 // Outputs of compiled code against the interpreter's: equal types, and values equal
@@ -318,11 +388,13 @@ void run(const Tape& t, const std::vector<Tensor>& args, Counts& c, const char* 
 }
 
 // A parsed tape (so a verified one) has derivative tapes, unless one of its primitives
-// has no rule for the mode (trigamma): nothing else may stop grad_tape or jvp_tape.
+// has no rule for the mode (trigamma) or a while_loop has no trip count (reverse mode):
+// nothing else may stop grad_tape or jvp_tape.
 void check_derivative_error(const Error& e) {
   const std::string m = e.what();
   CHECK_MESSAGE((m.find("has no reverse-mode (adjoint) rule") != std::string::npos ||
-                 m.find("has no forward-mode (tangent) rule") != std::string::npos),
+                 m.find("has no forward-mode (tangent) rule") != std::string::npos ||
+                 m.find("while_loop has no trip count") != std::string::npos),
                 "a derivative tape of a parsed mutant failed: ", m);
 }
 
@@ -354,18 +426,20 @@ TEST_CASE("fuzz: mutated tape text parses to an error or to a tape that runs the
     ++c.parsed;
     const std::string printed = to_string(t);
     CHECK_MESSAGE(to_string(parse_tape(printed)) == printed, "the parsed mutant does not print back the same");
-    if (!small_enough(t)) {
+    const std::vector<Tensor> args = inputs_for(t, seed);
+    if (!runnable(t, args)) {
       ++c.large;
       continue;
     }
-    const std::vector<Tensor> args = inputs_for(t, seed);
     run(t, args, c, "mutant");
+    c.loops += std::any_of(t.ops.begin(), t.ops.end(), [](const Op& op) { return op.attrs.has("body"); });
     // Its derivatives, where it has one scalar floating-point output.
     if (t.outputs.size() == 1 && t.type(t.outputs[0]).shape.empty() && t.type(t.outputs[0]).dtype != DType::i64) {
       try {
         const Tape g = grad_tape(t);
         ++c.derivatives;
-        run(g, args, c, "gradient");
+        if (runnable(g, args)) run(g, args, c, "gradient");
+        else ++c.large;
       } catch (const Error& e) {
         check_derivative_error(e);
       }
@@ -374,21 +448,23 @@ TEST_CASE("fuzz: mutated tape text parses to an error or to a tape that runs the
         std::vector<Tensor> with_tangents = args;
         for (const Tensor& a : inputs_for(t, seed + 1)) with_tangents.push_back(a);
         ++c.derivatives;
-        run(j, with_tangents, c, "forward mode");
+        if (runnable(j, with_tangents)) run(j, with_tangents, c, "forward mode");
+        else ++c.large;
       } catch (const Error& e) {
         check_derivative_error(e);
       }
     }
   }
   MESSAGE(fmt::format("fuzz text: {} mutants of {} tapes from seed {}: {} rejected by parse_tape, {} parsed ({} too large "
-                      "to run); {} played, {} compiled and run, {} agreed; errors: {} from play, {} from compiled "
-                      "code; {} derivative tapes",
+                      "or too long to run); {} played, {} compiled and run, {} agreed; errors: {} from play, {} from compiled "
+                      "code; {} derivative tapes; {} of the mutants run hold loops",
                       c.mutants, texts.size(), first, c.rejected, c.parsed, c.large, c.played, c.compiled, c.agreed,
-                      c.play_errors, c.compile_errors, c.derivatives));
+                      c.play_errors, c.compile_errors, c.derivatives, c.loops));
   // The mutants reach every stage.
   if (mutants >= 1000) {
     CHECK(c.rejected > 0);
     CHECK(c.agreed > 0);
     CHECK(c.derivatives > 0);
+    CHECK(c.loops > 0);
   }
 }

@@ -2,6 +2,8 @@
 // Internal: each prims_*.cpp file defines its primitives, one named definition each
 // (`Primitive exp_p()`), and lists them in its builder, which appends them to the
 // table. The registry passes every one through register_primitive's checks.
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "reel/ir/builder.hpp"
@@ -17,6 +19,8 @@ void add_indexing(std::vector<Primitive>& table);
 void add_nn(std::vector<Primitive>& table);
 void add_control(std::vector<Primitive>& table);
 void add_loops(std::vector<Primitive>& table);
+void add_while(std::vector<Primitive>& table);
+void add_calls(std::vector<Primitive>& table);  // call, checkpoint (prims_call.cpp)
 
 // Shared checks for shape rules: they throw reel::Error naming the primitive.
 void expect_same_dtype(const char* op, const VarType& a, const VarType& b);
@@ -30,5 +34,43 @@ Var no_tangent(TapeBuilder&, const TangentArgs&);
 Var constant_like(TapeBuilder& b, double v, Var like);
 // Zeros of type t.
 Var zeros_of(TapeBuilder& b, const VarType& t);
+
+// Loops (prims_loops.cpp): a type without / with a leading axis of n; slice k of x along
+// its leading axis (a copy), and slice written into a stack at k.
+VarType without_leading(const VarType& t);
+VarType with_leading(int64_t n, const VarType& t);
+Tensor slice_at(const Tensor& x, int64_t k);
+void store_at(Tensor& stack, int64_t k, const Tensor& slice);
+void add_revolve(std::vector<Primitive>& table);  // prims_revolve.cpp
+
+// "(f64[3], i64[])": a list of types, for errors.
+std::string types_str(std::span<const VarType> types);
+// The tape without the inputs nothing reads, and the positions of the inputs kept.
+std::pair<Tape, std::vector<std::size_t>> without_unread_inputs(const Tape& tape);
+// A call of `prim` (call, checkpoint) running `body` on args; its results. A body
+// without inputs is inlined (a call takes at least one argument).
+std::vector<Var> call_tape(TapeBuilder& b, std::string_view prim, const Tape& body, std::vector<Var> args);
+
+
+// The derivatives of a call through a tape E that computes the same (the call's
+// arguments -> its results): a body, or a store-all equivalent (prims_call.cpp).
+// call_vjp: E's vjp with the call's seeded results (an adjoint flows, a float) and the
+// arguments that want a gradient (a float), and its operands: the call's arguments,
+// then the seeded results' adjoints. V is empty (no operations) when nothing flows.
+struct CallVjp {
+  Tape V;
+  std::vector<Var> operands;
+  std::vector<bool> wanted;
+};
+CallVjp call_vjp(TapeBuilder& b, const AdjointArgs& a, const Tape& E);
+// call_jvp: E's jvp with the arguments that have a tangent (a float) active, and its
+// operands: the arguments, then those tangents. call_tangents: from the variables of J's
+// results, the call's results again (TangentArgs::same_outs) and their tangents.
+struct CallJvp {
+  Tape J;
+  std::vector<Var> operands;
+};
+CallJvp call_jvp(TapeBuilder& b, const TangentArgs& a, const Tape& E);
+Results<Var> call_tangents(const TangentArgs& a, const Tape& E, std::span<const Var> res);
 
 }  // namespace reel::prims

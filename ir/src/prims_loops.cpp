@@ -12,12 +12,35 @@
 // adjoint; forward mode is one scan over the body's jvp.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "prims.hpp"
 #include "reel/ir/evaluate.hpp"
 
 namespace reel::prims {
+
+VarType without_leading(const VarType& t) { return {t.dtype, Shape(t.shape.begin() + 1, t.shape.end())}; }
+VarType with_leading(int64_t n, const VarType& t) {
+  Shape s{n};
+  s.insert(s.end(), t.shape.begin(), t.shape.end());
+  return {t.dtype, s};
+}
+
+// Slice k of x along its leading axis (a copy), and its inverse.
+Tensor slice_at(const Tensor& x, int64_t k) {
+  Tensor out(x.dtype(), without_leading({x.dtype(), x.shape()}).shape);
+  if (out.nbytes() > 0)
+    std::memcpy(out.mutable_raw(), static_cast<const char*>(x.raw()) + static_cast<std::size_t>(k) * out.nbytes(),
+                out.nbytes());
+  return out;
+}
+void store_at(Tensor& stack, int64_t k, const Tensor& slice) {
+  if (slice.nbytes() > 0)
+    std::memcpy(static_cast<char*>(stack.mutable_raw()) + static_cast<std::size_t>(k) * slice.nbytes(), slice.raw(),
+                slice.nbytes());
+}
 
 namespace {
 
@@ -28,10 +51,43 @@ struct ScanLayout {
   bool reverse = false, has_index = false;
   int64_t index0 = 0;
   const Tape* body = nullptr;
+  // How reverse mode keeps the residuals: all of them (store), every `segment`-th carry
+  // (every, sqrt), or Revolve's schedule with `snapshots` carries (binomial).
+  enum class Policy { store, every, binomial } policy = Policy::store;
+  int64_t segment = 0, snapshots = 0;
   std::size_t first_const() const { return has_index ? 1 : 0; }  // in the body's inputs
   std::size_t first_carry() const { return first_const() + C; }
   std::size_t first_x() const { return first_carry() + K; }
 };
+
+// The checkpoint attributes: "" (store all), "every" with checkpoint_arg k >= 1, "sqrt"
+// (k = ceil(sqrt(length))), "binomial" with checkpoint_arg snapshots >= 1.
+void read_policy(ScanLayout& s, const Attrs& a) {
+  const std::string kind = a.has("checkpoint") ? a.string("checkpoint") : "";
+  const bool has_arg = a.has("checkpoint_arg");
+  const int64_t arg = has_arg ? a.integer("checkpoint_arg") : 0;
+  auto expect_arg = [&](const char* what) {
+    if (!has_arg || arg < 1)
+      throw Error(fmt::format("scan: checkpoint=\"{}\" expects checkpoint_arg {} >= 1, got {}", kind, what,
+                              has_arg ? std::to_string(arg) : "none"));
+  };
+  if (kind.empty()) {
+    if (has_arg) throw Error(fmt::format("scan: checkpoint_arg {} given without a checkpoint policy", arg));
+  } else if (kind == "every") {
+    expect_arg("(the segment length k of Checkpoint::every(k))");
+    s.policy = ScanLayout::Policy::every, s.segment = arg;
+  } else if (kind == "sqrt") {
+    if (has_arg) throw Error(fmt::format("scan: checkpoint=\"sqrt\" takes no checkpoint_arg, got {}", arg));
+    int64_t k = std::max<int64_t>(1, static_cast<int64_t>(std::sqrt(static_cast<double>(s.length))));
+    while (k * k < s.length) ++k;  // ceil(sqrt(length)), exactly
+    s.policy = ScanLayout::Policy::every, s.segment = k;
+  } else if (kind == "binomial") {
+    expect_arg("(the snapshots of Checkpoint::binomial(snapshots))");
+    s.policy = ScanLayout::Policy::binomial, s.snapshots = arg;
+  } else {
+    throw Error(fmt::format("scan: expected checkpoint \"\", \"every\", \"sqrt\" or \"binomial\", got \"{}\"", kind));
+  }
+}
 
 ScanLayout scan_layout(const Attrs& a, std::size_t nargs) {
   ScanLayout s;
@@ -50,14 +106,8 @@ ScanLayout scan_layout(const Attrs& a, std::size_t nargs) {
                             std::max<std::size_t>(s.K, 1), std::max<std::size_t>(s.K, 1) == 1 ? "" : "s", s.K,
                             s.body->outputs.size()));
   s.Y = s.body->outputs.size() - s.K;
+  read_policy(s, a);
   return s;
-}
-
-VarType without_leading(const VarType& t) { return {t.dtype, Shape(t.shape.begin() + 1, t.shape.end())}; }
-VarType with_leading(int64_t n, const VarType& t) {
-  Shape s{n};
-  s.insert(s.end(), t.shape.begin(), t.shape.end());
-  return {t.dtype, s};
 }
 
 Results<VarType> scan_infer(std::span<const VarType> in, const Attrs& a) {
@@ -73,14 +123,9 @@ Results<VarType> scan_infer(std::span<const VarType> in, const Attrs& a) {
     want.push_back(without_leading(x));
   }
   const std::vector<VarType> got = s.body->input_types();
-  auto list = [](const std::vector<VarType>& ts) {
-    std::vector<std::string> v;
-    for (const VarType& t : ts) v.push_back(type_str(t));
-    return fmt::format("({})", fmt::join(v, ", "));
-  };
   if (got != want)
-    throw Error(fmt::format("scan: expected a body taking {}{}{}, got one taking {}", list(want),
-                            s.has_index ? " (the counter, " : " (", "consts, carries, slices of xs)", list(got)));
+    throw Error(fmt::format("scan: expected a body taking {}{}{}, got one taking {}", types_str(want),
+                            s.has_index ? " (the counter, " : " (", "consts, carries, slices of xs)", types_str(got)));
   std::vector<VarType> out;
   for (std::size_t i = 0; i < s.K; ++i) {
     const VarType& t = s.body->type(s.body->outputs[i]);
@@ -91,20 +136,6 @@ Results<VarType> scan_infer(std::span<const VarType> in, const Attrs& a) {
   }
   for (std::size_t j = 0; j < s.Y; ++j) out.push_back(with_leading(s.length, s.body->type(s.body->outputs[s.K + j])));
   return out;
-}
-
-// Slice k of x along its leading axis (a copy), and its inverse.
-Tensor slice_at(const Tensor& x, int64_t k) {
-  Tensor out(x.dtype(), without_leading({x.dtype(), x.shape()}).shape);
-  if (out.nbytes() > 0)
-    std::memcpy(out.mutable_raw(), static_cast<const char*>(x.raw()) + static_cast<std::size_t>(k) * out.nbytes(),
-                out.nbytes());
-  return out;
-}
-void store_at(Tensor& stack, int64_t k, const Tensor& slice) {
-  if (slice.nbytes() > 0)
-    std::memcpy(static_cast<char*>(stack.mutable_raw()) + static_cast<std::size_t>(k) * slice.nbytes(), slice.raw(),
-                slice.nbytes());
 }
 
 Results<Tensor> scan_eager(std::span<const Tensor> in, const Attrs& a) {
@@ -329,24 +360,294 @@ std::shared_ptr<const ScanGrad> scan_grad(std::span<const Var> args, const TapeB
   return g;
 }
 
-ForwardHalf scan_forward(TapeBuilder& b, const ForwardArgs& a) {
-  std::shared_ptr<const ScanGrad> g = scan_grad(a.args, b, a.attrs, a.needs, a.results_needed, *a.transforms);
-  const ScanLayout& s = g->s;
-  const std::vector<Var> outs = b.call_results(primitive("scan"), std::vector<Var>(a.args.begin(), a.args.end()),
-                                               with_body(a.attrs, g->forward, s.C, s.K));
+// ---- Checkpoint policies ----
+
+Attrs scan_attrs(std::shared_ptr<const Tape> body, int64_t length, std::size_t C, std::size_t K, bool reverse,
+                 std::optional<int64_t> index) {
+  Attrs a{{"body", TapeRef{std::move(body)}},
+          {"length", length},
+          {"num_consts", static_cast<int64_t>(C)},
+          {"num_carry", static_cast<int64_t>(K)}};
+  if (reverse) a.set("reverse", true);
+  if (index) a.set("index", *index);
+  return a;
+}
+
+Var cast_to(TapeBuilder& b, Var x, DType dtype) { return b.call("cast", {x}, {{"dtype", dtype}}); }
+
+// Checkpointing every k iterations, as jax.checkpoint of a scan of scans: the scan as
+// an outer scan over the S = N / k segments whose body is a `checkpoint` of an inner
+// scan of k iterations, and a scan of the N mod k iterations left (after the segments,
+// or before them when reverse). Differentiated, the outer scan stores only the carries
+// entering each segment; the checkpoint's adjoint recomputes its segment (storing that
+// segment's residuals) and runs its adjoint. With a counter, the inner body counts
+// index + s k + j from the segment's s and its own j (exact in f64 below 2^53).
+Tape segmented(const ScanLayout& s, const std::vector<VarType>& types, const Attrs& attrs) {
+  const int64_t N = s.length, k = std::min(s.segment, N), S = N / k, R = N % k;
+  const std::shared_ptr<const Tape> body = std::get<TapeRef>(attrs.get("body")).tape;
+  const VarType counter{DType::i64, {}};
+  const std::optional<int64_t> count_from_0 = s.has_index ? std::optional<int64_t>(0) : std::nullopt;
+  auto segment_type = [&](std::size_t j) { return with_leading(k, without_leading(types[s.C + s.K + j])); };
+  // The inner body: [j, base,] consts, carries, slices.
+  std::shared_ptr<const Tape> inner = body;
+  if (s.has_index) {
+    TapeBuilder ib;
+    const Var j = ib.input(counter), base = ib.input(counter);
+    const std::vector<VarType> body_types = body->input_types();
+    std::vector<Var> in{kNoVar};  // (the body's counter, below)
+    for (std::size_t i = 1; i < body_types.size(); ++i) in.push_back(ib.input(body_types[i]));
+    in[0] = cast_to(ib, ib.add(cast_to(ib, j, DType::f64), cast_to(ib, base, DType::f64)), DType::i64);
+    ib.set_outputs(ib.inline_tape(*body, in));
+    inner = std::make_shared<const Tape>(ib.finish());
+  }
+  // The checkpoint's body: [base,] consts, carries, segments of xs -> the inner scan's results.
+  TapeBuilder cb;
+  std::vector<Var> cin;
+  if (s.has_index) cin.push_back(cb.input(counter));
+  for (std::size_t i = 0; i < s.C + s.K; ++i) cin.push_back(cb.input(types[i]));
+  for (std::size_t j = 0; j < s.X; ++j) cin.push_back(cb.input(segment_type(j)));
+  cb.set_outputs(cb.call_results(primitive("scan"), cin,
+                                 scan_attrs(inner, k, s.C + (s.has_index ? 1 : 0), s.K, s.reverse, count_from_0)));
+  const Tape checkpointed = cb.finish();
+  // The outer body: [segment,] consts, carries, segments of xs -> checkpoint(...).
+  TapeBuilder ob;
+  const Var segment = s.has_index ? ob.input(counter) : kNoVar;
+  std::vector<Var> oin;
+  for (std::size_t i = 0; i < s.C + s.K; ++i) oin.push_back(ob.input(types[i]));
+  for (std::size_t j = 0; j < s.X; ++j) oin.push_back(ob.input(segment_type(j)));
+  if (s.has_index) {
+    const Var first = ob.add(ob.mul(cast_to(ob, segment, DType::f64), static_cast<double>(k)),
+                             ob.scalar(static_cast<double>(s.index0), DType::f64));
+    oin.insert(oin.begin(), cast_to(ob, first, DType::i64));
+  }
+  ob.set_outputs(call_tape(ob, "checkpoint", checkpointed, oin));
+  const auto outer = std::make_shared<const Tape>(ob.finish());
+
+  TapeBuilder e;
+  std::vector<Var> in;
+  for (const VarType& t : types) in.push_back(e.input(t));
+  const std::vector<Var> consts(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(s.C));
+  auto xs_from = [&](int64_t start, int64_t stop) {
+    std::vector<Var> xs;
+    for (std::size_t j = 0; j < s.X; ++j) {
+      const Var x = in[s.C + s.K + j];
+      xs.push_back(start == 0 && stop == N
+                       ? x
+                       : e.call("slice", {x}, {{"axis", int64_t{0}}, {"start", start}, {"stop", stop}}));
+    }
+    return xs;
+  };
+  auto run = [&](std::vector<Var> carry, std::vector<Var> xs, Attrs a) {
+    std::vector<Var> args = consts;
+    args.insert(args.end(), carry.begin(), carry.end());
+    args.insert(args.end(), xs.begin(), xs.end());
+    return e.call_results(primitive("scan"), std::move(args), std::move(a));
+  };
+  auto segments = [&](std::vector<Var> carry) {
+    std::vector<Var> xs = xs_from(0, S * k);
+    for (std::size_t j = 0; j < s.X; ++j) {
+      Shape shape = e.type(xs[j]).shape;
+      shape[0] = k;
+      shape.insert(shape.begin(), S);
+      xs[j] = e.reshape(xs[j], shape);
+    }
+    std::vector<Var> r = run(std::move(carry), std::move(xs), scan_attrs(outer, S, s.C, s.K, s.reverse, count_from_0));
+    for (std::size_t j = 0; j < s.Y; ++j) {
+      Shape shape = e.type(r[s.K + j]).shape;
+      shape.erase(shape.begin());
+      shape[0] = S * k;
+      r[s.K + j] = e.reshape(r[s.K + j], shape);
+    }
+    return r;
+  };
+  auto rest = [&](std::vector<Var> carry) {
+    return run(std::move(carry), xs_from(S * k, N),
+               scan_attrs(body, R, s.C, s.K, s.reverse,
+                          s.has_index ? std::optional<int64_t>(s.index0 + S * k) : std::nullopt));
+  };
+  auto carries_of = [&](const std::vector<Var>& r) {
+    return std::vector<Var>(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(s.K));
+  };
+  std::vector<Var> first(in.begin() + static_cast<std::ptrdiff_t>(s.C),
+                         in.begin() + static_cast<std::ptrdiff_t>(s.C + s.K));
+  std::vector<Var> main, left;
+  if (!s.reverse) {
+    main = segments(first);
+    if (R > 0) left = rest(carries_of(main));
+  } else {
+    if (R > 0) left = rest(first);
+    main = segments(R > 0 ? carries_of(left) : first);
+  }
+  std::vector<Var> outs = carries_of(!s.reverse && R > 0 ? left : main);
+  for (std::size_t j = 0; j < s.Y; ++j)
+    outs.push_back(R > 0 ? e.call("concat", {main[s.K + j], left[s.K + j]}, {{"axis", int64_t{0}}}) : main[s.K + j]);
+  e.set_outputs(std::move(outs));
+  return e.finish();
+}
+
+// Reverse mode of a tape E (equal to a call) in two halves, by splitting its vjp: the
+// forward half is what reads no seed (E's results, and the residuals: the values the
+// rest reads), the backward half the rest.
+struct SplitVjp {
+  Tape V;
+  std::size_t nin = 0, nout = 0;
+  std::vector<bool> seeded, wanted;
+  std::vector<bool> backward;  // per variable of V: reads a seed
+  std::vector<Var> residuals;  // forward variables the backward half reads (not constants: copied)
+};
+
+std::shared_ptr<const SplitVjp> split_vjp(const Tape& E, std::vector<bool> seeded, std::vector<bool> wanted,
+                                          const Transforms& tr) {
+  auto sp = std::make_shared<SplitVjp>();
+  sp->nin = wanted.size(), sp->nout = seeded.size();
+  auto sd = std::make_unique<bool[]>(sp->nout);
+  auto wt = std::make_unique<bool[]>(sp->nin);
+  std::copy(seeded.begin(), seeded.end(), sd.get());
+  std::copy(wanted.begin(), wanted.end(), wt.get());
+  sp->V = tr.vjp(E, std::span<const bool>(sd.get(), sp->nout), std::span<const bool>(wt.get(), sp->nin));
+  sp->seeded = std::move(seeded), sp->wanted = std::move(wanted);
+  const Tape& V = sp->V;
+  const Var n = V.size();
+  std::vector<bool>& bwd = sp->backward;
+  bwd.assign(static_cast<std::size_t>(n) + 1, false);
+  const std::vector<Var> vin = V.inputs();
+  for (std::size_t i = sp->nin; i < vin.size(); ++i) bwd[vin[i]] = true;
+  for (Var v = 1; v <= n; ++v)
+    for (Var x : V.op(v).args) bwd[v] = bwd[v] || bwd[x];
+  std::vector<bool> read(static_cast<std::size_t>(n) + 1, false);
+  for (Var v = 1; v <= n; ++v)
+    if (bwd[v])
+      for (Var x : V.op(v).args) read[x] = read[x] || !bwd[x];
+  for (std::size_t o = sp->nout; o < V.outputs.size(); ++o) read[V.outputs[o]] = !bwd[V.outputs[o]];
+  for (Var v = 1; v <= n; ++v)
+    if (read[v] && V.op(v).kind != OpKind::constant) sp->residuals.push_back(v);
+  return sp;
+}
+
+ForwardHalf emit_forward(TapeBuilder& b, const SplitVjp& sp, std::span<const Var> args) {
+  const Tape& V = sp.V;
+  std::vector<Var> map(static_cast<std::size_t>(V.size()) + 1, kNoVar);
+  const std::vector<Var> vin = V.inputs();
+  for (std::size_t i = 0; i < sp.nin; ++i) map[vin[i]] = args[i];
+  for (Var v = 1; v <= V.size(); ++v) {
+    const Op& op = V.op(v);
+    if (sp.backward[v] || op.kind == OpKind::input) continue;
+    std::vector<Var> as;
+    for (Var x : op.args) as.push_back(map[x]);
+    map[v] = op.kind == OpKind::constant ? b.constant(op.value) : b.copy(op, std::move(as));
+  }
   ForwardHalf half;
-  half.results.assign(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(s.K + s.Y));
-  half.residuals.assign(outs.begin() + static_cast<std::ptrdiff_t>(s.K + s.Y), outs.end());
-  half.state = g;
+  for (std::size_t o = 0; o < sp.nout; ++o) half.results.push_back(map[V.outputs[o]]);
+  for (Var r : sp.residuals) half.residuals.push_back(map[r]);
   return half;
+}
+
+std::vector<Var> emit_backward(TapeBuilder& b, const SplitVjp& sp, std::span<const Var> residuals,
+                               std::span<const Var> douts) {
+  const Tape& V = sp.V;
+  std::vector<Var> map(static_cast<std::size_t>(V.size()) + 1, kNoVar);
+  for (std::size_t i = 0; i < sp.residuals.size(); ++i) map[sp.residuals[i]] = residuals[i];
+  const std::vector<Var> vin = V.inputs();
+  for (std::size_t o = 0, i = sp.nin; o < sp.nout; ++o)
+    if (sp.seeded[o]) map[vin[i]] = b.or_zeros(douts[o], V.type(vin[i])), ++i;
+  auto get = [&](Var x) {
+    if (map[x] == kNoVar && V.op(x).kind == OpKind::constant) map[x] = b.constant(V.op(x).value);
+    return map[x];
+  };
+  for (Var v = 1; v <= V.size(); ++v) {
+    const Op& op = V.op(v);
+    if (!sp.backward[v] || op.kind == OpKind::input) continue;
+    std::vector<Var> as;
+    for (Var x : op.args) as.push_back(get(x));
+    map[v] = b.copy(op, std::move(as));
+  }
+  std::vector<Var> grads(sp.nin, kNoVar);
+  for (std::size_t i = 0, o = sp.nout; i < sp.nin; ++i)
+    if (sp.wanted[i]) grads[i] = get(V.outputs[o++]);
+  return grads;
+}
+
+// What a scan's forward half hands its adjoint: the store-all derivation (store, and
+// binomial, whose driver recomputes the residuals), or the split vjp of the segmented
+// scan (every, sqrt).
+struct ScanHalf {
+  std::shared_ptr<const ScanGrad> grad;
+  std::shared_ptr<const SplitVjp> split;
+};
+
+bool revolving(const ScanLayout& s) { return s.policy == ScanLayout::Policy::binomial && s.length > 1; }
+
+ForwardHalf scan_forward(TapeBuilder& b, const ForwardArgs& a) {
+  const ScanLayout s = scan_layout(a.attrs, a.args.size());
+  auto state = std::make_shared<ScanHalf>();
+  ForwardHalf half;
+  if (s.policy == ScanLayout::Policy::every && s.length > 0) {
+    std::vector<bool> seeded, wanted;
+    std::vector<VarType> types;
+    for (std::size_t o = 0; o < s.K + s.Y; ++o)
+      seeded.push_back(a.results_needed[o] && is_float(s.body->type(s.body->outputs[o]).dtype));
+    for (std::size_t i = 0; i < a.args.size(); ++i) {
+      types.push_back(b.type(a.args[i]));
+      wanted.push_back(a.needs[i] && is_float(types.back().dtype));
+    }
+    state->split = split_vjp(segmented(s, types, a.attrs), std::move(seeded), std::move(wanted), *a.transforms);
+    half = emit_forward(b, *state->split, a.args);
+  } else {
+    state->grad = scan_grad(a.args, b, a.attrs, a.needs, a.results_needed, *a.transforms);
+    // binomial: the plain scan, its residuals recomputed by the backward half's driver.
+    const std::vector<Var> outs =
+        b.call_results(primitive("scan"), std::vector<Var>(a.args.begin(), a.args.end()),
+                       revolving(s) ? a.attrs : with_body(a.attrs, state->grad->forward, s.C, s.K));
+    half.results.assign(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(s.K + s.Y));
+    half.residuals.assign(outs.begin() + static_cast<std::ptrdiff_t>(s.K + s.Y), outs.end());
+  }
+  half.state = state;
+  return half;
+}
+
+// The backward half under binomial checkpointing: the revolve driver (prims_revolve.cpp)
+// in place of the backward scan, recomputing the residuals from the scan's arguments.
+std::vector<Var> revolve_call(TapeBuilder& b, const AdjointArgs& a, const ScanGrad& g,
+                              const std::vector<Var>& backward_args, std::size_t nconsts, std::size_t ncarry) {
+  if (!a.residuals.empty())
+    throw Error("grad: scan's binomial adjoint expects a forward half without residuals (internal error)");
+  const ScanLayout& s = g.s;
+  // The scan's arguments, then the backward scan's without the residuals (the forward
+  // half gave none).
+  std::vector<Var> args(a.args.begin(), a.args.end());
+  args.insert(args.end(), backward_args.begin(), backward_args.end());
+  std::vector<int> carries;
+  for (std::size_t c = 0; c < s.K; ++c) carries.push_back(static_cast<int>(c));
+  auto tape = [](Tape t) { return TapeRef{std::make_shared<const Tape>(std::move(t))}; };
+  Attrs attrs{{"forward", tape(g.forward)},
+              {"advance", tape(a.transforms->cleanup(select_outputs(g.forward, carries)))},
+              {"backward", tape(g.backward)},
+              {"length", s.length},
+              {"num_consts", static_cast<int64_t>(s.C)},
+              {"num_carry", static_cast<int64_t>(s.K)},
+              {"num_ys", static_cast<int64_t>(s.Y)},
+              {"num_bwd_consts", static_cast<int64_t>(nconsts)},
+              {"num_bwd_carry", static_cast<int64_t>(ncarry)},
+              {"snapshots", s.snapshots}};
+  if (s.reverse) attrs.set("reverse", true);
+  if (s.has_index) attrs.set("index", s.index0);
+  return b.call_results(primitive("revolve"), std::move(args), std::move(attrs));
 }
 
 std::vector<Var> scan_adjoint(TapeBuilder& b, const AdjointArgs& a) {
   if (!a.state)
     throw Error("grad: scan's adjoint needs its forward half (reverse_mode runs it; call the adjoint through it)");
-  const auto& g = *std::static_pointer_cast<const ScanGrad>(a.state);
+  const auto& state = *std::static_pointer_cast<const ScanHalf>(a.state);
+  std::vector<Var> grads;
+  if (state.split) {
+    grads = emit_backward(b, *state.split, a.residuals, a.douts);
+    for (std::size_t i = 0; i < a.args.size(); ++i)
+      if (!a.needs[i]) grads[i] = kNoVar;
+    return grads;
+  }
+  const ScanGrad& g = *state.grad;
   const ScanLayout& s = g.s;
-  std::vector<Var> grads(a.args.size(), kNoVar);
+  grads.assign(a.args.size(), kNoVar);
   const std::size_t K2 = g.seeded_carries + g.wanted_consts;
   if (K2 + g.wanted_xs == 0) return grads;
   const std::vector<Var> consts(a.args.begin(), a.args.begin() + static_cast<std::ptrdiff_t>(s.C));
@@ -365,7 +666,8 @@ std::vector<Var> scan_adjoint(TapeBuilder& b, const AdjointArgs& a) {
   for (std::size_t o = s.K; o < body.outputs.size(); ++o)
     if (g.seeded[o]) args.push_back(b.or_zeros(a.douts[o], with_leading(s.length, body.type(body.outputs[o]))));
   const std::vector<Var> outs =
-      b.call_results(primitive("scan"), std::move(args), with_body(a.attrs, g.backward, nconsts, K2, true));
+      revolving(s) ? revolve_call(b, a, g, args, nconsts, K2)
+                   : b.call_results(primitive("scan"), std::move(args), with_body(a.attrs, g.backward, nconsts, K2, true));
   std::size_t q = 0;
   for (std::size_t c = 0; c < s.K; ++c)
     if (g.seeded[c]) grads[s.C + c] = outs[q++];
@@ -473,6 +775,9 @@ Primitive scan_p() {
 
 }  // namespace
 
-void add_loops(std::vector<Primitive>& t) { t.insert(t.end(), {scan_p()}); }
+void add_loops(std::vector<Primitive>& t) {
+  t.insert(t.end(), {scan_p()});
+  add_revolve(t);
+}
 
 }  // namespace reel::prims

@@ -81,6 +81,8 @@ Registry& registry() {
     prims::add_nn(v);
     prims::add_control(v);
     prims::add_loops(v);
+    prims::add_while(v);
+    prims::add_calls(v);
     for (Primitive& p : v) {
       validate(p, true);
       insert(*reg, std::move(p));

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "reel/ir/builder.hpp"
+#include "reel/ir/while_loop.hpp"
+#include "reel/track.hpp"
 
 namespace reel::detail {
 
@@ -78,12 +80,52 @@ std::vector<Tensor> run_scan(const Tape& traced, const std::vector<Tensor>& capt
   if (has_index) attrs.set("index", index0);
   if (options.checkpoint.kind != Checkpoint::Kind::none) {
     attrs.set("checkpoint", std::string(checkpoint_name(options.checkpoint.kind)));
-    if (options.checkpoint.arg != 0) attrs.set("checkpoint_arg", options.checkpoint.arg);
+    if (options.checkpoint.kind == Checkpoint::Kind::every || options.checkpoint.kind == Checkpoint::Kind::binomial ||
+        options.checkpoint.arg != 0)  // (every(0) and binomial(0) then fail naming the 0)
+      attrs.set("checkpoint_arg", options.checkpoint.arg);
   }
   std::vector<Tensor> args = captured;
   args.insert(args.end(), carries.begin(), carries.end());
   args.insert(args.end(), xs.begin(), xs.end());
   return apply_results("scan", args, std::move(attrs));
+}
+
+namespace {
+
+// A traced cond or body (inputs: the carries, then its captured tensors) as the loop
+// takes it: every const of the loop (`consts`, its own from `first`), then the carries.
+Tape with_consts(const Traced& traced, std::size_t K, const std::vector<Tensor>& consts, std::size_t first) {
+  const std::vector<Var> in = traced.tape.inputs();
+  TapeBuilder b;
+  std::vector<Var> mapped(in.size(), kNoVar), cs;
+  for (const Tensor& t : consts) cs.push_back(b.input({t.dtype(), t.shape()}));
+  for (std::size_t i = 0; i < in.size(); ++i) mapped[i] = i < K ? b.input(traced.tape.type(in[i])) : cs[first + i - K];
+  b.set_outputs(b.inline_tape(traced.tape, mapped));
+  return b.finish();
+}
+
+}  // namespace
+
+std::vector<Tensor> run_while(const Traced& cond, const Traced& body, const std::vector<Tensor>& carries) {
+  const std::size_t K = carries.size();
+  std::vector<Tensor> args = cond.captured;
+  args.insert(args.end(), body.captured.begin(), body.captured.end());
+  const std::size_t C = args.size();
+  const Tape cond_tape = with_consts(cond, K, args, 0), body_tape = with_consts(body, K, args, cond.captured.size());
+  args.insert(args.end(), carries.begin(), carries.end());
+  Attrs attrs{{"cond", TapeRef{std::make_shared<const Tape>(cond_tape)}},
+              {"body", TapeRef{std::make_shared<const Tape>(body_tape)}},
+              {"num_consts", static_cast<int64_t>(C)}};
+  bool recorded = false;
+  for (const Tensor& a : args) recorded = recorded || reel::is_traced(a) || a.is_tracked();
+  if (recorded) {
+    std::vector<Tensor> plain = args;
+    for (Tensor& t : plain) t.clear_trace_tags();  // (reading cond's value records nothing)
+    int64_t trips = 0;
+    (void)run_while_loop(cond_tape, body_tape, C, std::move(plain), &trips);
+    attrs.set("trips", trips);
+  }
+  return apply_results("while_loop", args, std::move(attrs));
 }
 
 }  // namespace reel::detail

@@ -10,6 +10,7 @@
 #include "reel/tree.hpp"
 #include "reel/play.hpp"
 #include "reel/loops.hpp"
+#include "reel/checkpoint.hpp"
 #include "reel/custom.hpp"
 #include "reel/function_primitive.hpp"
 #include "reel/dispatch.hpp"

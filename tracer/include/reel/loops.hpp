@@ -67,12 +67,33 @@ std::vector<Tensor> run_scan(const Tape& traced, const std::vector<Tensor>& capt
                              const std::vector<Tensor>& carries, const std::vector<Tensor>& xs, int64_t length,
                              const ScanOptions& options, bool has_index, int64_t index0);
 
+// Runs the while_loop of traced cond and body tapes, whose inputs are the carries, then
+// their captured tensors; returns the final carries. Where the loop is recorded (an
+// argument is traced, or tracked for reel::back) it runs once more first, to count
+// its trips for reverse mode (the call's `trips`).
+std::vector<Tensor> run_while(const Traced& cond, const Traced& body, const std::vector<Tensor>& carries);
+
 template <class T>
 void check_carry_leaves(const char* op, std::size_t expected, const T& got) {
   const std::size_t n = count_leaves(got);
   if (n != expected)
     throw Error(std::string(op) + ": the body returned a carry of " + std::to_string(n) + " tensors, expected " +
                 std::to_string(expected) + " (the initial carry's)");
+}
+
+// f traced on `init`'s tensors as inputs (a loop's cond or body); f's result is the
+// output, of expect_leaves tensors unless 0.
+template <class F, class Carry>
+Traced trace_on_carry(F& f, const Carry& init, const char* op, std::size_t expect_leaves) {
+  TraceScope scope(/*lift_captures=*/true);
+  scope.lift_tracked();
+  Carry c = init;
+  for_each_tensor(c, [&](Tensor& t) { t = scope.input(t); });
+  const auto r = f(std::as_const(c));
+  if (expect_leaves > 0) check_carry_leaves(op, expect_leaves, r);
+  scope.output_tree(r);
+  std::vector<Tensor> captured = scope.captured();
+  return {scope.finish(), std::move(captured)};
 }
 
 }  // namespace detail
@@ -140,6 +161,26 @@ Carry fori_loop(int64_t lo, int64_t hi, F&& body, const Carry& init, const ScanO
   const std::vector<Tensor> out = detail::run_scan(traced, captured, carry_leaves, {}, n, o, true, lo);
   std::size_t next = 0;
   return detail::refill(init, out, next, "fori_loop");
+}
+
+// while (cond(carry)) carry = body(carry): cond returns a tensor of one element (nonzero:
+// go on), body a carry of the carry's structure and types. Both are traced once, on
+// init. The loop runs until cond is false; a gradient of it (reel::grad, reel::back,
+// reel::jit_grad) is taken for the trip count seen when it was traced or recorded: run
+// with another trip count, the gradient code raises reel::GuardFailure, and
+// reel::jit_grad (reel::simplegrad(f)) and reel::jit trace again. (Where a while_loop
+// is recorded, it runs twice: once to count its trips.) Forward mode takes any count.
+template <class Cond, class Body, class Carry>
+Carry while_loop(Cond&& cond, Body&& body, const Carry& init) {
+  static_assert(detail::is_tree<Carry>(), "reel::while_loop: the carry must hold tensors");
+  static_assert(std::is_same_v<std::decay_t<std::invoke_result_t<Cond&, const Carry&>>, Tensor>,
+                "reel::while_loop: cond must return a Tensor (of one element)");
+  const std::vector<Tensor> carry_leaves = tree_leaves(init);
+  const detail::Traced c = detail::trace_on_carry(cond, init, "while_loop", 0);
+  const detail::Traced b = detail::trace_on_carry(body, init, "while_loop", carry_leaves.size());
+  const std::vector<Tensor> out = detail::run_while(c, b, carry_leaves);
+  std::size_t next = 0;
+  return detail::refill(init, out, next, "while_loop");
 }
 
 }  // namespace reel

@@ -1,0 +1,306 @@
+// revolve: the backward half of a scan's reverse mode under binomial checkpointing
+// (Griewank and Walther, "Algorithm 799: revolve", ACM TOMS 26(1), 2000), run by its
+// eager rule:
+//
+//   %g... = revolve(consts..., carries..., xs..., bconsts..., bcarries..., bxs...)
+//           {forward={...}, advance={...}, backward={...}, length=N, num_consts=C,
+//            num_carry=K, num_ys=Y, num_bwd_consts=BC, num_bwd_carry=BK, snapshots=S
+//            [, reverse=true][, index=I]}
+//
+// It computes what the store-all pair computes, `scan(consts, carries, xs) {forward}`
+// (K carries, Y ys, then the residuals stacked) followed by `scan(bconsts, bcarries,
+// residuals, bxs) {backward}` with reverse flipped, without stacking the residuals:
+// it holds at most S carries at once (the initial one among them) and recomputes the
+// rest from them. The schedule is Revolve's: to reverse steps [a, b) from the carry
+// at a with c snapshots, advance m steps (`advance`: the body's carries only), keep that
+// carry, reverse [a + m, b) with c - 1 snapshots, then [a, a + m) with c; one step is
+// reversed by running `forward` on its carry (its residuals) and then `backward`
+// (firsturn / youturn); with one snapshot, every step is advanced to from the start.
+// m is the binomial split that minimises the number of advances, which is then
+// t l - C(c + t, t - 1) for l steps, t being the least repetition number with
+// C(c + t, t) >= l (Griewank 1992; tests/test_checkpoint.cpp checks it against the
+// minimum by dynamic programming). A runtime driver rather than tape structure: the
+// recursion depends on (N, S) only, and unrolled into tapes it would grow with N.
+//
+// Its derivatives (second order through a binomial scan) are those of the store-all
+// pair it equals, built and differentiated in its rules (so they store all).
+#include <fmt/format.h>
+
+#include "prims.hpp"
+#include "reel/ir/evaluate.hpp"
+
+namespace reel::prims {
+
+namespace {
+
+struct RevolveLayout {
+  int64_t length = 0, snapshots = 0, index0 = 0;
+  std::size_t C = 0, K = 0, X = 0, Y = 0, R = 0, BC = 0, BK = 0, BX = 0;
+  bool reverse = false, has_index = false;
+  const Tape *forward = nullptr, *advance = nullptr, *backward = nullptr;
+  std::size_t counter() const { return has_index ? 1 : 0; }  // the counter input, first if present
+  std::size_t nargs() const { return C + K + X + BC + BK + BX; }
+};
+
+RevolveLayout revolve_layout(const Attrs& a, std::size_t nargs) {
+  RevolveLayout L;
+  L.forward = &a.tape("forward"), L.advance = &a.tape("advance"), L.backward = &a.tape("backward");
+  auto count = [&](const char* name) {
+    const int64_t v = a.integer(name);
+    if (v < 0) throw Error(fmt::format("revolve: expected {} >= 0, got {}", name, v));
+    return static_cast<std::size_t>(v);
+  };
+  L.length = a.integer("length"), L.snapshots = a.integer("snapshots");
+  if (L.length < 0) throw Error(fmt::format("revolve: expected a length >= 0, got {}", L.length));
+  if (L.snapshots < 1) throw Error(fmt::format("revolve: expected snapshots >= 1, got {}", L.snapshots));
+  L.C = count("num_consts"), L.K = count("num_carry"), L.Y = count("num_ys");
+  L.BC = count("num_bwd_consts"), L.BK = count("num_bwd_carry");
+  L.reverse = a.has("reverse") && a.boolean("reverse");
+  L.has_index = a.has("index");
+  if (L.has_index) L.index0 = a.integer("index");
+  const std::size_t fin = L.forward->inputs().size(), fout = L.forward->outputs.size();
+  const std::size_t bin = L.backward->inputs().size(), bout = L.backward->outputs.size();
+  if (fin < L.counter() + L.C + L.K || fout < L.K + L.Y)
+    throw Error(fmt::format("revolve: expected a forward body with at least {} inputs and {} outputs, got {} and {}",
+                            L.counter() + L.C + L.K, L.K + L.Y, fin, fout));
+  L.X = fin - L.counter() - L.C - L.K, L.R = fout - L.K - L.Y;
+  if (bin < L.counter() + L.BC + L.BK + L.R || bout < L.BK)
+    throw Error(fmt::format("revolve: expected a backward body with at least {} inputs and {} outputs, got {} and {}",
+                            L.counter() + L.BC + L.BK + L.R, L.BK, bin, bout));
+  L.BX = bin - L.counter() - L.BC - L.BK - L.R;
+  if (nargs != L.nargs())
+    throw Error(fmt::format("revolve: expected {} arguments for its bodies, got {}", L.nargs(), nargs));
+  return L;
+}
+
+std::vector<VarType> output_types(const Tape& t, std::size_t from, std::size_t to) {
+  std::vector<VarType> out;
+  for (std::size_t o = from; o < to; ++o) out.push_back(t.type(t.outputs[o]));
+  return out;
+}
+
+Results<VarType> revolve_infer(std::span<const VarType> in, const Attrs& a) {
+  const RevolveLayout L = revolve_layout(a, in.size());
+  const std::vector<VarType> f = L.forward->input_types(), bk = L.backward->input_types();
+  const std::size_t c0 = L.counter();
+  std::vector<VarType> want;
+  for (std::size_t i = c0; i < f.size(); ++i) want.push_back(i < c0 + L.C + L.K ? f[i] : with_leading(L.length, f[i]));
+  for (std::size_t i = c0; i < bk.size(); ++i) {
+    if (i >= c0 + L.BC + L.BK && i < c0 + L.BC + L.BK + L.R) continue;  // the residuals: recomputed
+    want.push_back(i < c0 + L.BC + L.BK ? bk[i] : with_leading(L.length, bk[i]));
+  }
+  if (!std::equal(want.begin(), want.end(), in.begin(), in.end()))
+    throw Error(fmt::format("revolve: expected arguments {}, got {}", types_str(want), types_str(in)));
+  auto expect = [](bool ok, const char* what) {
+    if (!ok) throw Error(fmt::format("revolve: expected {}", what));
+  };
+  const VarType counter{DType::i64, {}};
+  expect(!L.has_index || (f[0] == counter && bk[0] == counter), "bodies whose first input is the i64 counter");
+  expect(L.advance->input_types() == f, "an advance body taking the forward body's inputs");
+  const std::vector<VarType> carries(f.begin() + static_cast<std::ptrdiff_t>(c0 + L.C),
+                                     f.begin() + static_cast<std::ptrdiff_t>(c0 + L.C + L.K));
+  expect(output_types(*L.advance, 0, L.advance->outputs.size()) == carries,
+         "an advance body giving the carries (as they enter the forward body)");
+  expect(output_types(*L.forward, 0, L.K) == carries, "a forward body giving the carries first");
+  expect(output_types(*L.forward, L.K + L.Y, L.forward->outputs.size()) ==
+             std::vector<VarType>(bk.begin() + static_cast<std::ptrdiff_t>(c0 + L.BC + L.BK),
+                                  bk.begin() + static_cast<std::ptrdiff_t>(c0 + L.BC + L.BK + L.R)),
+         "a backward body taking the forward body's residuals after its carries");
+  const std::vector<VarType> bcarries = output_types(*L.backward, 0, L.BK);
+  expect(bcarries == std::vector<VarType>(bk.begin() + static_cast<std::ptrdiff_t>(c0 + L.BC),
+                                          bk.begin() + static_cast<std::ptrdiff_t>(c0 + L.BC + L.BK)),
+         "a backward body giving its carries first, as they enter it");
+  std::vector<VarType> out = bcarries;
+  for (const VarType& t : output_types(*L.backward, L.BK, L.backward->outputs.size()))
+    out.push_back(with_leading(L.length, t));
+  return out;
+}
+
+// The step m at which to keep the next carry when reversing l >= 2 steps with c >= 2
+// snapshots: the largest of the optimal splits, which are (with t the least number of
+// repetitions with beta(c, t) = C(c + t, t) >= l)
+//   max(1, beta(c, t - 2), l - beta(c - 1, t)) <= m <= min(l - 1, beta(c, t - 1), l - beta(c - 1, t - 1)).
+int64_t revolve_split(int64_t l, int64_t c) {
+  using W = __int128;  // beta(c, t) < l <= 2^63 before each step, times at most c + 1
+  W before2 = 0, before = 0, beta = 1;  // beta(c, t - 2), beta(c, t - 1), beta(c, t)
+  W fewer_before = 0, fewer = 1;        // beta(c - 1, t - 1), beta(c - 1, t)
+  for (int64_t t = 1; beta < l; ++t) {
+    before2 = before, before = beta, beta = beta * (c + t) / t;
+    fewer_before = fewer, fewer = fewer * (c - 1 + t) / t;
+  }
+  const W hi = std::min<W>({l - 1, before, l - fewer_before});
+  const W lo = std::max<W>({1, before2, l - fewer});
+  if (lo > hi) throw Error(fmt::format("revolve: no split of {} steps with {} snapshots (internal error)", l, c));
+  return static_cast<int64_t>(hi);
+}
+
+// Runs the schedule: the backward scan's carries and stacked ys, computed from the
+// scan's initial carries.
+class Driver {
+ public:
+  Driver(const RevolveLayout& L, std::span<const Tensor> in) : L_(L), in_(in) {
+    const std::size_t b0 = L.C + L.K + L.X;
+    bcarry_.assign(in.begin() + static_cast<std::ptrdiff_t>(b0 + L.BC),
+                   in.begin() + static_cast<std::ptrdiff_t>(b0 + L.BC + L.BK));
+    for (std::size_t o = L.BK; o < L.backward->outputs.size(); ++o) {
+      const VarType t = with_leading(L.length, L.backward->type(L.backward->outputs[o]));
+      bys_.emplace_back(t.dtype, t.shape);
+    }
+  }
+
+  std::vector<Tensor> run() {
+    const std::vector<Tensor> carry(in_.begin() + static_cast<std::ptrdiff_t>(L_.C),
+                                    in_.begin() + static_cast<std::ptrdiff_t>(L_.C + L_.K));
+    if (L_.length > 0) reverse(0, L_.length, carry, L_.snapshots);
+    std::vector<Tensor> out = std::move(bcarry_);
+    out.insert(out.end(), bys_.begin(), bys_.end());
+    return out;
+  }
+
+ private:
+  const RevolveLayout& L_;
+  std::span<const Tensor> in_;
+  std::vector<Tensor> bcarry_, bys_;
+
+  int64_t position(int64_t step) const { return L_.reverse ? L_.length - 1 - step : step; }  // in xs and ys
+
+  void push_counter(std::vector<Tensor>& args, int64_t k) const {
+    if (!L_.has_index) return;
+    Tensor counter(DType::i64, {});
+    counter.mutable_data<int64_t>()[0] = L_.index0 + k;
+    args.push_back(std::move(counter));
+  }
+
+  // The forward body's arguments at position k.
+  std::vector<Tensor> body_args(int64_t k, const std::vector<Tensor>& carry) const {
+    std::vector<Tensor> args;
+    push_counter(args, k);
+    args.insert(args.end(), in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(L_.C));
+    args.insert(args.end(), carry.begin(), carry.end());
+    for (std::size_t j = 0; j < L_.X; ++j) args.push_back(slice_at(in_[L_.C + L_.K + j], k));
+    return args;
+  }
+
+  // advance: the carry before step `to`, from the carry before step `from`.
+  std::vector<Tensor> advance(int64_t from, int64_t to, std::vector<Tensor> carry) const {
+    for (int64_t step = from; step < to; ++step) carry = evaluate(*L_.advance, body_args(position(step), carry));
+    return carry;
+  }
+
+  // firsturn / youturn: step `step` forward with its residuals, then its adjoint.
+  void turn(int64_t step, const std::vector<Tensor>& carry) {
+    const int64_t k = position(step);
+    std::vector<Tensor> outs = evaluate(*L_.forward, body_args(k, carry));
+    std::vector<Tensor> args;
+    push_counter(args, k);
+    const std::size_t b0 = L_.C + L_.K + L_.X;
+    args.insert(args.end(), in_.begin() + static_cast<std::ptrdiff_t>(b0),
+                in_.begin() + static_cast<std::ptrdiff_t>(b0 + L_.BC));
+    args.insert(args.end(), bcarry_.begin(), bcarry_.end());
+    args.insert(args.end(), std::make_move_iterator(outs.begin() + static_cast<std::ptrdiff_t>(L_.K + L_.Y)),
+                std::make_move_iterator(outs.end()));
+    for (std::size_t j = 0; j < L_.BX; ++j) args.push_back(slice_at(in_[b0 + L_.BC + L_.BK + j], k));
+    std::vector<Tensor> r = evaluate(*L_.backward, args);
+    for (std::size_t c = 0; c < L_.BK; ++c) bcarry_[c] = std::move(r[c]);
+    for (std::size_t j = 0; j < bys_.size(); ++j) store_at(bys_[j], k, r[L_.BK + j]);
+  }
+
+  // Reverses steps [a, b) from the carry before step a with c snapshots (that carry's
+  // among them): takeshot after m steps, reverse the right part with c - 1, restore.
+  void reverse(int64_t a, int64_t b, const std::vector<Tensor>& carry, int64_t c) {
+    while (b > a) {
+      if (b - a == 1) return turn(a, carry);
+      if (c == 1) {
+        for (int64_t i = b - 1; i >= a; --i) turn(i, advance(a, i, carry));
+        return;
+      }
+      const int64_t m = revolve_split(b - a, c);
+      reverse(a + m, b, advance(a, a + m, carry), c - 1);
+      b = a + m;  // restore the carry at a
+    }
+  }
+};
+
+Results<Tensor> revolve_eager(std::span<const Tensor> in, const Attrs& a) {
+  const RevolveLayout L = revolve_layout(a, in.size());
+  return Driver(L, in).run();
+}
+
+// The store-all pair of scans the call equals, as a tape of the call's arguments.
+Tape store_all(const RevolveLayout& L, std::span<const VarType> types, const Attrs& a) {
+  TapeBuilder e;
+  std::vector<Var> in;
+  for (const VarType& t : types) in.push_back(e.input(t));
+  auto attrs = [&](const char* body, std::size_t consts, std::size_t carries, bool reverse) {
+    Attrs out{{"body", a.get(body)},
+              {"length", L.length},
+              {"num_consts", static_cast<int64_t>(consts)},
+              {"num_carry", static_cast<int64_t>(carries)}};
+    if (reverse) out.set("reverse", true);
+    if (L.has_index) out.set("index", L.index0);
+    return out;
+  };
+  const auto split = in.begin() + static_cast<std::ptrdiff_t>(L.C + L.K + L.X);
+  const std::vector<Var> fwd =
+      e.call_results(primitive("scan"), std::vector<Var>(in.begin(), split), attrs("forward", L.C, L.K, L.reverse));
+  std::vector<Var> args(split, split + static_cast<std::ptrdiff_t>(L.BC + L.BK));
+  args.insert(args.end(), fwd.begin() + static_cast<std::ptrdiff_t>(L.K + L.Y), fwd.end());
+  args.insert(args.end(), split + static_cast<std::ptrdiff_t>(L.BC + L.BK), in.end());
+  e.set_outputs(e.call_results(primitive("scan"), std::move(args), attrs("backward", L.BC, L.BK, !L.reverse)));
+  return e.finish();
+}
+
+Tape store_all_of(TapeBuilder& b, std::span<const Var> args, const Attrs& a) {
+  std::vector<VarType> types;
+  for (Var v : args) types.push_back(b.type(v));
+  return store_all(revolve_layout(a, args.size()), types, a);
+}
+
+std::vector<Var> revolve_adjoint(TapeBuilder& b, const AdjointArgs& a) {
+  const Tape E = store_all_of(b, a.args, a.attrs);
+  const CallVjp v = call_vjp(b, a, E);
+  std::vector<Var> grads(a.args.size(), kNoVar);
+  if (v.V.size() == 0) return grads;
+  const std::vector<Var> outs = b.inline_tape(v.V, v.operands);
+  for (std::size_t i = 0, q = E.outputs.size(); i < a.args.size(); ++i)
+    if (v.wanted[i]) grads[i] = outs[q++];
+  return grads;
+}
+
+Results<Var> revolve_tangent(TapeBuilder& b, const TangentArgs& a) {
+  const Tape E = store_all_of(b, a.args, a.attrs);
+  const CallJvp j = call_jvp(b, a, E);
+  return call_tangents(a, E, b.inline_tape(j.J, j.operands));
+}
+
+Primitive revolve_p() {
+  return {
+      .name = "revolve",
+      .arity = kVariadic,
+      .attrs = {{"forward", AttrKind::tape},
+                {"advance", AttrKind::tape},
+                {"backward", AttrKind::tape},
+                {"length", AttrKind::integer},
+                {"num_consts", AttrKind::integer},
+                {"num_carry", AttrKind::integer},
+                {"num_ys", AttrKind::integer},
+                {"num_bwd_consts", AttrKind::integer},
+                {"num_bwd_carry", AttrKind::integer},
+                {"snapshots", AttrKind::integer},
+                {"reverse", AttrKind::boolean, true},
+                {"index", AttrKind::integer, true}},
+      .infer = revolve_infer,
+      .eager = revolve_eager,
+      .adjoint = revolve_adjoint,
+      .any_dtype = true,
+      .results = kVariadic,
+      .tangent = revolve_tangent,
+      .structure = Structure::opaque,  // (compiled code calls the driver; its tapes are not one `body`)
+  };
+}
+
+}  // namespace
+
+void add_revolve(std::vector<Primitive>& t) { t.insert(t.end(), {revolve_p()}); }
+
+}  // namespace reel::prims

@@ -1,0 +1,237 @@
+// while_loop: a loop whose condition and body are tapes (after jax.lax.while_loop):
+//
+//   %r... = while_loop(consts..., init...) {cond={...}, body={...}, num_consts=C[, trips=T]}
+//
+// cond(consts, carries) gives one value of one element (nonzero: run the body again);
+// body(consts, carries) gives the next carries. The results are the final carries.
+// `trips` is the trip count reel::while_loop saw when it was traced; the loop itself
+// ignores it (it runs until cond is false), reverse mode needs it: the gradient tape runs
+// the loop as a scan of `trips` iterations whose body first guards that cond is true,
+// then guards that cond is false after the last one, so that a run with another trip
+// count raises reel::GuardFailure (reel::jit and reel::simplegrad(f) retrace) and scan's
+// two-half reverse mode does the rest. Forward mode is a while_loop over the body's jvp
+// whose cond reads the primal carries.
+#include <fmt/format.h>
+
+#include "prims.hpp"
+#include "reel/ir/evaluate.hpp"
+#include "reel/ir/while_loop.hpp"
+
+namespace reel {
+
+std::vector<Tensor> run_while_loop(const Tape& cond, const Tape& body, std::size_t num_consts,
+                                   std::vector<Tensor> args, int64_t* trips, int64_t max_trips) {
+  int64_t n = 0;
+  while (evaluate(cond, args)[0].item() != 0.0) {  // (nonzero as a guard reads it: NaN goes on)
+    if (n == max_trips)
+      throw Error(fmt::format("while_loop: cond still holds after {} iterations (the limit given)", max_trips));
+    std::vector<Tensor> next = evaluate(body, args);
+    std::move(next.begin(), next.end(), args.begin() + static_cast<std::ptrdiff_t>(num_consts));
+    ++n;
+  }
+  if (trips != nullptr) *trips = n;
+  args.erase(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(num_consts));
+  return args;
+}
+
+}  // namespace reel
+
+namespace reel::prims {
+
+namespace {
+
+struct WhileLayout {
+  std::size_t C = 0, K = 0;
+  const Tape* cond = nullptr;
+  const Tape* body = nullptr;
+  bool has_trips = false;
+  int64_t trips = 0;
+};
+
+WhileLayout while_layout(const Attrs& a, std::size_t nargs) {
+  WhileLayout w;
+  w.cond = &a.tape("cond");
+  w.body = &a.tape("body");
+  const int64_t C = a.integer("num_consts");
+  if (C < 0 || static_cast<std::size_t>(C) >= nargs)
+    throw Error(fmt::format("while_loop: expected num_consts in [0, {}) (at least one of the {} arguments a carry), "
+                            "got {}", nargs, nargs, C));
+  w.C = static_cast<std::size_t>(C), w.K = nargs - w.C;
+  w.has_trips = a.has("trips");
+  if (w.has_trips) w.trips = a.integer("trips");
+  if (w.trips < 0) throw Error(fmt::format("while_loop: expected trips >= 0, got {}", w.trips));
+  return w;
+}
+
+std::string types_str(std::span<const VarType> ts) {
+  std::vector<std::string> v;
+  for (const VarType& t : ts) v.push_back(type_str(t));
+  return fmt::format("({})", fmt::join(v, ", "));
+}
+
+Results<VarType> while_infer(std::span<const VarType> in, const Attrs& a) {
+  const WhileLayout w = while_layout(a, in.size());
+  for (const auto& [name, tape] : {std::pair{"cond", w.cond}, std::pair{"body", w.body}}) {
+    const std::vector<VarType> got = tape->input_types();
+    if (!std::equal(got.begin(), got.end(), in.begin(), in.end()))
+      throw Error(fmt::format("while_loop: expected a {} taking {} (consts, carries), got one taking {}", name,
+                              types_str(in), types_str(got)));
+  }
+  if (w.cond->outputs.size() != 1 || numel(w.cond->type(w.cond->outputs[0]).shape) != 1) {
+    std::vector<VarType> outs;
+    for (Var o : w.cond->outputs) outs.push_back(w.cond->type(o));
+    throw Error(fmt::format("while_loop: expected a cond giving one value of one element, got {}", types_str(outs)));
+  }
+  if (w.body->outputs.size() != w.K)
+    throw Error(fmt::format("while_loop: expected a body giving {} carries, got {} outputs", w.K,
+                            w.body->outputs.size()));
+  std::vector<VarType> out;
+  for (std::size_t c = 0; c < w.K; ++c) {
+    const VarType& t = w.body->type(w.body->outputs[c]);
+    if (t != in[w.C + c])
+      throw Error(fmt::format("while_loop: carry {} enters the body as {} and leaves it as {}", c + 1,
+                              type_str(in[w.C + c]), type_str(t)));
+    out.push_back(t);
+  }
+  return out;
+}
+
+Results<Tensor> while_eager(std::span<const Tensor> in, const Attrs& a) {
+  const WhileLayout w = while_layout(a, in.size());
+  return run_while_loop(*w.cond, *w.body, w.C, std::vector<Tensor>(in.begin(), in.end()));
+}
+
+// Reverse mode: the loop as scan sees it, `trips` iterations of the body behind a guard
+// that cond holds. The state hands scan's adjoint its attributes and forward state.
+struct WhileGrad {
+  Attrs scan_attrs;
+  std::shared_ptr<const void> scan_state;
+};
+
+Attrs guarded_scan(const WhileLayout& w) {
+  TapeBuilder k;
+  std::vector<Var> in;
+  for (const VarType& t : w.body->input_types()) in.push_back(k.input(t));
+  (void)k.call(primitive("guard"), {k.inline_tape(*w.cond, in)[0]}, {{"expected", true}});
+  k.set_outputs(k.inline_tape(*w.body, in));
+  return {{"body", TapeRef{std::make_shared<const Tape>(k.finish())}},
+          {"length", w.trips},
+          {"num_consts", static_cast<int64_t>(w.C)},
+          {"num_carry", static_cast<int64_t>(w.K)}};
+}
+
+ForwardHalf while_forward(TapeBuilder& b, const ForwardArgs& a) {
+  const WhileLayout w = while_layout(a.attrs, a.args.size());
+  if (!w.has_trips)
+    throw Error("grad: while_loop has no trip count (its attribute trips, which reel::while_loop records when it is "
+                "traced); reverse mode runs the loop as a scan of that many iterations, so give trips=N");
+  auto state = std::make_shared<WhileGrad>();
+  state->scan_attrs = guarded_scan(w);
+  ForwardHalf half = primitive("scan").adjoint_forward(
+      b, ForwardArgs{a.args, state->scan_attrs, a.needs, a.results_needed, a.transforms});
+  // After the last iteration cond is false, else the loop ran longer than when traced.
+  std::vector<Var> in(a.args.begin(), a.args.begin() + static_cast<std::ptrdiff_t>(w.C));
+  in.insert(in.end(), half.results.begin(), half.results.end());
+  (void)b.call(primitive("guard"), {b.inline_tape(*w.cond, in)[0]}, {{"expected", false}});
+  state->scan_state = std::move(half.state);
+  half.state = std::move(state);
+  return half;
+}
+
+std::vector<Var> while_adjoint(TapeBuilder& b, const AdjointArgs& a) {
+  if (!a.state)
+    throw Error("grad: while_loop's adjoint needs its forward half (reverse_mode runs it; call the adjoint through it)");
+  const auto& g = *std::static_pointer_cast<const WhileGrad>(a.state);
+  AdjointArgs s{a.args, a.out, a.dout, g.scan_attrs, a.needs, a.outs, a.douts, a.transforms, a.residuals,
+                g.scan_state};
+  return primitive("scan").adjoint(b, s);
+}
+
+// Forward mode: a while_loop whose carries are the carries and the tangents of the
+// active ones, whose consts are the consts and their tangents; its body is the body's
+// jvp and its cond the cond on the primal values. A carry is active if its tangent is
+// given or its new value depends on an active input.
+Results<Var> while_tangent(TapeBuilder& b, const TangentArgs& a) {
+  const WhileLayout w = while_layout(a.attrs, a.args.size());
+  const Tape& body = *w.body;
+  const std::size_t n = w.C + w.K;
+  std::vector<bool> active(n);
+  for (std::size_t i = 0; i < n; ++i) active[i] = a.tangents[i] != kNoVar && is_float(b.type(a.args[i]).dtype);
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::vector<bool> dep(static_cast<std::size_t>(body.size()) + 1, false);
+    const std::vector<Var> inputs = body.inputs();
+    for (std::size_t i = 0; i < n; ++i) dep[inputs[i]] = active[i];
+    for (Var v = 1; v <= body.size(); ++v)
+      for (Var x : body.op(v).args) dep[v] = dep[v] || dep[x];
+    for (std::size_t c = 0; c < w.K; ++c)
+      if (!active[w.C + c] && is_float(body.type(body.outputs[c]).dtype) && dep[body.outputs[c]])
+        active[w.C + c] = changed = true;
+  }
+  auto act = std::make_unique<bool[]>(n);
+  std::copy(active.begin(), active.end(), act.get());
+  const Tape J = a.transforms->jvp(body, std::span<const bool>(act.get(), n));
+  // The new loop's inputs: consts, their tangents, carries, theirs. J's: the body's
+  // inputs, then the tangents of the active ones.
+  TapeBuilder kb, kc;
+  std::vector<Var> jin(J.inputs().size()), cin(n);
+  std::vector<Var> args;
+  std::size_t added[2] = {0, 0};
+  for (std::size_t group = 0, t = n; group < 2; ++group) {
+    const std::size_t from = group == 0 ? 0 : w.C, to = group == 0 ? w.C : n;
+    for (std::size_t i = from; i < to; ++i) {
+      const VarType type = b.type(a.args[i]);
+      jin[i] = kb.input(type), cin[i] = kc.input(type);
+      args.push_back(a.args[i]);
+    }
+    for (std::size_t i = from; i < to; ++i)
+      if (active[i]) {
+        const VarType type = b.type(a.args[i]);
+        jin[t++] = kb.input(type), (void)kc.input(type);
+        args.push_back(b.or_zeros(a.tangents[i], type));
+        ++added[group];
+      }
+  }
+  const std::vector<Var> jout = kb.inline_tape(J, jin);
+  std::vector<Var> outs(jout.begin(), jout.begin() + static_cast<std::ptrdiff_t>(w.K));
+  for (std::size_t c = 0; c < w.K; ++c)
+    if (active[w.C + c]) outs.push_back(jout[w.K + c]);
+  kb.set_outputs(std::move(outs));
+  kc.set_outputs(kc.inline_tape(*w.cond, cin));
+  Attrs attrs = a.attrs;
+  attrs.set("cond", TapeRef{std::make_shared<const Tape>(a.transforms->cleanup(kc.finish()))});
+  attrs.set("body", TapeRef{std::make_shared<const Tape>(a.transforms->cleanup(kb.finish()))});
+  attrs.set("num_consts", static_cast<int64_t>(w.C + added[0]));
+  const std::vector<Var> res = b.call_results(primitive("while_loop"), std::move(args), std::move(attrs));
+  std::vector<Var> tangents(w.K, kNoVar);
+  for (std::size_t c = 0, q = w.K; c < w.K; ++c) {
+    a.same_outs[c] = res[c];
+    if (active[w.C + c]) tangents[c] = res[q++];
+  }
+  return tangents;
+}
+
+Primitive while_loop_p() {
+  return {
+      .name = "while_loop",
+      .arity = kVariadic,
+      .attrs = {{"cond", AttrKind::tape},
+                {"body", AttrKind::tape},
+                {"num_consts", AttrKind::integer},
+                {"trips", AttrKind::integer, true}},
+      .infer = while_infer,
+      .eager = while_eager,
+      .adjoint = while_adjoint,
+      .any_dtype = true,
+      .results = kVariadic,
+      .tangent = while_tangent,
+      .structure = Structure::loop,
+      .adjoint_forward = while_forward,
+  };
+}
+
+}  // namespace
+
+void add_while(std::vector<Primitive>& t) { t.insert(t.end(), {while_loop_p()}); }
+
+}  // namespace reel::prims
