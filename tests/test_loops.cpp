@@ -614,3 +614,53 @@ TEST_CASE("while_loop: a hand-written tape runs, prints and parses back; its gra
   test::check_round_trip(j);
   test::check_close(play(j, {k, x, ones({2}), zeros({2})})[1], scalar(14.0), 1e-12, 1e-12, "jvp along k");
 }
+
+TEST_CASE("loops: integer consts and ys, carries nothing reads, results not used") {
+  // An i64 const (indices) read by gather in the body; an i64 y (argmax per step).
+  Tensor idx(DType::i64, {3});
+  for (int i = 0; i < 3; ++i) idx.mutable_data<int64_t>()[i] = 2 - i;
+  const Tensor xs = randn({4, 3}, 1), y0 = randn({3}, 2);
+  auto rolled = [&](const Tensor& x, const Tensor& y) {
+    const auto [c, ys] = scan([&](const std::pair<Tensor, Tensor>& c, const Tensor& xt) {
+      const Tensor n = sin(gather(c.first, idx)) * xt + c.first * 0.5;
+      return std::pair{std::pair{n, c.second * 0.0 + 1.0}, std::pair{argmax(n, 0), n * 2.0}};
+    }, std::pair{y, y}, x);
+    CHECK(ys.first.dtype() == DType::i64);
+    return sum(ys.second) + sum(c.first);  // c.second and ys.first: no gradient
+  };
+  auto unrolled = [&](const Tensor& x, const Tensor& y) {
+    Tensor c = y, total = sum(y * 0.0);
+    for (int64_t t = 0; t < 4; ++t) {
+      c = sin(gather(c, idx)) * index(x, t) + c * 0.5;
+      total = total + sum(c * 2.0);
+    }
+    return total + sum(c);
+  };
+  check_unrolled("i64 const and ys", rolled, unrolled, {xs, y0});
+}
+
+TEST_CASE("loops: carries of two dtypes (f32 and f64) in one loop") {
+  const Tensor a = randn({3}, 1), b = cast(randn({3}, 2), DType::f32);
+  using C = std::pair<Tensor, Tensor>;
+  auto rolled = [](const Tensor& x, const Tensor& y) {
+    const C s = scan([](const C& c, const None&) {
+      return std::pair{C{sin(c.first) + cast(c.second, DType::f64) * 0.5, cos(c.second) * 0.9f}, none};
+    }, C{x, y}, none, {.length = 3}).first;
+    const C w = while_loop([](const C& c) { return sum(c.first) < 100.0; },
+                           [](const C& c) { return C{c.first * 2.0 + 1.0, c.second + cast(sum(c.first), DType::f32)}; },
+                           s);
+    return sum(w.first) + cast(sum(w.second), DType::f64);
+  };
+  auto unrolled = [](const Tensor& x, const Tensor& y) {
+    Tensor p = x, q = y;
+    for (int i = 0; i < 3; ++i) std::tie(p, q) = std::pair{sin(p) + cast(q, DType::f64) * 0.5, cos(q) * 0.9f};
+    while (sum(p).item() < 100.0) std::tie(p, q) = std::pair{p * 2.0 + 1.0, q + cast(sum(p), DType::f32)};
+    return sum(p) + cast(sum(q), DType::f64);
+  };
+  test::check_close(rolled(a, b), unrolled(a, b), 1e-6, 1e-6, "value");
+  const Tape t = trace(rolled, a, b);
+  const std::vector<Tensor> g = play(grad_tape(t), {a, b}), gu = play(grad_tape(trace(unrolled, a, b)), {a, b});
+  check_all_close(g, gu, 1e-5, "gradients");
+  check_all_close(compile(grad_tape(t))({a, b}), gu, 1e-5, "compiled gradients");
+  CHECK(g[2].dtype() == DType::f32);
+}
