@@ -349,17 +349,19 @@ TEST_CASE("scan checkpoint policies: fori_loop's counter, consts, several carrie
   const Tensor table = randn({12, 3}, 1), x0 = randn({3}, 2), z0 = randn({3}, 3);
   for (const auto& [name, policy] : policies()) {
     CAPTURE(name);
-    auto f = [&](Checkpoint p) {
-      return [p](const Tensor& t, const Tensor& x, const Tensor& z) {
-        const auto c = fori_loop(2, 11, [&](const Tensor& i, const std::pair<Tensor, Tensor>& c) {
-          return std::pair{c.first * gather(t, i) + sin(c.second), c.second * 0.9 + c.first * 0.1};
-        }, std::pair{x, z}, {.checkpoint = p});
-        return sum(c.first * c.second);
+    for (bool reverse : {false, true}) {
+      auto f = [&](Checkpoint p) {
+        return [p, reverse](const Tensor& t, const Tensor& x, const Tensor& z) {
+          const auto c = fori_loop(2, 11, [&](const Tensor& i, const std::pair<Tensor, Tensor>& c) {
+            return std::pair{c.first * gather(t, i) + sin(c.second), c.second * 0.9 + c.first * 0.1};
+          }, std::pair{x, z}, {.reverse = reverse, .checkpoint = p});
+          return sum(c.first * c.second);
+        };
       };
-    };
-    const auto g = grad(f(policy), table, x0, z0), want = grad(f({}), table, x0, z0);
-    test::check_close(g.value, want.value, 1e-14, 1e-14, name + " value");
-    check_all_close(g.grads, want.grads, 1e-13, name + " grads");
+      const auto g = grad(f(policy), table, x0, z0), want = grad(f({}), table, x0, z0);
+      test::check_close(g.value, want.value, 1e-14, 1e-14, name + " value");
+      check_all_close(g.grads, want.grads, 1e-13, name + " grads");
+    }
     // i64 xs (indices into the table), reversed, with ys.
     const Tensor rows = tensor({3, 0, 7, 7, 1, 11, 4, 2}, {8}, DType::i64);
     auto h = [&](Checkpoint p) {
