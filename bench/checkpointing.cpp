@@ -156,8 +156,8 @@ int checkpoint_table(const std::string& self, bool quick) {
              "median gradient call; ratio: to storing everything's, timed in the same process in alternation;\n"
              "grad: agrees with storing everything.\n");
   for (const std::string mode : {"play", "compiled"}) {
-    fmt::print("\n{:>8} {:<18} {:>9} {:>10} {:>10} {:>11} {:>6} {:>5}   ({})\n", "n", "policy", "kept", "RSS before",
-               "RSS peak", "time", "ratio", "grad", mode == "play" ? "interpreted: reel::play" : "compiled");
+    fmt::print("\n{:>8} {:<18} {:>9} {:>10} {:>10} {:>11} {:>7} {:>5}   ({})\n", "n", "policy", "kept", "RSS before",
+               "RSS peak", "time", "ratio", "grad", mode == "play" ? "interpreted: reel::play" : "compiled: loops native, revolve through the interpreter");
     for (int64_t n : sizes) {
       double store_checksum = 0;
       for (const std::string& p : policies) {
@@ -167,8 +167,8 @@ int checkpoint_table(const std::string& self, bool quick) {
         std::string name = p;
         if (name == "sqrt") name = fmt::format("sqrt (every:{})", isqrt_up(n));
         if (name == "binomial:sqrt") name = fmt::format("binomial:{}", isqrt_up(n));
-        fmt::print("{:>8} {:<18} {:>9} {:>7.1f} MB {:>7.1f} MB {:>8.1f} ms {:>5.2f}x {:>5}\n", n, name,
-                   bytes_str(r.kept), r.rss_base, r.rss_peak, r.ms, r.ms / r.store_ms, agrees ? "yes" : "NO");
+        fmt::print("{:>8} {:<18} {:>9} {:>7.1f} MB {:>7.1f} MB {:>11} {:>6.2f}x {:>5}\n", n, name, bytes_str(r.kept),
+                   r.rss_base, r.rss_peak, human(r.ms * 1e6), r.ms / r.store_ms, agrees ? "yes" : "NO");
         std::fflush(stdout);
       }
     }

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <map>
 
+#include <reel/ir/revolve.hpp>
+
 #include "test_util.hpp"
 
 using namespace reel;
@@ -292,6 +294,39 @@ TEST_CASE("scan checkpoint policies: the forward part keeps O(N / k) carries and
   }
 }
 
+TEST_CASE("revolve schedule: each step turned once, last first, within the snapshots, with the fewest advances") {
+  std::map<std::pair<int64_t, int64_t>, int64_t> memo;
+  for (int64_t snapshots = 1; snapshots <= 6; ++snapshots)
+    for (int64_t steps = 0; steps <= 60; ++steps) {
+      CAPTURE(snapshots);
+      CAPTURE(steps);
+      // Simulated states: slot -> the step it is before (-1: empty).
+      std::vector<int64_t> slot(static_cast<std::size_t>(snapshots) + 1, -1);
+      slot[0] = 0;
+      int64_t advances = 0, next_turn = steps - 1;
+      int used = 1;
+      bool ok = true;
+      revolve(steps, snapshots,
+              {.advance = [&](int from_slot, int64_t from, int to_slot, int64_t to) {
+                 ok = ok && from_slot != to_slot && slot.at(static_cast<std::size_t>(from_slot)) == from && from < to;
+                 slot.at(static_cast<std::size_t>(to_slot)) = to;
+                 if (to_slot != snapshots) used = std::max(used, to_slot + 1);
+                 advances += to - from;
+               },
+               .turn = [&](int s, int64_t step) {
+                 ok = ok && slot.at(static_cast<std::size_t>(s)) == step && step == next_turn;
+                 --next_turn;
+               }});
+      CHECK(ok);
+      CHECK(next_turn == -1);
+      CHECK(used <= snapshots);
+      CHECK(advances == fewest_advances(steps, snapshots, memo));
+      CHECK(advances == revolve_advances(steps, snapshots));
+    }
+  CHECK(revolve_advances(1000000, 1000) == 3 * 1000000 - 1003 * 1002 / 2);  // t = 3: 3 l - C(1003, 2)
+  CHECK_ERROR(revolve(5, 0, {}), "revolve", "snapshots >= 1", "got 5 and 0");
+}
+
 TEST_CASE("binomial: the number of advances is Revolve's minimum for every length and number of snapshots") {
   std::map<std::pair<int64_t, int64_t>, int64_t> memo;
   const Tensor x0 = randn({2}, 1);
@@ -314,17 +349,19 @@ TEST_CASE("scan checkpoint policies: fori_loop's counter, consts, several carrie
   const Tensor table = randn({12, 3}, 1), x0 = randn({3}, 2), z0 = randn({3}, 3);
   for (const auto& [name, policy] : policies()) {
     CAPTURE(name);
-    auto f = [&](Checkpoint p) {
-      return [p](const Tensor& t, const Tensor& x, const Tensor& z) {
-        const auto c = fori_loop(2, 11, [&](const Tensor& i, const std::pair<Tensor, Tensor>& c) {
-          return std::pair{c.first * gather(t, i) + sin(c.second), c.second * 0.9 + c.first * 0.1};
-        }, std::pair{x, z}, {.checkpoint = p});
-        return sum(c.first * c.second);
+    for (bool reverse : {false, true}) {
+      auto f = [&](Checkpoint p) {
+        return [p, reverse](const Tensor& t, const Tensor& x, const Tensor& z) {
+          const auto c = fori_loop(2, 11, [&](const Tensor& i, const std::pair<Tensor, Tensor>& c) {
+            return std::pair{c.first * gather(t, i) + sin(c.second), c.second * 0.9 + c.first * 0.1};
+          }, std::pair{x, z}, {.reverse = reverse, .checkpoint = p});
+          return sum(c.first * c.second);
+        };
       };
-    };
-    const auto g = grad(f(policy), table, x0, z0), want = grad(f({}), table, x0, z0);
-    test::check_close(g.value, want.value, 1e-14, 1e-14, name + " value");
-    check_all_close(g.grads, want.grads, 1e-13, name + " grads");
+      const auto g = grad(f(policy), table, x0, z0), want = grad(f({}), table, x0, z0);
+      test::check_close(g.value, want.value, 1e-14, 1e-14, name + " value");
+      check_all_close(g.grads, want.grads, 1e-13, name + " grads");
+    }
     // i64 xs (indices into the table), reversed, with ys.
     const Tensor rows = tensor({3, 0, 7, 7, 1, 11, 4, 2}, {8}, DType::i64);
     auto h = [&](Checkpoint p) {

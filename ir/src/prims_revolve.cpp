@@ -10,26 +10,26 @@
 // It computes what the store-all pair computes, `scan(consts, carries, xs) {forward}`
 // (K carries, Y ys, then the residuals stacked) followed by `scan(bconsts, bcarries,
 // residuals, bxs) {backward}` with reverse flipped, without stacking the residuals:
-// it holds at most S carries at once (the initial one among them) and recomputes the
-// rest from them. The schedule is Revolve's: to reverse steps [a, b) from the carry
-// at a with c snapshots, advance m steps (`advance`: the body's carries only), keep that
-// carry, reverse [a + m, b) with c - 1 snapshots, then [a, a + m) with c; one step is
-// reversed by running `forward` on its carry (its residuals) and then `backward`
-// (firsturn / youturn); with one snapshot, every step is advanced to from the start.
-// m is the binomial split that minimises the number of advances, which is then
-// t l - C(c + t, t - 1) for l steps, t being the least repetition number with
-// C(c + t, t) >= l (Griewank 1992; tests/test_checkpoint.cpp checks it against the
-// minimum by dynamic programming). A runtime driver rather than tape structure: the
-// recursion depends on (N, S) only, and unrolled into tapes it would grow with N.
+// it holds at most S snapshots of the carries (the initial ones among them) besides the
+// running carries, and recomputes the rest from them, following Revolve's schedule (reel/ir/revolve.hpp: advance with the
+// `advance` body, the body's carries only; turn a step by running `forward` on its
+// carry, for its residuals, and then `backward`). A runtime driver rather than tape
+// structure: the schedule depends on (N, S) only, and unrolled into tapes it would grow
+// with N.
 //
 // Its derivatives (second order through a binomial scan) are those of the store-all
 // pair it equals, built and differentiated in its rules (so they store all).
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "prims.hpp"
 #include "reel/ir/evaluate.hpp"
+#include "reel/ir/revolve.hpp"
 
-namespace reel::prims {
+namespace reel {
+
+namespace prims {
 
 namespace {
 
@@ -116,24 +116,6 @@ Results<VarType> revolve_infer(std::span<const VarType> in, const Attrs& a) {
   return out;
 }
 
-// The step m at which to keep the next carry when reversing l >= 2 steps with c >= 2
-// snapshots: the largest of the optimal splits, which are (with t the least number of
-// repetitions with beta(c, t) = C(c + t, t) >= l)
-//   max(1, beta(c, t - 2), l - beta(c - 1, t)) <= m <= min(l - 1, beta(c, t - 1), l - beta(c - 1, t - 1)).
-int64_t revolve_split(int64_t l, int64_t c) {
-  using W = __int128;  // beta(c, t) < l <= 2^63 before each step, times at most c + 1
-  W before2 = 0, before = 0, beta = 1;  // beta(c, t - 2), beta(c, t - 1), beta(c, t)
-  W fewer_before = 0, fewer = 1;        // beta(c - 1, t - 1), beta(c - 1, t)
-  for (int64_t t = 1; beta < l; ++t) {
-    before2 = before, before = beta, beta = beta * (c + t) / t;
-    fewer_before = fewer, fewer = fewer * (c - 1 + t) / t;
-  }
-  const W hi = std::min<W>({l - 1, before, l - fewer_before});
-  const W lo = std::max<W>({1, before2, l - fewer});
-  if (lo > hi) throw Error(fmt::format("revolve: no split of {} steps with {} snapshots (internal error)", l, c));
-  return static_cast<int64_t>(hi);
-}
-
 // Runs the schedule: the backward scan's carries and stacked ys, computed from the
 // scan's initial carries.
 class Driver {
@@ -149,9 +131,14 @@ class Driver {
   }
 
   std::vector<Tensor> run() {
-    const std::vector<Tensor> carry(in_.begin() + static_cast<std::ptrdiff_t>(L_.C),
-                                    in_.begin() + static_cast<std::ptrdiff_t>(L_.C + L_.K));
-    if (L_.length > 0) reverse(0, L_.length, carry, L_.snapshots);
+    std::vector<std::vector<Tensor>> slots(static_cast<std::size_t>(L_.snapshots) + 1);
+    slots[0].assign(in_.begin() + static_cast<std::ptrdiff_t>(L_.C),
+                    in_.begin() + static_cast<std::ptrdiff_t>(L_.C + L_.K));
+    revolve(L_.length, L_.snapshots,
+            {.advance = [&](int from_slot, int64_t from, int to_slot, int64_t to) {
+               slots[static_cast<std::size_t>(to_slot)] = advance(from, to, slots[static_cast<std::size_t>(from_slot)]);
+             },
+             .turn = [&](int slot, int64_t step) { turn(step, slots[static_cast<std::size_t>(slot)]); }});
     std::vector<Tensor> out = std::move(bcarry_);
     out.insert(out.end(), bys_.begin(), bys_.end());
     return out;
@@ -203,21 +190,6 @@ class Driver {
     std::vector<Tensor> r = evaluate(*L_.backward, args);
     for (std::size_t c = 0; c < L_.BK; ++c) bcarry_[c] = std::move(r[c]);
     for (std::size_t j = 0; j < bys_.size(); ++j) store_at(bys_[j], k, r[L_.BK + j]);
-  }
-
-  // Reverses steps [a, b) from the carry before step a with c snapshots (that carry's
-  // among them): takeshot after m steps, reverse the right part with c - 1, restore.
-  void reverse(int64_t a, int64_t b, const std::vector<Tensor>& carry, int64_t c) {
-    while (b > a) {
-      if (b - a == 1) return turn(a, carry);
-      if (c == 1) {
-        for (int64_t i = b - 1; i >= a; --i) turn(i, advance(a, i, carry));
-        return;
-      }
-      const int64_t m = revolve_split(b - a, c);
-      reverse(a + m, b, advance(a, a + m, carry), c - 1);
-      b = a + m;  // restore the carry at a
-    }
   }
 };
 
@@ -301,6 +273,83 @@ Primitive revolve_p() {
 
 }  // namespace
 
+}  // namespace prims
+
+namespace {
+
+// beta(c, t) = C(c + t, t): the most steps c snapshots reverse advancing each at most t
+// times; with it, what reversing l steps needs: t, beta(c, t - 2), beta(c, t - 1) and
+// beta(c, t), beta(c - 1, t - 1) and beta(c - 1, t) (128-bit: beta(c, t - 1) < l <= 2^63
+// before each step, times at most c + 1).
+struct Binomials {
+  using W = __int128;
+  int64_t t = 0;
+  W before2 = 0, before = 0, beta = 1, fewer_before = 0, fewer = 1;
+  Binomials(int64_t l, int64_t c) {
+    while (beta < l) {
+      ++t;
+      before2 = before, before = beta, beta = beta * (c + t) / t;
+      fewer_before = fewer, fewer = fewer * (c - 1 + t) / t;
+    }
+  }
+};
+
+// Reverses steps [a, b) from the state in slot s (holding the state before a), with c
+// snapshots, slot s's among them: keep the state after m steps in slot s + 1, reverse
+// [a + m, b) with c - 1, then [a, a + m) with c again (restore).
+void reverse(int64_t a, int64_t b, int s, int64_t c, int work, const RevolveActions& act) {
+  while (b > a) {
+    if (b - a == 1) return act.turn(s, a);
+    if (c == 1) {  // nothing more to keep: each step from a again
+      for (int64_t i = b - 1; i > a; --i) act.advance(s, a, work, i), act.turn(work, i);
+      return act.turn(s, a);
+    }
+    const int64_t m = revolve_split(b - a, c);
+    act.advance(s, a, s + 1, a + m);
+    reverse(a + m, b, s + 1, c - 1, work, act);
+    b = a + m;
+  }
+}
+
+}  // namespace
+
+// The optimal splits m are (Griewank; checked against dynamic programming in
+// tests/test_checkpoint.cpp) max(1, beta(c, t - 2), l - beta(c - 1, t)) <= m <=
+// min(l - 1, beta(c, t - 1), l - beta(c - 1, t - 1)).
+int64_t revolve_split(int64_t l, int64_t c) {
+  if (l < 2 || c < 2) throw Error(fmt::format("revolve: expected >= 2 steps and snapshots to split, got {} and {}", l, c));
+  const Binomials k(l, c);
+  const auto hi = std::min<Binomials::W>({l - 1, k.before, l - k.fewer_before});
+  const auto lo = std::max<Binomials::W>({1, k.before2, l - k.fewer});
+  if (lo > hi) throw Error(fmt::format("revolve: no split of {} steps with {} snapshots (internal error)", l, c));
+  return static_cast<int64_t>(hi);
+}
+
+int64_t revolve_advances(int64_t l, int64_t c) {
+  if (l < 0 || c < 1) throw Error(fmt::format("revolve: expected steps >= 0 and snapshots >= 1, got {} and {}", l, c));
+  using W = Binomials::W;
+  if (l <= 1) return 0;
+  const W total = c == 1 ? W(l) * (l - 1) / 2 : [&] {
+    const Binomials k(l, c);
+    W b = 1;  // beta(c + 1, t - 1)
+    for (int64_t i = 1; i < k.t; ++i) b = b * (c + 1 + i) / i;
+    return W(k.t) * l - b;
+  }();
+  return total > W(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(total);
+}
+
+void revolve(int64_t steps, int64_t snapshots, const RevolveActions& actions) {
+  if (steps < 0 || snapshots < 1)
+    throw Error(fmt::format("revolve: expected steps >= 0 and snapshots >= 1, got {} and {}", steps, snapshots));
+  if (snapshots > std::numeric_limits<int>::max() - 1)
+    throw Error(fmt::format("revolve: expected fewer than 2^31 snapshots, got {}", snapshots));
+  reverse(0, steps, 0, snapshots, static_cast<int>(snapshots), actions);
+}
+
+namespace prims {
+
 void add_revolve(std::vector<Primitive>& t) { t.insert(t.end(), {revolve_p()}); }
 
-}  // namespace reel::prims
+}  // namespace prims
+
+}  // namespace reel
