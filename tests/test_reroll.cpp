@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <array>
 #include <random>
+#include <sstream>
 
 #include "test_util.hpp"
 
@@ -554,6 +555,11 @@ TEST_CASE("reroll: grad_tape, vjp_tape and jvp_tape run it first; set_auto_rerol
   const auto names = pass_names();
   CHECK(std::find(names.begin(), names.end(), "reroll") != names.end());
   CHECK(count_scans(PassPipeline({"reroll", "cse"}).run(t)) == 1);
+  const Tape plain = parse_tape("inp %1::f64[3]\n%2 = sin(%1)::f64[3]\nout %2");
+  CHECK(to_string(PassPipeline({"reroll"}).run(plain)) == to_string(plain));  // nothing to fold: the same tape
+  std::ostringstream dump;
+  (void)PassPipeline({"reroll", "dce"}).print_after("reroll").print_to(dump).run(t);
+  CHECK(dump.str().find("# *** Tape after reroll ***\ninp %1::f64[4]\n%2 = scan(%1") != std::string::npos);
 
   std::string warning;
   CHECK(detail::reroll_setting(nullptr, warning));

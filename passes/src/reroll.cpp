@@ -644,18 +644,23 @@ class Reroller {
 
 }  // namespace
 
-Tape reroll(const Tape& tape, const RerollOptions& options) {
+std::optional<Tape> detail::reroll_if_any(const Tape& tape, const RerollOptions& options) {
   std::optional<Tape> t = Reroller(tape, options).run();
+  // Folding can line up what was apart (loops of loops whose bodies are now equal).
+  for (int round = 1; t && round < 3; ++round) {
+    std::optional<Tape> again = Reroller(*t, options).run();
+    if (!again) break;
+    t = std::move(again);
+  }
+  return t;
+}
+
+Tape reroll(const Tape& tape, const RerollOptions& options) {
+  std::optional<Tape> t = detail::reroll_if_any(tape, options);
   if (!t) {
     Tape same = tape;
     same.cleaned = false;
     return same;
-  }
-  // Folding can line up what was apart (loops of loops whose bodies are now equal).
-  for (int round = 1; round < 3; ++round) {
-    std::optional<Tape> again = Reroller(*t, options).run();
-    if (!again) break;
-    t = std::move(again);
   }
   return std::move(*t);
 }
