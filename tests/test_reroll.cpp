@@ -234,6 +234,18 @@ TEST_CASE("reroll: a branch on a value inside a loop: the guard folds into the b
   }
 }
 
+TEST_CASE("reroll: second order through a re-rolled loop (hvp) equals the unrolled loop's") {
+  auto f = [](const Tensor& W, const Tensor& x) {
+    const Tensor b = zeros({4}) + 0.1;
+    return test::tanh_recurrence(W, b, x, 30);
+  };
+  const Tensor W = randn({4, 4}, 1) * 0.3, x = randn({4}, 2), vW = randn({4, 4}, 3), vx = randn({4}, 4);
+  const HvpResult rolled = hvp(f, {W, x}, {vW, vx});
+  const test::NoReroll off;
+  const HvpResult unrolled = hvp(f, {W, x}, {vW, vx});
+  check_all_close(rolled.hvp, unrolled.hvp, 1e-10, "hvp");
+}
+
 TEST_CASE("reroll: values of earlier iterations read after the loop are stacked ys") {
   const std::vector<Tensor> args{randn({4}, 1) * 0.5, randn({4}, 2)};
   auto f = [](const std::vector<Tensor>& a) {
