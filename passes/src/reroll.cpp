@@ -30,13 +30,13 @@
 
 #include <algorithm>
 #include <bit>
-#include <optional>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "reel/ir/builder.hpp"
 #include "reel/passes.hpp"
