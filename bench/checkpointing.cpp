@@ -85,13 +85,15 @@ struct Row {
   std::string policy, mode;
   int64_t n = 0, kept = 0;
   double ms = 0, rss_base = 0, rss_peak = 0, checksum = 0;
+  double store_ms = 0;  // storing everything, timed in the same process, alternating
 };
 
 Row run_row(const std::string& self, const std::string& policy, int64_t n, const std::string& mode, bool quick) {
   const std::string out = run_child(
       fmt::format("'{}' --checkpoint-row {} {} {}{}", self, policy, n, mode, quick ? " --quick" : ""));
   Row r{policy, mode, n};
-  std::sscanf(out.c_str(), "%lf %ld %lf %lf %lf", &r.ms, &r.kept, &r.rss_base, &r.rss_peak, &r.checksum);
+  std::sscanf(out.c_str(), "%lf %ld %lf %lf %lf %lf", &r.ms, &r.kept, &r.rss_base, &r.rss_peak, &r.checksum,
+              &r.store_ms);
   return r;
 }
 
@@ -106,30 +108,41 @@ std::string bytes_str(int64_t b) {
 int checkpoint_row_mode(const std::string& policy, long n, const std::string& mode) {
   reel::compile(reel::trace([](const Tensor& v) { return v * 2.0; }, reel::zeros({1})));  // JIT start-up
   const Tensor x0 = reel::randn({8}, 1) * 0.5;
-  const reel::Tape g = gradient_tape(n, parse_policy(policy, n), x0);
-  std::optional<reel::CompiledFunction> f;
-  std::function<std::vector<Tensor>()> run = [&] { return reel::play(g, {x0}); };
-  if (mode == "compiled") {
-    f.emplace(reel::compile(g));
-    run = [&] { return (*f)({x0}); };
+  // The policy's gradient and, to time against, storing everything's: both tapes (and
+  // compiled functions) made before the memory is measured; neither grows with n.
+  std::vector<std::function<std::vector<Tensor>()>> calls;
+  std::vector<reel::Tape> tapes;
+  std::vector<reel::CompiledFunction> compiled;
+  for (const std::string& p : {policy, std::string("store")}) {
+    tapes.push_back(gradient_tape(n, parse_policy(p, n), x0));
+    if (mode == "compiled") compiled.push_back(reel::compile(tapes.back()));
+    if (p == "store" && policy == "store") break;
   }
+  for (std::size_t i = 0; i < tapes.size(); ++i)
+    calls.push_back(mode == "compiled" ? std::function([&, i] { return compiled[i]({x0}); })
+                                       : std::function([&, i] { return reel::play(tapes[i], {x0}); }));
   const double base = current_rss_mb();
-  // A first call (the peak RSS is reached there), then the median of the calls in 0.3 s
-  // (at least one).
-  double checksum = reel::sum(run().at(1)).item();
-  std::vector<double> ms;
-  const auto start = Clock::now();
-  while (ms.empty() || seconds_since(start) < 0.3) {
-    const auto t0 = Clock::now();
-    const std::vector<Tensor> out = run();
-    ms.push_back(seconds_since(t0) * 1e3);
-    checksum = reel::sum(out.at(1)).item();
-  }
-  std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
+  // The policy's first call (its peak RSS is reached there), then rounds alternating
+  // the policy and storing everything, for a ratio that a slow spell of the machine
+  // hits alike: the medians of at least 3 rounds (1 with --quick) and 0.3 s.
+  const double checksum = reel::sum(calls[0]().at(1)).item();
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  fmt::print("{} {} {} {} {:.17g}\n", ms[ms.size() / 2], kept_bytes(g), base, static_cast<double>(u.ru_maxrss) / 1024.0,
-             checksum);
+  std::vector<std::vector<double>> ms(calls.size());
+  const auto start = Clock::now();
+  while (ms[0].size() < static_cast<std::size_t>(rounds.count >= 15 ? 3 : 1) || seconds_since(start) < 0.3)
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const auto t0 = Clock::now();
+      calls[i]();
+      ms[i].push_back(seconds_since(t0) * 1e3);
+    }
+  std::vector<double> median;
+  for (std::vector<double>& v : ms) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    median.push_back(v[v.size() / 2]);
+  }
+  fmt::print("{} {} {} {} {:.17g} {}\n", median[0], kept_bytes(tapes[0]), base,
+             static_cast<double>(u.ru_maxrss) / 1024.0, checksum, median.back());
   return 0;
 }
 
@@ -139,32 +152,25 @@ int checkpoint_table(const std::string& self, bool quick) {
   if (!quick) sizes.push_back(1000000);
   fmt::print("Checkpointing: the gradient of an n-step scan, x = sin(x) * 1.01 + square(x) * 0.001 on 8 doubles.\n"
              "kept: the stacks and snapshots the gradient holds for its backward pass (from its tape); RSS: the\n"
-             "row process's resident memory before the first gradient and its peak; time: the median gradient\n"
-             "call; ratio: to storing everything (same n and mode); grad: agrees with storing everything.\n");
+             "row process's resident memory before the policy's first gradient and its peak then; time: the\n"
+             "median gradient call; ratio: to storing everything's, timed in the same process in alternation;\n"
+             "grad: agrees with storing everything.\n");
   for (const std::string mode : {"play", "compiled"}) {
     fmt::print("\n{:>8} {:<18} {:>9} {:>10} {:>10} {:>11} {:>6} {:>5}   ({})\n", "n", "policy", "kept", "RSS before",
                "RSS peak", "time", "ratio", "grad", mode == "play" ? "interpreted: reel::play" : "compiled");
     for (int64_t n : sizes) {
-      // Rounds over the policies, each row in a fresh process: a slow spell of the machine
-      // hits every policy alike; each time is the median of the rounds.
-      std::vector<std::vector<Row>> runs(policies.size());
-      for (int round = 0; round < (quick ? 1 : 3); ++round)
-        for (std::size_t p = 0; p < policies.size(); ++p) runs[p].push_back(run_row(self, policies[p], n, mode, quick));
-      std::vector<Row> rows;
-      for (std::vector<Row>& r : runs) {
-        std::sort(r.begin(), r.end(), [](const Row& a, const Row& b) { return a.ms < b.ms; });
-        rows.push_back(r[r.size() / 2]);
-      }
-      const Row& store = rows[0];
-      for (const Row& r : rows) {
-        const bool agrees = std::abs(r.checksum - store.checksum) <= 1e-9 * std::max(1.0, std::abs(store.checksum));
-        std::string name = r.policy;
+      double store_checksum = 0;
+      for (const std::string& p : policies) {
+        const Row r = run_row(self, p, n, mode, quick);
+        if (p == "store") store_checksum = r.checksum;
+        const bool agrees = std::abs(r.checksum - store_checksum) <= 1e-9 * std::max(1.0, std::abs(store_checksum));
+        std::string name = p;
         if (name == "sqrt") name = fmt::format("sqrt (every:{})", isqrt_up(n));
         if (name == "binomial:sqrt") name = fmt::format("binomial:{}", isqrt_up(n));
         fmt::print("{:>8} {:<18} {:>9} {:>7.1f} MB {:>7.1f} MB {:>8.1f} ms {:>5.2f}x {:>5}\n", n, name,
-                   bytes_str(r.kept), r.rss_base, r.rss_peak, r.ms, r.ms / store.ms, agrees ? "yes" : "NO");
+                   bytes_str(r.kept), r.rss_base, r.rss_peak, r.ms, r.ms / r.store_ms, agrees ? "yes" : "NO");
+        std::fflush(stdout);
       }
-      std::fflush(stdout);
     }
   }
   return 0;

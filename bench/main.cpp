@@ -2,7 +2,8 @@
 // against the interpreted gradient tape (reel::play) and the compiled one
 // (reel::simplegrad), measured side by side in one run (workloads.cpp); the costs of
 // cached functions and of the code caches (caches.cpp); the schedule's loop against a
-// generated driver; a scaling table of traced loops, each row in a fresh process
+// generated driver; a scaling table of loops (plain C++ loops, traced step by step, and
+// the same loops written with reel::scan), each row in a fresh process
 // (scaling.cpp). Prints tables (report.cpp) and writes build/bench/latest.json. It
 // asserts nothing. `reel_bench --help` lists the options.
 #include <fmt/core.h>
@@ -50,7 +51,7 @@ constexpr Flag kFlags[] = {
     {"--out", 1, "FILE", "write the results (JSON) to FILE instead of build/bench/latest.json",
      [](Options& o, char** v) { o.out_path = v[0]; }},
     {"--row", 2, "PROGRAM STEPS",
-     "(run by reel_bench itself) measure one scaling row, PROGRAM sin or tanh, and print its fields on one line",
+     "(run by reel_bench itself) measure one scaling row, PROGRAM sin, tanh, sin-scan or tanh-scan, and print its fields on one line",
      [](Options& o, char** v) { o.row_program = v[0], o.row_steps = std::atoi(v[1]); }},
     {"--compile-probe", 1, "DIR",
      "(run by reel_bench itself) compile the MLP gradient with the code cache in DIR and print its times on one line",
@@ -104,9 +105,13 @@ void cache_rows(const Options& o) {
 std::vector<bench::Row> scaling_rows(const Options& o) {
   bench::print_scaling_header();
   std::vector<std::pair<std::string, int>> plan;
-  for (int n : {10, 100, 1000, 10000}) plan.emplace_back("tanh", n);
-  for (int n : {10, 100, 1000, 10000}) plan.emplace_back("sin", n);
-  plan.emplace_back("sin", 84000);  // over 1,000,000 gradient-tape operations
+  // Each plain loop, then the same loop written with reel::scan.
+  for (const char* program : {"tanh", "tanh-scan"})
+    for (int n : {10, 100, 1000, 10000}) plan.emplace_back(program, n);
+  for (const char* program : {"sin", "sin-scan"}) {
+    for (int n : {10, 100, 1000, 10000}) plan.emplace_back(program, n);
+    plan.emplace_back(program, 84000);  // plain: over 1,000,000 gradient-tape operations
+  }
   std::vector<bench::Row> rows;
   for (const auto& [program, n] : plan) {
     rows.push_back(bench::run_row(o.self, program, n, o.quick));

@@ -59,6 +59,9 @@ std::string human(double ns);
 
 // This process's resident memory now, in MB.
 double current_rss_mb();
+// This process's peak resident memory so far, in MB (VmHWM: unlike getrusage's
+// ru_maxrss, it does not include what the parent held when it forked this process).
+double peak_rss_mb();
 
 // With REEL_BENCH_DUMP_TAPES=DIR, writes a workload's forward tape to DIR as text, so
 // that gradient tapes of two versions can be compared with reel-opt.

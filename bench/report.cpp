@@ -45,17 +45,18 @@ void print_runner_rows(const std::vector<RunnerRow>& runners) {
 void print_scaling_header() {
   fmt::print("\nScaling (each row in a fresh process; times of the gradient tape of the program; "
              "warm comp: compiling it again, every kernel cached):\n");
-  fmt::print("{:<34} {:>10} {:>9} {:>10} {:>10} {:>9} {:>8} {:>10} {:>9} {:>7} {:>10} {:>11} {:>11} {:>6} {:>9}\n", "program",
+  fmt::print("{:<46} {:>10} {:>9} {:>10} {:>10} {:>9} {:>8} {:>10} {:>9} {:>7} {:>10} {:>11} {:>11} {:>6} {:>9}\n", "program",
              "grad ops", "trace", "grad_tape", "compile", "us/op", "kernels", "warm comp", "us/op", "steps", "call",
              "workspace", "live bound", "ws/lb", "peak RSS");
 }
 
 void print_scaling_row(const Row& r) {
-  const std::string name = r.program == "sin" ? fmt::format("sin(x)*1.01+square(x)*0.001, {} steps", r.steps)
-                                              : fmt::format("tanh(Wx+b)*.5+x*.5 16x16, {} steps", r.steps);
+  const std::string name = fmt::format("{}{}, {} steps",
+                                       r.program.starts_with("sin") ? "sin(x)*1.01+square(x)*0.001" : "tanh(Wx+b)*.5+x*.5 16x16",
+                                       r.program.ends_with("-scan") ? " scan" : "", r.steps);
   const double ops = static_cast<double>(r.ops);
   const double ws_over_lb = r.lower_bound > 0 ? static_cast<double>(r.workspace) / static_cast<double>(r.lower_bound) : 1.0;
-  fmt::print("{:<34} {:>10} {:>6.1f} ms {:>7.1f} ms {:>7.1f} ms {:>9.2f} {:>8} {:>7.1f} ms {:>9.2f} {:>7} {:>10} {:>11} "
+  fmt::print("{:<46} {:>10} {:>6.1f} ms {:>7.1f} ms {:>7.1f} ms {:>9.2f} {:>8} {:>7.1f} ms {:>9.2f} {:>7} {:>10} {:>11} "
              "{:>11} {:>6.2f} {:>6.0f} MB\n",
              name, r.ops, r.trace_ms, r.grad_ms, r.compile_ms, r.compile_ms * 1e3 / ops, r.kernels, r.warm_ms,
              r.warm_ms * 1e3 / ops, r.steps_scheduled, human(r.call_ns), r.workspace, r.lower_bound, ws_over_lb, r.rss_mb);

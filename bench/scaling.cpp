@@ -4,9 +4,8 @@
 #include <reel/reel.hpp>
 
 #include <cstdio>
+#include <utility>
 #include <vector>
-
-#include <sys/resource.h>
 
 #include "measure.hpp"
 
@@ -27,6 +26,20 @@ Tensor tanh_program(const Tensor& W, const Tensor& b, const Tensor& x0, int step
   return reel::sum(x);
 }
 
+// The same recurrences written with reel::scan: the tape holds one step, whatever steps.
+Tensor sin_scan_program(const Tensor& x0, int steps) {
+  const auto [x, ys] = reel::scan([](const Tensor& x, reel::None) {
+    return std::pair{reel::sin(x) * 1.01 + reel::square(x) * 0.001, reel::none};
+  }, x0, reel::none, {.length = steps});
+  return reel::sum(x);
+}
+Tensor tanh_scan_program(const Tensor& W, const Tensor& b, const Tensor& x0, int steps) {
+  const auto [x, ys] = reel::scan([&](const Tensor& x, reel::None) {
+    return std::pair{reel::tanh(reel::matmul(W, x) + b) * 0.5 + x * 0.5, reel::none};
+  }, x0, reel::none, {.length = steps});
+  return reel::sum(x);
+}
+
 double median_call_ns(const reel::CompiledFunction& f, const std::vector<Tensor>& args) {
   return median_ns<1>({[&] { f(args); }})[0];
 }
@@ -37,13 +50,15 @@ Row measure_row(const std::string& program, int steps) {
   std::vector<Tensor> args;
   reel::Tape tape;
   auto t0 = Clock::now();
-  if (program == "sin") {
+  const bool scan = program.ends_with("-scan");
+  if (program.starts_with("sin")) {
     args = {reel::randn({8}, 1) * 0.5};
-    tape = reel::trace([steps](const Tensor& x) { return sin_program(x, steps); }, args[0]);
+    tape = reel::trace([steps, scan](const Tensor& x) {
+      return scan ? sin_scan_program(x, steps) : sin_program(x, steps); }, args[0]);
   } else {
     args = {reel::randn({16, 16}, 1) * 0.25, reel::randn({16}, 2), reel::randn({16}, 3)};
-    tape = reel::trace([steps](const Tensor& W, const Tensor& b, const Tensor& x) {
-      return tanh_program(W, b, x, steps); }, args[0], args[1], args[2]);
+    tape = reel::trace([steps, scan](const Tensor& W, const Tensor& b, const Tensor& x) {
+      return scan ? tanh_scan_program(W, b, x, steps) : tanh_program(W, b, x, steps); }, args[0], args[1], args[2]);
   }
   r.trace_ms = seconds_since(t0) * 1e3;
   t0 = Clock::now();
@@ -55,9 +70,7 @@ Row measure_row(const std::string& program, int steps) {
   const reel::CompiledFunction f = reel::compile(g);
   r.compile_ms = seconds_since(t0) * 1e3;
   r.kernels = f.kernels_compiled();
-  rusage u{};  // peak RSS through trace, gradient and the first compile (the warm one is extra)
-  getrusage(RUSAGE_SELF, &u);
-  r.rss_mb = static_cast<double>(u.ru_maxrss) / 1024.0;
+  r.rss_mb = peak_rss_mb();  // through trace, gradient and the first compile (the warm one is extra)
   t0 = Clock::now();
   (void)reel::compile(g);
   r.warm_ms = seconds_since(t0) * 1e3;
@@ -71,6 +84,10 @@ Row measure_row(const std::string& program, int steps) {
 }  // namespace
 
 int row_mode(const std::string& program, int steps) {
+  if (program != "sin" && program != "tanh" && program != "sin-scan" && program != "tanh-scan") {
+    fmt::print(stderr, "reel_bench --row: expected a program sin, tanh, sin-scan or tanh-scan, got {}\n", program);
+    return 2;
+  }
   const Row r = measure_row(program, steps);
   fmt::print("{} {} {} {} {} {} {} {} {} {} {}\n", r.ops, r.trace_ms, r.grad_ms, r.compile_ms, r.call_ns, r.kernels,
              r.steps_scheduled, r.workspace, r.lower_bound, r.rss_mb, r.warm_ms);

@@ -1,7 +1,8 @@
 #pragma once
-// The scaling table: gradients of two traced loops at 10 to 84,000 steps, each row
-// measured in a fresh process (this program with --row) so that its peak RSS and its
-// kernels compiled are its own.
+// The scaling table: gradients of two loops at 10 to 84,000 steps, written as plain
+// C++ loops (traced step by step: sin, tanh) and with reel::scan (one loop operation:
+// sin-scan, tanh-scan), each row measured in a fresh process (this program with --row)
+// so that its peak RSS and its kernels compiled are its own.
 #include <cstdint>
 #include <string>
 
@@ -9,7 +10,7 @@ namespace bench {
 
 // One row of the scaling table.
 struct Row {
-  std::string program;  // "sin" or "tanh"
+  std::string program;  // "sin", "tanh", "sin-scan" or "tanh-scan"
   int steps = 0;
   int64_t ops = 0;
   double trace_ms = 0, grad_ms = 0, compile_ms = 0, call_ns = 0;

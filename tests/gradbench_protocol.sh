@@ -70,8 +70,8 @@ echo "$sizes"
 [ "$status" -eq 0 ] || { echo "sizes: exit status $status"; exit 1; }
 out=$sizes
 check '{"error":"llsq: \"n\" must be an integer from 2 to 10000000 (the most points this tool takes), got 1e+30","id":20,"success":false}'
-check '{"error":"ode: \"s\" must be an integer from 1 to 10000 (the most steps this tool traces), got 1e+19","id":21,"success":false}'
-check '{"error":"ode: \"s\" must be an integer from 1 to 10000 (the most steps this tool traces), got 10000000000000000000","id":22,"success":false}'
+check '{"error":"ode: \"s\" must be an integer from 1 to 10000000 (the most steps this tool takes), got 1e+19","id":21,"success":false}'
+check '{"error":"ode: \"s\" must be an integer from 1 to 10000000 (the most steps this tool takes), got 10000000000000000000","id":22,"success":false}'
 check '{"error":"llsq: \"n\" must be an integer from 2 to 10000000 (the most points this tool takes), got 2.5","id":23,"success":false}'
 # n = 4: t = -1, -1/3, 1/3, 1; the gradient of x = [1, 2] is [4, 16/9], for 4.0 as for 4.
 check '{"id":24,"output":[4.0,1.777777777777778],"success":true'

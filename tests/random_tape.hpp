@@ -4,8 +4,8 @@
 // operations drawn from every structure the compiler lowers, with attributes drawn at
 // their edges too (negative and out-of-range axes, zero and huge steps, strides,
 // dilations, padding), where an invalid choice must be a reel::Error when the call is
-// built; and loops (scan, while_loop) whose bodies are random tapes of the same kind,
-// which may hold one more level of loops.
+// built; and loops (scan, with or without a checkpoint policy, and while_loop) whose
+// bodies are random tapes of the same kind, which may hold one more level of loops.
 #include <limits>
 #include <random>
 
@@ -308,6 +308,12 @@ class RandomTape {
       attrs.set("num_carry", static_cast<int64_t>(carries.size()));
       if (pick(0, 1)) attrs.set("reverse", true);
       if (index) attrs.set("index", int64_t{pick(-2, 2)});
+      switch (pick(0, 5)) {  // how reverse mode keeps the residuals (default: all of them)
+        case 0: attrs.set("checkpoint", std::string("every")), attrs.set("checkpoint_arg", int64_t{pick(1, 3)}); break;
+        case 1: attrs.set("checkpoint", std::string("sqrt")); break;
+        case 2: attrs.set("checkpoint", std::string("binomial")), attrs.set("checkpoint_arg", int64_t{pick(1, 3)}); break;
+        default: break;
+      }
     } else {
       // cond: counter + tanh(sum(a carry)) / 4 < N - 1/2, true for counter = 0 .. N-1.
       const int64_t trips = pick(0, 3);

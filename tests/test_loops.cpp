@@ -218,6 +218,12 @@ void check_unrolled(const std::string& what, const F& rolled, const U& unrolled,
   check_unrolled(what, rolled, unrolled, std::vector<Tensor>(args, args + N), std::make_index_sequence<N>{});
 }
 
+int count_calls(const Tape& t, const std::string& name) {
+  int n = 0;
+  for (const Op& op : t.ops) n += op.kind == OpKind::call && op.prim->name == name;
+  return n;
+}
+
 // The trip counts recorded by the while_loops of a tape (not inside bodies).
 std::vector<int64_t> trips_of(const Tape& t) {
   std::vector<int64_t> trips;
@@ -510,6 +516,8 @@ TEST_CASE("while_loop inside a scan: another trip count in a later iteration is 
   const Tape t = trace(f, same);
   test::check_close(compile(t)({same})[0], unrolled(same), 1e-12, 1e-12, "compiled value");
   CHECK_THROWS_AS(play(grad_tape(t), {same}), GuardFailure);
+  // Tracing again traces the body in the first iteration again: jit_grad gives up too.
+  CHECK_THROWS_AS(jit_grad(f)(same), GuardFailure);
   // With the same count in every iteration (none after the first ran none), it holds.
   const Tensor large = tensor({6.0, 7.0});
   const Tape tl = trace(f, large);
@@ -609,8 +617,93 @@ TEST_CASE("while_loop: a hand-written tape runs, prints and parses back; its gra
   }
   CHECK_THROWS_AS(play(g, {k, tensor({3.0, 3.0})}), GuardFailure);
   CHECK_THROWS_AS(compile(g)({k, tensor({0.1, 0.1})}), GuardFailure);
-  // Forward mode needs no trip count.
+  // Forward mode needs no trip count; its one loop computes primal and tangent together.
   const Tape j = jvp_tape(t);
   test::check_round_trip(j);
+  CHECK(count_calls(j, "while_loop") == 1);
+  CHECK(count_calls(g, "while_loop") == 0);
+  CHECK(count_calls(g, "scan") == 2);  // forward and backward
+  CHECK(count_calls(g, "guard") == 1);  // after the loop (the other is in the forward scan's body)
   test::check_close(play(j, {k, x, ones({2}), zeros({2})})[1], scalar(14.0), 1e-12, 1e-12, "jvp along k");
 }
+
+TEST_CASE("loops: integer consts and ys, carries nothing reads, results not used") {
+  // An i64 const (indices) read by gather in the body; an i64 y (argmax per step).
+  Tensor idx(DType::i64, {3});
+  for (int i = 0; i < 3; ++i) idx.mutable_data<int64_t>()[i] = 2 - i;
+  const Tensor xs = randn({4, 3}, 1), y0 = randn({3}, 2);
+  auto rolled = [&](const Tensor& x, const Tensor& y) {
+    const auto [c, ys] = scan([&](const std::pair<Tensor, Tensor>& c, const Tensor& xt) {
+      const Tensor n = sin(gather(c.first, idx)) * xt + c.first * 0.5;
+      return std::pair{std::pair{n, c.second * 0.0 + 1.0}, std::pair{argmax(n, 0), n * 2.0}};
+    }, std::pair{y, y}, x);
+    CHECK(ys.first.dtype() == DType::i64);
+    return sum(ys.second) + sum(c.first);  // c.second and ys.first: no gradient
+  };
+  auto unrolled = [&](const Tensor& x, const Tensor& y) {
+    Tensor c = y, total = sum(y * 0.0);
+    for (int64_t t = 0; t < 4; ++t) {
+      c = sin(gather(c, idx)) * index(x, t) + c * 0.5;
+      total = total + sum(c * 2.0);
+    }
+    return total + sum(c);
+  };
+  check_unrolled("i64 const and ys", rolled, unrolled, {xs, y0});
+}
+
+TEST_CASE("loops: carries of two dtypes (f32 and f64) in one loop") {
+  const Tensor a = randn({3}, 1), b = cast(randn({3}, 2), DType::f32);
+  using C = std::pair<Tensor, Tensor>;
+  auto rolled = [](const Tensor& x, const Tensor& y) {
+    const C s = scan([](const C& c, const None&) {
+      return std::pair{C{sin(c.first) + cast(c.second, DType::f64) * 0.5, cos(c.second) * 0.9f}, none};
+    }, C{x, y}, none, {.length = 3}).first;
+    const C w = while_loop([](const C& c) { return sum(c.first) < 100.0; },
+                           [](const C& c) { return C{c.first * 2.0 + 1.0, c.second + cast(sum(c.first), DType::f32)}; },
+                           s);
+    return sum(w.first) + cast(sum(w.second), DType::f64);
+  };
+  auto unrolled = [](const Tensor& x, const Tensor& y) {
+    Tensor p = x, q = y;
+    for (int i = 0; i < 3; ++i) std::tie(p, q) = std::pair{sin(p) + cast(q, DType::f64) * 0.5, cos(q) * 0.9f};
+    while (sum(p).item() < 100.0) std::tie(p, q) = std::pair{p * 2.0 + 1.0, q + cast(sum(p), DType::f32)};
+    return sum(p) + cast(sum(q), DType::f64);
+  };
+  test::check_close(rolled(a, b), unrolled(a, b), 1e-6, 1e-6, "value");
+  const Tape t = trace(rolled, a, b);
+  const std::vector<Tensor> g = play(grad_tape(t), {a, b}), gu = play(grad_tape(trace(unrolled, a, b)), {a, b});
+  check_all_close(g, gu, 1e-5, "gradients");
+  check_all_close(compile(grad_tape(t))({a, b}), gu, 1e-5, "compiled gradients");
+  CHECK(g[2].dtype() == DType::f32);
+}
+
+TEST_CASE("while_loop inside reel::checkpoint, and a checkpoint inside a while_loop's body") {
+  const Tensor W = randn({3, 3}, 1) * 0.5, x0 = tensor({0.3, -0.2, 0.4});
+  auto grow = [](const Tensor& w, const Tensor& c) { return tanh(matmul(w, c)) + c * 1.2; };
+  auto cond = [](const Tensor& c) { return sum(c * c) < 25.0; };
+  check_unrolled("while inside checkpoint",
+                 [&](const Tensor& w, const Tensor& x) {
+                   auto block = checkpoint([&](const Tensor& y) {
+                     return while_loop(cond, [&](const Tensor& c) { return grow(w, c); }, y);
+                   });
+                   return sum(block(x) * x);
+                 },
+                 [&](const Tensor& w, const Tensor& x) {
+                   Tensor c = x;
+                   while (sum(c * c).item() < 25.0) c = grow(w, c);
+                   return sum(c * x);
+                 },
+                 {W, x0});
+  check_unrolled("checkpoint inside while",
+                 [&](const Tensor& w, const Tensor& x) {
+                   auto step = checkpoint([&](const Tensor& c) { return grow(w, c); });
+                   return sum(while_loop(cond, [&](const Tensor& c) { return step(c); }, x));
+                 },
+                 [&](const Tensor& w, const Tensor& x) {
+                   Tensor c = x;
+                   while (sum(c * c).item() < 25.0) c = grow(w, c);
+                   return sum(c);
+                 },
+                 {W, x0});
+}
+

@@ -234,13 +234,16 @@ std::string JitCore::why_missed(const Look& look, std::size_t cached_tried, cons
   return "";
 }
 
-void JitCore::add(std::string_view key, std::vector<std::string> parts, Tape tape, std::shared_ptr<const void> structure) {
+void JitCore::add(std::string_view key, std::vector<std::string> parts, Tape tape, std::shared_ptr<const void> structure,
+                  std::span<const Tensor* const> tensors, std::span<Tensor> out) {
   // Evicted paths are released after the lock (freeing compiled code takes the JIT's).
   std::vector<std::shared_ptr<Path>> evicted;
   auto path = std::make_shared<Path>();
   path->tape = std::move(tape);
   path->structure = std::move(structure);
   if (s_->options.compile_after == 1) compile_path(*path);  // compiled at once: counted as the first call's
+  if (!out.empty() && path->ready.load(std::memory_order_acquire)) path->compiled->run(tensors, out);
+  else if (!out.empty()) move_outputs(play(path->tape, tensor_list(tensors)), out);
   std::lock_guard<std::mutex> lock(s_->mutex);
   insert_path(key, std::move(parts), std::move(path), evicted);
   evict_signatures(evicted);

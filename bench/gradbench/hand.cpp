@@ -1,4 +1,4 @@
-// Hand-written C++ for GradBench's lse, gmm and lstm: each objective and its
+// Hand-written C++ for GradBench's lse, gmm, lstm and ode: each objective and its
 // derivative written out by hand, as a careful programmer would (one thread, no AD),
 // speaking GradBench's protocol like reel-gradbench, so that bench/gradbench/run.py
 // times both the same way. Not a test: bench/gradbench/run.py checks its outputs
@@ -228,6 +228,74 @@ double lstm(const Lstm& p, Vec* d_main, Vec* d_extra) {
   return scale * total;
 }
 
+// ---- ode (GradBench's RK4) ----
+// f(y)_0 = x_0, f(y)_i = x_i y_{i-1}, into z.
+void ode_f(const Vec& x, const Vec& y, Vec& z) {
+  z[0] = x[0];
+  for (std::size_t i = 1; i < x.size(); ++i) z[i] = x[i] * y[i - 1];
+}
+// The adjoint of z = f(y): adds dz's contributions to dx and dy.
+void ode_f_adjoint(const Vec& x, const Vec& y, const Vec& dz, Vec& dx, Vec& dy) {
+  dx[0] += dz[0];
+  for (std::size_t i = 1; i < x.size(); ++i) dx[i] += dz[i] * y[i - 1], dy[i - 1] += dz[i] * x[i];
+}
+// One RK4 step's stages from y: k_j = f(u_j) with u_1 = y, u_2 = y + h/2 k_1,
+// u_3 = y + h/2 k_2, u_4 = y + h k_3 (u[0] is unused: u_1 is y itself).
+struct Rk4 {
+  std::array<Vec, 4> k, u;
+  explicit Rk4(std::size_t n) { k.fill(Vec(n)), u.fill(Vec(n)); }
+};
+void rk4_stages(const Vec& x, const Vec& y, double h, Rk4& r) {
+  constexpr std::array<double, 4> c{0, 0.5, 0.5, 1};
+  ode_f(x, y, r.k[0]);
+  for (int j = 1; j < 4; ++j) {
+    for (std::size_t i = 0; i < y.size(); ++i) r.u[j][i] = y[i] + c[j] * h * r.k[j - 1][i];
+    ode_f(x, r.u[j], r.k[j]);
+  }
+}
+// y after s classic RK4 steps from y = 0 (h = 2/s); with ys != nullptr, the y before
+// each step is kept there (s rows of n), for the gradient.
+Vec ode(const Vec& x, int s, std::vector<Vec>* ys = nullptr) {
+  const std::size_t n = x.size();
+  const double h = 2.0 / s;
+  Vec y(n, 0.0);
+  Rk4 r(n);
+  for (int step = 0; step < s; ++step) {
+    if (ys != nullptr) (*ys)[step] = y;
+    rk4_stages(x, y, h, r);
+    for (std::size_t i = 0; i < n; ++i) y[i] += h / 6 * (r.k[0][i] + 2 * r.k[1][i] + 2 * r.k[2][i] + r.k[3][i]);
+  }
+  return y;
+}
+// The gradient of the last y with respect to x, by hand: the forward run keeps each
+// step's y; the backward one recomputes the step's stages from it and runs their
+// adjoints in reverse, k_4 first.
+Vec ode_grad(const Vec& x, int s) {
+  const std::size_t n = x.size();
+  const double h = 2.0 / s;
+  std::vector<Vec> ys(static_cast<std::size_t>(s));
+  ode(x, s, &ys);
+  constexpr std::array<double, 4> c{0, 0.5, 0.5, 1}, weight{1.0 / 6, 1.0 / 3, 1.0 / 3, 1.0 / 6};
+  Vec dx(n, 0.0), dy(n, 0.0), dk(n), du(n);
+  dy[n - 1] = 1;
+  Rk4 r(n);
+  for (int step = s - 1; step >= 0; --step) {
+    const Vec& y = ys[step];
+    rk4_stages(x, y, h, r);
+    // y' = y + h (k_1/6 + k_2/3 + k_3/3 + k_4/6): y' 's adjoint reaches y directly and
+    // each k_j; u_j = y + c_j h k_{j-1} passes u_j's adjoint on to y and to k_{j-1}.
+    const Vec dnext = dy;
+    std::fill(du.begin(), du.end(), 0.0);
+    for (int j = 3; j >= 0; --j) {
+      for (std::size_t i = 0; i < n; ++i) dk[i] = weight[j] * h * dnext[i] + (j < 3 ? c[j + 1] * h * du[i] : 0.0);
+      std::fill(du.begin(), du.end(), 0.0);
+      ode_f_adjoint(x, j == 0 ? y : r.u[j], dk, dx, du);
+      for (std::size_t i = 0; i < n; ++i) dy[i] += du[i];
+    }
+  }
+  return dx;
+}
+
 Vec flat(const json& v) {
   Vec out;
   if (!v.is_array()) return {v.get<double>()};
@@ -254,7 +322,7 @@ int main() {
     if (kind == "start") reply["tool"] = "hand";
     if (kind == "define") {
       const std::string module = msg.at("module");
-      reply["success"] = module == "lse" || module == "gmm" || module == "lstm";
+      reply["success"] = module == "lse" || module == "gmm" || module == "lstm" || module == "ode";
     }
     if (kind == "evaluate") {
       const std::string module = msg.at("module"), fn = msg.at("function");
@@ -282,6 +350,12 @@ int main() {
                         {"l", rows((*parts)[3], g.k, g.d * (g.d - 1) / 2)}};
           };
         }
+      } else if (module == "ode") {
+        const Vec x = flat(in.at("x"));
+        const int steps = in.at("s");
+        if (fn == "primal") run = [x, steps, vec] { *vec = ode(x, steps); };
+        else run = [x, steps, vec] { *vec = ode_grad(x, steps); };
+        output = [vec] { return json(*vec); };
       } else {
         Lstm p;
         p.main = flat(in.at("main_params")), p.extra = flat(in.at("extra_params"));

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """GradBench's evals run through reel-gradbench, side by side in one run with
-hand-written C++ (lse, gmm, lstm: ./build/bench/gradbench_hand) and PyTorch (the same
+hand-written C++ (lse, gmm, lstm, ode: ./build/bench/gradbench_hand) and PyTorch (the same
 computations with torch autograd, one thread, in this process). For each eval and
 workload it times the primal and the derivative (GradBench's rule: runs until
 min_runs and min_seconds are met; the mean `evaluate` time), checks the tools'
@@ -21,12 +21,13 @@ import itertools
 import json
 import math
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
 import torch
+
+from protocol import Tool, compare
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -419,40 +420,13 @@ def torch_ht(inp, fn):
     return jac
 
 
+# The evals ./build/bench/gradbench_hand writes by hand.
+HAND_EVALS = ("lse", "gmm", "lstm", "ode")
+
 TORCH = {"lse": torch_lse, "llsq": torch_llsq, "ode": torch_ode, "kmeans": torch_kmeans, "det": torch_det,
          "gmm": torch_gmm, "lstm": torch_lstm, "ba": torch_ba, "ht": torch_ht}
 
 # ---- running -----------------------------------------------------------------------------
-
-
-class Tool:
-    """A GradBench tool process (the protocol over stdin/stdout)."""
-
-    def __init__(self, name, exe):
-        self.name = name
-        self.p = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                  env=dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"))
-        self.id = 0
-
-    def send(self, msg):
-        msg["id"] = self.id
-        self.id += 1
-        self.p.stdin.write(json.dumps(msg) + "\n")
-        self.p.stdin.flush()
-        return json.loads(self.p.stdout.readline())
-
-    def evaluate(self, module, fn, inp, min_seconds):
-        r = self.send({"kind": "evaluate", "module": module, "function": fn,
-                       "input": dict(inp, min_runs=1, min_seconds=min_seconds)})
-        if not r.get("success"):
-            return None, None, r.get("error")
-        times = [x["nanoseconds"] for x in r["timings"] if x["name"] == "evaluate"]
-        prepare = sum(x["nanoseconds"] for x in r["timings"] if x["name"] == "prepare")
-        return sum(times) / len(times) / 1e9, r["output"], prepare / 1e9
-
-    def close(self):
-        self.p.stdin.close()
-        self.p.wait()
 
 
 def plain(out):
@@ -476,18 +450,6 @@ def time_torch(make, min_seconds):
         times.append(time.perf_counter() - t0)
         total += times[-1]
     return sum(times) / len(times), plain(out)
-
-
-def compare(a, b):
-    if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):  # ints exactly, as GradBench
-        return a == b
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return abs(a - b) / max(1, abs(a) + abs(b)) <= 1e-4
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(compare(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return set(a) == set(b) and all(compare(a[k], b[k]) for k in a)
-    return a == b
 
 
 def main():
@@ -515,7 +477,7 @@ def main():
                 break
             row = {"workload": label, "size": size}
             for tool in ["reel", "hand", "torch"]:
-                if tool in stopped or (tool == "hand" and ev not in ("lse", "gmm", "lstm")):
+                if tool in stopped or (tool == "hand" and ev not in HAND_EVALS):
                     continue
                 t0 = time.perf_counter()
                 try:
@@ -591,7 +553,7 @@ def table(results):
     print("\n| eval | largest workload run by all | Reel derivative | hand-written | PyTorch | Reel/hand | Reel/PyTorch | Reel prepare |")
     print("|---|---|---|---|---|---|---|---|")
     for ev, rows in results.items():
-        tools = ["reel", "torch"] + (["hand"] if ev in ("lse", "gmm", "lstm") else [])
+        tools = ["reel", "torch"] + (["hand"] if ev in HAND_EVALS else [])
         done = [r for r in rows if all("derivative_s" in r.get(t, {}) for t in tools)]
         if not done:
             print(f"| {ev} | none | | | | | | |")

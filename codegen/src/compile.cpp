@@ -10,8 +10,7 @@
 #include "kernel.hpp"
 #include "kernel_cache.hpp"
 #include "memory_plan.hpp"
-#include "plan.hpp"
-#include "reel/passes.hpp"
+#include "program.hpp"
 #include "steps.hpp"
 #include "workspace.hpp"
 
@@ -22,13 +21,11 @@ struct CompiledFunction::Impl {
   CompileOptions options;
   std::vector<VarType> input_types;
   std::vector<VarType> output_types;
-  Tensor constant_pool;  // every constant, each at a 64-byte-aligned offset
-  std::vector<codegen::StepArgs> steps;  // the schedule; never resized after compile: calls point in
-  std::vector<int64_t> arena;             // the plain-data steps' arguments, in step order; calls point in
-  std::vector<codegen::BoundStep> calls;  // each step bound to its function
-  codegen::DriverFn driver = nullptr;     // runs `calls` in order, when chosen
-  bool has_extern = false;                // some step may throw (and may nest another call)
-  std::vector<codegen::KernelSpec> kernels;
+  // The schedule (its steps, their bound calls, the constant pool); loops' bodies are
+  // programs within its steps.
+  std::shared_ptr<codegen::Program> program;
+  codegen::DriverFn driver = nullptr;     // runs the program's calls in order, when chosen
+  std::vector<codegen::KernelSpec> kernels;  // loops' bodies' included
   std::vector<std::shared_ptr<void>> code;  // keeps the kernels' code alive
   int kernels_compiled = 0;
   int64_t workspace_bytes = 0, workspace_lower_bound = 0;
@@ -38,21 +35,14 @@ struct CompiledFunction::Impl {
 
 namespace {
 
-struct Planned {
-  Tape tape;
-  codegen::Plan plan;
-  codegen::MemoryPlan memory;
+struct Planned : codegen::ProgramPlan {
   codegen::Schedule schedule;
 };
 
 // Everything before LLVM: reroll and the cleanup passes (unless the tape has run them last, as
-// grad_tape's and jvp_tape's have), plan, memory plan, schedule.
+// grad_tape's and jvp_tape's have), plan, memory plan, schedule; loops' bodies alike.
 Planned plan_tape(const Tape& input, const CompileOptions& options) {
-  verify(input);
-  Planned p;
-  p.tape = input.cleaned ? input : cleanup_traced(input);
-  p.plan = codegen::make_plan(p.tape);
-  p.memory = codegen::plan_memory(p.tape, p.plan, options.reuse_memory);
+  Planned p{codegen::plan_program(input, options.reuse_memory), {}};
   p.schedule = codegen::make_schedule(p.tape, p.plan);
   return p;
 }
@@ -70,7 +60,7 @@ std::string ir_text(const std::vector<codegen::KernelSpec>& kernels, const Compi
 // (docs/codegen.md).
 bool use_driver(CompileOptions::Runner runner) { return runner == CompileOptions::Runner::driver; }
 
-// Moves the schedule's steps and kernels into impl and binds each step to its code.
+// Moves the schedule's program and kernels into impl and binds each step to its code.
 void bind_steps(CompiledFunction::Impl& impl, codegen::Schedule schedule, std::vector<codegen::KernelCode>& kernels) {
   std::vector<codegen::StepFn> code;
   std::vector<std::size_t> params;
@@ -79,9 +69,8 @@ void bind_steps(CompiledFunction::Impl& impl, codegen::Schedule schedule, std::v
     params.push_back(schedule.kernels[k].params.size());
     impl.code.push_back(std::move(kernels[k].code));
   }
-  impl.steps = std::move(schedule.steps);
-  impl.calls = codegen::bind_steps(impl.steps, code, params, impl.arena);
-  for (const codegen::StepArgs& step : impl.steps) impl.has_extern = impl.has_extern || codegen::may_throw(step);
+  impl.program = std::move(schedule.program);
+  codegen::bind_program(*impl.program, code, params);
   impl.kernels = std::move(schedule.kernels);
 }
 
@@ -93,12 +82,6 @@ CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
   impl->options = options;
   for (Var o : p.tape.outputs) impl->output_types.push_back(p.tape.type(o));
   impl->input_types = p.tape.input_types();
-  impl->constant_pool = Tensor(DType::f64, {(p.schedule.constant_pool_bytes + 7) / 8});
-  for (std::size_t c = 0; c < p.plan.constants.size(); ++c) {
-    const Tensor& value = p.tape.op(p.plan.constants[c]).value;
-    std::memcpy(static_cast<char*>(impl->constant_pool.mutable_raw()) + p.schedule.constant_offsets[c],
-                value.raw(), value.nbytes());
-  }
   impl->workspace_bytes = p.memory.workspace_bytes;
   impl->workspace_lower_bound = p.memory.lower_bound;
 
@@ -111,9 +94,9 @@ CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
   bind_steps(*impl, std::move(p.schedule), kernels);
   // A step that may throw must not unwind through JIT code: such schedules always run
   // through the loop.
-  if (!impl->has_extern && use_driver(options.runner)) {
+  if (!impl->program->may_throw && use_driver(options.runner)) {
     std::lock_guard<std::recursive_mutex> lock(codegen::Jit::get().mutex());
-    codegen::DriverCode d = codegen::make_driver(impl->calls);
+    codegen::DriverCode d = codegen::make_driver(impl->program->calls);
     impl->driver = d.fn;
     impl->code.push_back(std::move(d.code));
   }
@@ -169,9 +152,10 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
   Tensor* result = outputs.data();
   if (!empty_slots) result = (staged.resize(outputs.size()), staged.data());
 
-  const codegen::WorkspaceLease workspace(impl.workspace_bytes, impl.has_extern);
+  const codegen::Program& program = *impl.program;
+  const codegen::WorkspaceLease workspace(impl.workspace_bytes, program.may_throw);
   bases[codegen::kWorkspaceBase] = workspace.data();
-  bases[codegen::kConstantBase] = const_cast<void*>(impl.constant_pool.raw());
+  bases[codegen::kConstantBase] = const_cast<void*>(program.constant_pool.raw());
   // Kernels may assume 64-byte-aligned buffers; a tensor made by Tensor::borrow need
   // not be one, and is then copied (the only case that copies an argument).
   std::vector<Tensor> aligned;
@@ -193,7 +177,7 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
     impl.driver(bases);
   } else {
     try {
-      for (const codegen::BoundStep& c : impl.calls) c.fn(bases, c.args);
+      program.run(bases);
     } catch (...) {  // an external step threw: leave no half-computed outputs behind
       for (std::size_t k = 0; k < outputs.size(); ++k) result[k] = Tensor();
       throw;
@@ -212,7 +196,7 @@ std::size_t CompiledFunction::num_outputs() const { return checked().output_type
 const Tape& CompiledFunction::tape() const { return checked().tape; }
 int64_t CompiledFunction::workspace_bytes() const { return checked().workspace_bytes; }
 int64_t CompiledFunction::workspace_lower_bound() const { return checked().workspace_lower_bound; }
-std::size_t CompiledFunction::num_steps() const { return checked().calls.size(); }
+std::size_t CompiledFunction::num_steps() const { return checked().program->calls.size(); }
 bool CompiledFunction::uses_driver() const { return checked().driver != nullptr; }
 std::size_t CompiledFunction::num_kernels() const { return checked().kernels.size(); }
 int CompiledFunction::kernels_compiled() const { return checked().kernels_compiled; }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
@@ -95,6 +96,13 @@ class Emitter {
   // distinct parameters never overlap (an in-place update is one parameter), so the
   // vectorizer may reorder their loads and stores.
   void emit(const std::string& name) {
+    emit_body(name);
+    emit_entry(name);
+  }
+
+  // The body, `NAME_body`: internal, always inlined, taking each parameter's pointer.
+  llvm::Function* emit_body(const std::string& name) {
+    name_ = name;
     Type* ptr = b_.getPtrTy();
     Type* void_t = b_.getVoidTy();
     std::vector<Type*> params(k_.params.size(), ptr);
@@ -104,7 +112,8 @@ class Emitter {
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
     for (unsigned i = 0; i < params.size(); ++i) {
       fn_->addParamAttr(i, llvm::Attribute::NoAlias);
-      fn_->addParamAttr(i, llvm::Attribute::getWithAlignment(ctx_, llvm::Align(64)));
+      const uint64_t align = k_.align.empty() ? 64 : static_cast<uint64_t>(k_.align[i]);
+      fn_->addParamAttr(i, llvm::Attribute::getWithAlignment(ctx_, llvm::Align(align)));
       param_.push_back(fn_->getArg(i));
     }
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
@@ -114,9 +123,16 @@ class Emitter {
       case KernelSpec::Kind::transpose: emit_transpose(); break;
       case KernelSpec::Kind::gather: emit_indexed(false); break;
       case KernelSpec::Kind::scatter: emit_indexed(true); break;
+      case KernelSpec::Kind::scan: emit_scan(); break;
     }
     b_.CreateRetVoid();
+    return fn_;
+  }
 
+  // `void NAME(ptr bases, ptr buffers)`: the parameters' pointers, then the body.
+  void emit_entry(const std::string& name) {
+    Type* ptr = b_.getPtrTy();
+    Type* void_t = b_.getVoidTy();
     auto* entry_t = llvm::FunctionType::get(void_t, {ptr, ptr}, false);
     auto* f = llvm::Function::Create(entry_t, llvm::Function::ExternalLinkage, name, m_);
     f->addFnAttr(llvm::Attribute::NoUnwind);
@@ -132,7 +148,7 @@ class Emitter {
       Value* base = b_.CreateAlignedLoad(ptr, b_.CreateInBoundsGEP(ptr, f->getArg(0), base_index), llvm::Align(8));
       args.push_back(b_.CreateInBoundsGEP(b_.getInt8Ty(), base, off));
     }
-    b_.CreateCall(body_t, fn_, args);
+    b_.CreateCall(fn_, args);
     b_.CreateRetVoid();
   }
 
@@ -322,6 +338,105 @@ class Emitter {
     });
   }
 
+  // A scan (LoopKernel): for i in [0, length), k = i (or length - 1 - i reversed): the
+  // body's buffers for iteration k, then its steps: its kernels' bodies called (and
+  // inlined by the optimiser) on them, or copies. The carries alternate between the
+  // results and the temporaries, the last iteration writing the results.
+  void emit_scan() {
+    const LoopKernel& L = *k_.scan;
+    std::vector<llvm::Function*> sub;
+    for (std::size_t i = 0; i < L.kernels.size(); ++i)
+      sub.push_back(Emitter(ctx_, m_, L.kernels[i]).emit_body(fmt::format("{}_{}", name_, i)));
+    const std::size_t init = L.C, result = init + L.K, temp = result + L.K, xs = temp + L.K, ys = xs + L.X,
+                      workspace = ys + L.Y, pool = workspace + 1, counter = pool + 1,
+                      failure = counter + (L.has_index ? 1 : 0);
+    if (L.guards > 0) b_.CreateStore(b_.getInt64(0), param_[failure]);
+    auto memcpy = [&](Value* to, Value* from, int64_t bytes) {
+      if (bytes > 0) b_.CreateMemCpy(to, llvm::MaybeAlign(1), from, llvm::MaybeAlign(1), b_.getInt64(bytes));
+    };
+    for (std::size_t c = 0; c < L.K; ++c)
+      if (L.length == 0 || L.in_place[c]) memcpy(param_[result + c], param_[init + c], L.carry_bytes[c]);
+    if (L.length == 0) return;
+    llvm::BasicBlock* before = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, "iteration", fn_);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "iterations_done", fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2);
+    i->addIncoming(b_.getInt64(0), before);
+    const int64_t n = L.length;
+    Value* last_minus_i = b_.CreateSub(b_.getInt64(n - 1), i, "", true, true);
+    Value* k = L.reverse ? last_minus_i : i;
+    // Iteration i writes the results if n - 1 - i is even, else the temporaries, and
+    // reads what iteration i - 1 wrote (the initial carries first). Written as a
+    // function of i rather than a phi of the last pointer: seeing that the pointer is
+    // the one just stored to, the optimiser forwarded part of the carry through
+    // registers and reloaded the rest, a shuffle chain and a store-forwarding stall per
+    // iteration (a 512-bit store read back in pieces) that made a small body 3x slower.
+    Value* to_result = b_.CreateICmpEQ(b_.CreateAnd(last_minus_i, b_.getInt64(1)), b_.getInt64(0));
+    Value* first = b_.CreateICmpEQ(i, b_.getInt64(0));
+    // The body's bases: workspace, constants, inputs, outputs.
+    std::vector<Value*> base{param_[workspace], param_[pool]};
+    if (L.has_index) {
+      b_.CreateStore(b_.CreateAdd(k, b_.getInt64(L.index0)), param_[counter]);
+      base.push_back(param_[counter]);
+    }
+    for (std::size_t c = 0; c < L.C; ++c) base.push_back(param_[c]);
+    for (std::size_t c = 0; c < L.K; ++c)
+      base.push_back(L.in_place[c] ? param_[result + c]
+                                   : b_.CreateSelect(first, param_[init + c],
+                                                     b_.CreateSelect(to_result, param_[temp + c], param_[result + c])));
+    auto slice = [&](Value* stack, int64_t bytes) {
+      return b_.CreateInBoundsGEP(b_.getInt8Ty(), stack, b_.CreateMul(k, b_.getInt64(bytes), "", true, true));
+    };
+    for (std::size_t j = 0; j < L.X; ++j) base.push_back(slice(param_[xs + j], L.x_bytes[j]));
+    for (std::size_t c = 0; c < L.K; ++c)
+      base.push_back(L.in_place[c] ? param_[result + c]
+                                   : b_.CreateSelect(to_result, param_[result + c], param_[temp + c]));
+    for (std::size_t j = 0; j < L.Y; ++j) base.push_back(slice(param_[ys + j], L.y_bytes[j]));
+    auto buffer = [&](const BufferRef& r) {
+      return b_.CreateInBoundsGEP(b_.getInt8Ty(), base.at(static_cast<std::size_t>(r.base)), b_.getInt64(r.offset));
+    };
+    for (const LoopKernel::Step& st : L.steps) {
+      if (st.guard >= 0) {
+        emit_loop_guard(st, buffer(st.buffers[0]), k, param_[failure]);
+        continue;
+      }
+      if (st.kernel < 0) {
+        memcpy(buffer(st.buffers[1]), buffer(st.buffers[0]), st.bytes);
+        continue;
+      }
+      std::vector<Value*> args;
+      for (const BufferRef& r : st.buffers) args.push_back(buffer(r));
+      b_.CreateCall(sub[static_cast<std::size_t>(st.kernel)], args);
+    }
+    Value* next = b_.CreateAdd(i, b_.getInt64(1), "", true, true);
+    i->addIncoming(next, b_.GetInsertBlock());
+    auto* br = b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(n)), header, exit);
+    br->setMetadata(llvm::LLVMContext::MD_loop, no_unroll());
+    b_.SetInsertPoint(exit);
+  }
+
+  // A guard in a loop kernel: if the first element of `cond` is not nonzero iff
+  // expected, records {k + 1, the guard's number, the value} at `failure` and returns.
+  void emit_loop_guard(const LoopKernel::Step& st, Value* cond, Value* k, Value* failure) {
+    Value* v = b_.CreateLoad(elem(st.dtype), cond);
+    Value* value = st.dtype == DType::i64   ? b_.CreateSIToFP(v, b_.getDoubleTy())
+                   : st.dtype == DType::f32 ? b_.CreateFPExt(v, b_.getDoubleTy())
+                                            : v;
+    Value* truth = b_.CreateFCmpUNE(value, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0));
+    auto* fail = llvm::BasicBlock::Create(ctx_, "guard_failed", fn_);
+    auto* pass = llvm::BasicBlock::Create(ctx_, "guard_held", fn_);
+    llvm::MDBuilder weights(ctx_);
+    b_.CreateCondBr(st.expected ? truth : b_.CreateNot(truth), pass, fail, weights.createLikelyBranchWeights());
+    b_.SetInsertPoint(fail);
+    b_.CreateStore(b_.CreateAdd(k, b_.getInt64(1)), failure);
+    b_.CreateStore(b_.getInt64(st.guard), b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), failure, 1));
+    b_.CreateStore(value, b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), failure, 2));
+    b_.CreateRetVoid();
+    b_.SetInsertPoint(pass);
+  }
+
   void emit_transpose() {
     if (k_.empty) return;
     const DType d = k_.params[0];
@@ -336,6 +451,7 @@ class Emitter {
   const KernelSpec& k_;
   IRBuilder<> b_;
   llvm::Function* fn_ = nullptr;
+  std::string name_;
   std::vector<Value*> param_;
 };
 

@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <unordered_map>
+
+#include "loops.hpp"
 
 namespace reel::codegen {
 
@@ -41,10 +44,12 @@ std::string make_key(const KernelSpec& s) {
     case KernelSpec::Kind::transpose: k = "transpose"; break;
     case KernelSpec::Kind::gather: k = "gather"; break;
     case KernelSpec::Kind::scatter: k = "scatter"; break;
+    case KernelSpec::Kind::scan: k = "scan"; break;
   }
   k += " (";
   for (DType d : s.params) k += fmt::format("{} ", dtype_name(d));
   k += ") dims " + ints(s.dims) + (s.empty ? " empty" : "");
+  if (!s.align.empty()) k += " align " + ints(s.align);
   for (const auto& l : s.loads) k += fmt::format("; load {} {} {}", l.param, dtype_name(l.dtype), ints(l.strides));
   // An elementwise operation by its element program, not its name: primitives with
   // the same math (a user's logistic and sigmoid) share kernels.
@@ -62,37 +67,172 @@ std::string make_key(const KernelSpec& s) {
   if (s.kind == KernelSpec::Kind::transpose) k += fmt::format("; {}x{}", s.rows, s.cols);
   if (s.kind == KernelSpec::Kind::gather || s.kind == KernelSpec::Kind::scatter)
     k += fmt::format("; outer {} n {} count {} inner {}", s.outer, s.n, s.count, s.inner);
+  if (s.kind == KernelSpec::Kind::scan) {
+    const LoopKernel& l = *s.scan;
+    std::vector<int64_t> in_place(l.in_place.begin(), l.in_place.end());
+    k += fmt::format("; length {}{} index {} {}; C {} K {} X {} Y {}; carries {} in place {} xs {} ys {}", l.length,
+                     l.reverse ? " reversed" : "", l.has_index, l.index0, l.C, l.K, l.X, l.Y, ints(l.carry_bytes),
+                     ints(in_place), ints(l.x_bytes), ints(l.y_bytes));
+    for (const KernelSpec& b : l.kernels) k += "; kernel {" + b.key + "}";
+    for (const LoopKernel::Step& st : l.steps) {
+      k += st.kernel >= 0  ? fmt::format("; call {}", st.kernel)
+           : st.guard >= 0 ? fmt::format("; guard {} {} {}", st.guard, dtype_name(st.dtype), st.expected)
+                           : fmt::format("; copy {}", st.bytes);
+      for (const BufferRef& r : st.buffers) k += fmt::format(" {}+{}", r.base, r.offset);
+    }
+  }
   return k;
+}
+
+// The kernels of a compiled function and of its loops' bodies, each key once.
+struct KernelTable {
+  std::vector<KernelSpec> kernels;
+  std::unordered_map<std::string, int> index;
+  // Element rules by primitive and attributes, recorded once (a million-operation tape
+  // has a few distinct ones).
+  std::map<std::pair<const Primitive*, std::string>, std::shared_ptr<const ElementRule>> element_rules;
+};
+
+// Schedules one program: a compiled function's tape, or a loop's body, whose inputs and
+// outputs have the given alignments (empty: 64 bytes, as a compiled function's).
+// The loop kernel `k` with parameter `drop` made the same buffer as `keep` (an in-place
+// update: every element is loaded before it is stored).
+KernelSpec merge_params(const KernelSpec& k, int keep, int drop) {
+  KernelSpec m = k;
+  auto remap = [&](int p) { return p == drop ? keep : p > drop ? p - 1 : p; };
+  m.params.erase(m.params.begin() + drop);
+  if (!m.align.empty()) {
+    m.align[static_cast<std::size_t>(keep)] =
+        std::min(m.align[static_cast<std::size_t>(keep)], m.align[static_cast<std::size_t>(drop)]);
+    m.align.erase(m.align.begin() + drop);
+  }
+  for (auto& l : m.loads) l.param = remap(l.param);
+  for (auto& st : m.stores) st.param = remap(st.param);
+  for (auto& su : m.sums) su.param = remap(su.param);
+  m.key = make_key(m);
+  return m;
+}
+
+// Whether carry c of a loop kernel can be updated in place: the body writes its new
+// value once and reads the old one only before, or in the same elementwise loop element
+// for element. If so, rewrites the body's steps to name the input's buffer only (a
+// copy of the input to the output is dropped, a loop doing both gets one parameter for
+// them) and returns true.
+bool update_in_place(LoopKernel& lk, std::vector<KernelSpec>& kernels, std::size_t c) {
+  const int64_t in = kFirstInputBase + (lk.has_index ? 1 : 0) + static_cast<int64_t>(lk.C + c);
+  const int64_t out = kFirstInputBase + (lk.has_index ? 1 : 0) + static_cast<int64_t>(lk.C + lk.K + lk.X + c);
+  auto find = [](const LoopKernel::Step& st, int64_t base) {
+    for (std::size_t p = 0; p < st.buffers.size(); ++p)
+      if (st.buffers[p].base == base) return static_cast<int>(p);
+    return -1;
+  };
+  auto written = [&](const LoopKernel::Step& st, int p) {
+    if (p < 0) return false;
+    if (st.kernel < 0) return st.guard < 0 && p == 1;
+    const KernelSpec& k = kernels[static_cast<std::size_t>(st.kernel)];
+    switch (k.kind) {
+      case KernelSpec::Kind::loop:
+        return std::any_of(k.stores.begin(), k.stores.end(), [&](const auto& x) { return x.param == p; }) ||
+               std::any_of(k.sums.begin(), k.sums.end(), [&](const auto& x) { return x.param == p; });
+      default: return static_cast<std::size_t>(p) + 1 == k.params.size();  // (a scan: not asked)
+    }
+  };
+  std::size_t writer = lk.steps.size();
+  for (std::size_t s = 0; s < lk.steps.size(); ++s) {
+    const LoopKernel::Step& st = lk.steps[s];
+    const int r = find(st, in), w = find(st, out);
+    if (st.kernel >= 0 && kernels[static_cast<std::size_t>(st.kernel)].kind == KernelSpec::Kind::scan &&
+        (r >= 0 || w >= 0))
+      return false;
+    if (written(st, w)) {
+      if (writer < lk.steps.size()) return false;
+      writer = s;
+    }
+    if (r < 0) continue;
+    if (writer < s) return false;  // the old value read after the new one is written
+    if (writer == s && st.kernel >= 0) {  // read and written by one loop: element for element only
+      const KernelSpec& k = kernels[static_cast<std::size_t>(st.kernel)];
+      if (k.kind != KernelSpec::Kind::loop) return false;
+      for (const auto& st_out : k.stores)
+        if (st_out.param == w)
+          for (const auto& l : k.loads)
+            if (l.param == r && l.strides != st_out.strides) return false;
+    }
+  }
+  // Safe: rewrite.
+  std::vector<LoopKernel::Step> steps;
+  std::map<int, int> merged;  // kernel -> its version with the two parameters merged
+  for (LoopKernel::Step st : lk.steps) {
+    const int r = find(st, in), w = find(st, out);
+    if (st.kernel < 0 && st.guard < 0 && r == 0 && w == 1) continue;  // the carry passed on as it is
+    if (st.kernel >= 0 && r >= 0 && w >= 0) {
+      auto [it, added] = merged.emplace(st.kernel, 0);
+      if (added) {
+        KernelSpec m = merge_params(kernels[static_cast<std::size_t>(st.kernel)], r, w);
+        auto same = std::find_if(kernels.begin(), kernels.end(), [&](const KernelSpec& k) { return k.key == m.key; });
+        it->second = static_cast<int>(same - kernels.begin());
+        if (same == kernels.end()) kernels.push_back(std::move(m));
+      }
+      st.kernel = it->second;
+      st.buffers.erase(st.buffers.begin() + w);
+    }
+    for (BufferRef& b : st.buffers)
+      if (b.base == out) b.base = in;
+    steps.push_back(std::move(st));
+  }
+  lk.steps = std::move(steps);
+  return true;
 }
 
 class Scheduler {
  public:
-  Scheduler(const Tape& t, const Plan& p) : t_(t), p_(p) {}
+  Scheduler(const Tape& t, const Plan& p, KernelTable& table, std::vector<int64_t> input_align = {},
+            std::vector<int64_t> output_align = {})
+      : t_(t), p_(p), table_(table), input_align_(std::move(input_align)), output_align_(std::move(output_align)) {}
 
-  Schedule run() {
-    for (Var c : p_.constants) {
-      sched_.constant_offsets.push_back(sched_.constant_pool_bytes);
-      const int64_t bytes = numel(t_.type(c).shape) * static_cast<int64_t>(dtype_size(t_.type(c).dtype));
-      sched_.constant_pool_bytes += std::max<int64_t>((bytes + 63) / 64 * 64, 64);
-    }
+  std::shared_ptr<Program> run() {
+    for (Var c : p_.constants) constant_offsets_.push_back(add_constant(t_.op(c).value));
+    program_->workspace_bytes = p_.workspace_bytes;
+    program_->num_inputs = static_cast<std::size_t>(p_.num_inputs);
+    program_->num_outputs = t_.outputs.size();
     for (const Step& step : p_.steps) std::visit([&](const auto& s) { schedule(s); }, step);
-    return std::move(sched_);
+    program_->constant_pool = Tensor(DType::f64, {static_cast<int64_t>(pool_.size() / 8)});
+    if (!pool_.empty()) std::memcpy(program_->constant_pool.mutable_raw(), pool_.data(), pool_.size());
+    return std::move(program_);
   }
 
  private:
+  // Adds a block to the constant pool, at a 64-byte-aligned offset (at least 64 bytes
+  // each), and returns that offset.
+  int64_t add_constant(const Tensor& value) {
+    const auto at = static_cast<int64_t>(pool_.size());
+    const int64_t bytes = std::max<int64_t>((static_cast<int64_t>(value.nbytes()) + 63) / 64 * 64, 64);
+    pool_.resize(pool_.size() + static_cast<std::size_t>(bytes), 0);
+    if (value.nbytes() > 0) std::memcpy(pool_.data() + at, value.raw(), value.nbytes());
+    return at;
+  }
+
   // Where a slot's memory is.
   BufferRef ref(int slot_index) const {
     if (slot_index < 0) throw Error("compile: internal error: a step reads a value with no memory");
     const Slot& s = p_.slots[static_cast<std::size_t>(slot_index)];
     switch (s.kind) {
       case SlotKind::workspace: return {kWorkspaceBase, s.offset};
-      case SlotKind::constant: return {kConstantBase, sched_.constant_offsets[static_cast<std::size_t>(s.index)]};
+      case SlotKind::constant: return {kConstantBase, constant_offsets_[static_cast<std::size_t>(s.index)]};
       case SlotKind::input: return {kFirstInputBase + s.index, 0};
       case SlotKind::output: return {kFirstInputBase + p_.num_inputs + s.index, 0};
     }
     throw Error("compile: internal error: a slot of no known kind");
   }
   BufferRef ref_of(Var v) const { return ref(p_.slot_of[v]); }
+  // The alignment a slot's memory is guaranteed, in bytes.
+  int64_t align(int slot_index) const {
+    const Slot& s = p_.slots[static_cast<std::size_t>(slot_index)];
+    const auto i = static_cast<std::size_t>(s.index);
+    if (s.kind == SlotKind::input && i < input_align_.size()) return input_align_[i];
+    if (s.kind == SlotKind::output && i < output_align_.size()) return output_align_[i];
+    return 64;
+  }
   TypedBuffer typed(Var v) const { return {ref_of(v), t_.type(v)}; }
 
   // A primitive's element rule for these attributes, recorded once per schedule (a
@@ -100,7 +240,7 @@ class Scheduler {
   std::shared_ptr<const ElementRule> element_rule(const Op& op) {
     std::string attrs;
     for (const auto& [name, value] : op.attrs.items()) attrs += name + '=' + attr_str(value) + ' ';
-    auto& rule = element_rules_[{op.prim, attrs}];
+    auto& rule = table_.element_rules[{op.prim, attrs}];
     if (!rule) {
       ElementProgram program = op.prim->element(op.attrs);
       check_element_program(program, static_cast<int>(op.args.size()), op.prim->name);
@@ -111,12 +251,20 @@ class Scheduler {
   }
 
   void add_kernel(KernelSpec spec, const std::vector<int>& param_slots) {
+    std::vector<BufferRef> buffers;
+    for (int slot : param_slots) {
+      spec.align.push_back(align(slot));
+      buffers.push_back(ref(slot));
+    }
+    add_kernel(std::move(spec), std::move(buffers));
+  }
+  // A kernel on these buffers, spec.align given (or empty).
+  void add_kernel(KernelSpec spec, std::vector<BufferRef> buffers) {
+    if (std::all_of(spec.align.begin(), spec.align.end(), [](int64_t a) { return a == 64; })) spec.align.clear();
     spec.key = make_key(spec);
-    auto [it, added] = index_.emplace(spec.key, static_cast<int>(sched_.kernels.size()));
-    if (added) sched_.kernels.push_back(std::move(spec));
-    KernelArgs step{.kernel = it->second, .buffers = {}};
-    for (int slot : param_slots) step.buffers.push_back(ref(slot));
-    sched_.steps.push_back(std::move(step));
+    auto [it, added] = table_.index.emplace(spec.key, static_cast<int>(table_.kernels.size()));
+    if (added) table_.kernels.push_back(std::move(spec));
+    program_->steps.push_back(KernelArgs{.kernel = it->second, .buffers = std::move(buffers)});
   }
 
   void schedule(const LoopStep& loop) {
@@ -223,7 +371,7 @@ class Scheduler {
     k.n = x.shape[axis];
     k.count = numel(t_.type(idx).shape);
     k.empty = k.outer * k.count * k.inner == 0;
-    sched_.steps.push_back(CheckIndicesArgs{.indices = ref_of(idx),
+    program_->steps.push_back(CheckIndicesArgs{.indices = ref_of(idx),
                                             .count = k.count,
                                             .axis_length = k.n,
                                             .axis = static_cast<int64_t>(axis),
@@ -240,7 +388,7 @@ class Scheduler {
   void schedule(const CheckStep& c) {
     const Op& op = t_.op(c.guard);
     const Var cond = op.args[0];
-    sched_.steps.push_back(GuardArgs{.dtype = t_.type(cond).dtype,
+    program_->steps.push_back(GuardArgs{.dtype = t_.type(cond).dtype,
                                      .cond = ref_of(cond),
                                      .expected = op.attrs.boolean("expected"),
                                      .label = fmt::format("%{} = guard(%{})", c.guard, cond)});
@@ -254,7 +402,7 @@ class Scheduler {
     const Shape& bs = t_.type(m.b).shape;
     const DType dtype = t_.type(m.out).dtype;
     if (bs.size() == 1) {
-      sched_.steps.push_back(GemvArgs{.dtype = dtype,
+      program_->steps.push_back(GemvArgs{.dtype = dtype,
                                       .a = ref_of(m.a),
                                       .x = ref_of(m.b),
                                       .y = ref_of(m.out),
@@ -264,7 +412,7 @@ class Scheduler {
       return;
     }
     const int64_t N = m.trans_b ? bs[0] : bs[1];
-    sched_.steps.push_back(GemmArgs{.dtype = dtype,
+    program_->steps.push_back(GemmArgs{.dtype = dtype,
                                     .a = ref_of(m.a),
                                     .b = ref_of(m.b),
                                     .c = ref_of(m.out),
@@ -289,25 +437,97 @@ class Scheduler {
                     .label = fmt::format("%{} = {}({})", e.out, op.prim->name, fmt::join(argnames, ", "))};
     for (Var a : op.args) call.args.push_back(typed(a));
     for (int i = 0; i < e.results; ++i) call.results.push_back(typed(e.out + i));
-    sched_.steps.push_back(std::move(call));
+    program_->steps.push_back(std::move(call));
   }
 
   void schedule(const CopyStep& c) {
     const VarType& t = t_.type(c.from);
-    sched_.steps.push_back(CopyArgs{.from = ref_of(c.from),
+    program_->steps.push_back(CopyArgs{.from = ref_of(c.from),
                                     .to = ref(c.slot),
                                     .bytes = numel(t.shape) * static_cast<int64_t>(dtype_size(t.dtype))});
   }
 
+  // A loop: one generated kernel (runs_as_kernel), or a step running its bodies'
+  // programs, whose kernels join this table.
+  void schedule(const LoopCallStep& l) {
+    LoopBuffers b = loop_buffers(
+        t_, p_, l, [&](int slot) { return ref(slot); }, [&](int slot) { return align(slot); });
+    const LoopPlan& lp = *l.loop;
+    if (runs_as_kernel(lp)) return schedule_loop_kernel(lp, b);
+    if (lp.cond) b.args.cond = Scheduler(lp.cond->tape, lp.cond->plan, table_, b.input_align, {64}).run();
+    b.args.body = Scheduler(lp.body->tape, lp.body->plan, table_, b.input_align, b.output_align).run();
+    program_->steps.push_back(std::move(b.args));
+  }
+
+  void schedule_loop_kernel(const LoopPlan& lp, const LoopBuffers& b) {
+    const LoopArgs& L = b.args;
+    KernelTable own;  // the body's kernels are inlined, not called
+    const std::shared_ptr<Program> body =
+        Scheduler(lp.body->tape, lp.body->plan, own, b.input_align, b.output_align).run();
+    auto lk = std::make_shared<LoopKernel>();
+    lk->length = L.length;
+    lk->reverse = L.reverse;
+    lk->has_index = L.has_index;
+    lk->index0 = L.index0;
+    lk->C = L.consts.size(), lk->K = L.carries.size(), lk->X = L.xs.size(), lk->Y = L.ys.size();
+    for (const LoopArgs::Carry& c : L.carries) lk->carry_bytes.push_back(c.bytes);
+    for (const LoopArgs::Stacked& x : L.xs) lk->x_bytes.push_back(x.bytes);
+    for (const LoopArgs::Stacked& y : L.ys) lk->y_bytes.push_back(y.bytes);
+    lk->kernels = std::move(own.kernels);
+    LoopGuardArgs guards{.failure = b.failure, .guards = {}, .label = L.label};
+    for (const StepArgs& s : body->steps) {
+      if (const auto* k = std::get_if<KernelArgs>(&s)) {
+        lk->steps.push_back({.kernel = k->kernel, .buffers = k->buffers});
+      } else if (const auto* c = std::get_if<CopyArgs>(&s)) {
+        lk->steps.push_back({.kernel = -1, .buffers = {c->from, c->to}, .bytes = c->bytes});
+      } else if (const auto* g = std::get_if<GuardArgs>(&s)) {
+        lk->steps.push_back({.kernel = -1, .buffers = {g->cond}, .guard = lk->guards++, .dtype = g->dtype,
+                             .expected = g->expected});
+        guards.guards.push_back(*g);
+      } else {
+        throw Error("compile: internal error: a loop kernel's body has a step that is not a kernel");
+      }
+    }
+    for (std::size_t c = 0; c < lk->K; ++c) lk->in_place.push_back(update_in_place(*lk, lk->kernels, c));
+    KernelSpec k;
+    k.kind = KernelSpec::Kind::scan;
+    std::vector<BufferRef> buffers;
+    auto param = [&](const BufferRef& r, int64_t a) {
+      buffers.push_back(r);
+      k.align.push_back(a);
+      k.params.push_back(DType::f64);  // (bytes, as the body's kernels read them)
+    };
+    for (std::size_t i = 0; i < lk->C; ++i) param(L.consts[i], b.consts_align[i]);
+    for (std::size_t c = 0; c < lk->K; ++c) param(L.carries[c].init, b.init_align[c]);
+    for (std::size_t c = 0; c < lk->K; ++c) param(L.carries[c].result, b.result_align[c]);
+    for (std::size_t c = 0; c < lk->K; ++c) param(L.carries[c].temp, 64);
+    for (std::size_t j = 0; j < lk->X; ++j) param(L.xs[j].base, b.xs_align[j]);
+    for (std::size_t j = 0; j < lk->Y; ++j) param(L.ys[j].base, b.ys_align[j]);
+    param(L.workspace, 64);
+    param({kConstantBase, add_constant(body->constant_pool)}, 64);
+    if (lk->has_index) param(L.counter, 64);
+    if (lk->guards > 0) param(b.failure, 64);
+    const bool guarded = lk->guards > 0;
+    k.scan = std::move(lk);
+    add_kernel(std::move(k), std::move(buffers));
+    if (guarded) program_->steps.push_back(std::move(guards));
+  }
+
   const Tape& t_;
   const Plan& p_;
-  Schedule sched_;
-  std::map<std::pair<const Primitive*, std::string>, std::shared_ptr<const ElementRule>> element_rules_;
-  std::unordered_map<std::string, int> index_;
+  KernelTable& table_;
+  const std::vector<int64_t> input_align_, output_align_;
+  std::vector<int64_t> constant_offsets_;  // per constant: byte offset in the pool
+  std::vector<unsigned char> pool_;        // the constant pool, then the loop kernels' bodies' pools
+  std::shared_ptr<Program> program_ = std::make_shared<Program>();
 };
 
 }  // namespace
 
-Schedule make_schedule(const Tape& tape, const Plan& plan) { return Scheduler(tape, plan).run(); }
+Schedule make_schedule(const Tape& tape, const Plan& plan) {
+  KernelTable table;
+  std::shared_ptr<Program> program = Scheduler(tape, plan, table).run();
+  return {std::move(table.kernels), std::move(program)};
+}
 
 }  // namespace reel::codegen

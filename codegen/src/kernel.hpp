@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "plan.hpp"
-#include "step_args.hpp"
+#include "steps.hpp"
 
 namespace reel::codegen {
 
@@ -28,10 +28,15 @@ struct ElementRule {
   std::string text;
 };
 
+struct LoopKernel;
+
 struct KernelSpec {
-  enum class Kind { loop, reduce, transpose, gather, scatter };
+  enum class Kind { loop, reduce, transpose, gather, scatter, scan };
   Kind kind = Kind::loop;
   std::vector<DType> params;  // the buffers, each distinct memory
+  // Each buffer's guaranteed alignment in bytes; empty: 64 for all. A loop body's slices
+  // of stacked xs and ys may be less aligned (a power of two dividing the slice's size).
+  std::vector<int64_t> align;
 
   // loop: values are numbered loads first, then operations.
   struct Load {
@@ -73,18 +78,55 @@ struct KernelSpec {
   // out} (out = target, then values added). x / target is [outer, n, inner] around the
   // axis, and `count` indices pick along n.
   int64_t outer = 0, n = 0, count = 0, inner = 0;
+  // scan: the whole loop, its body's kernels inlined (see LoopKernel).
+  std::shared_ptr<const LoopKernel> scan;
 
   std::string key;
 };
 
-struct Schedule {
-  std::vector<KernelSpec> kernels;  // distinct keys, in order of first use
-  std::vector<StepArgs> steps;
-  std::vector<int64_t> constant_offsets;  // per constant: byte offset in the pool
-  int64_t constant_pool_bytes = 0;
+// A scan whose body's steps are all kernels (or copies, or such scans) runs as one
+// kernel: the iteration loop is generated code that computes each iteration's buffers
+// and calls the body's kernels, inlined. Its parameters, in order: the consts, the
+// carries' initial values, results and temporaries, the stacked xs and ys, the body's
+// workspace, the body's constants, and the counter (with `has_index`). The body's
+// steps name their buffers as the body's program does, on its bases {workspace,
+// constants, inputs ([counter], consts, carries, slices of xs), outputs (carries, slices
+// of ys)}; the length, the strides and those offsets are part of the key.
+struct LoopKernel {
+  int64_t length = 0;
+  bool reverse = false, has_index = false;
+  int64_t index0 = 0;
+  std::size_t C = 0, K = 0, X = 0, Y = 0;
+  std::vector<int64_t> carry_bytes, x_bytes, y_bytes;  // a carry; a slice of each xs and ys
+  // Per carry: updated in place in its result (copied there from its initial value
+  // first) rather than alternating with its temporary. Its pointer is then the same in
+  // every iteration, so the optimiser keeps the carry in registers from one iteration
+  // to the next. The body's steps then name its input only.
+  std::vector<bool> in_place;
+  std::vector<KernelSpec> kernels;  // the body's, each key once
+  struct Step {
+    int kernel = -1;  // into kernels; -1: a copy of `bytes` from buffers[0] to buffers[1], or a guard
+    std::vector<BufferRef> buffers;
+    int64_t bytes = 0;
+    // guard >= 0: guard number `guard`, which checks that the first element of
+    // buffers[0] (of `dtype`) is nonzero iff `expected`; if not, the kernel records the
+    // failure in its last parameter and returns (LoopGuardArgs).
+    int guard = -1;
+    DType dtype = DType::f64;
+    bool expected = true;
+  };
+  std::vector<Step> steps;
+  int guards = 0;  // guard steps; with any, a last parameter holds the failure record
+  std::size_t num_params() const { return C + 3 * K + X + Y + 2 + (has_index ? 1 : 0) + (guards > 0 ? 1 : 0); }
 };
 
-// The schedule of a planned tape whose memory plan is done.
+struct Schedule {
+  std::vector<KernelSpec> kernels;  // distinct keys, in order of first use, loops' bodies' included
+  std::shared_ptr<Program> program;  // its steps (not yet bound), constant pool and workspace size
+};
+
+// The schedule of a planned tape whose memory plan is done; the steps of its loops'
+// bodies (their own programs) call kernels of the same list.
 Schedule make_schedule(const Tape& tape, const Plan& plan);
 
 // Coalesces dims: drops size-1 dimensions and merges neighbours that every stride

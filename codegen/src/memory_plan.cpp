@@ -6,6 +6,8 @@
 #include <map>
 #include <numeric>
 
+#include "loops.hpp"
+
 namespace reel::codegen {
 
 namespace {
@@ -51,7 +53,17 @@ void for_each_access(const Tape& t, const Plan& p, const Step& step, F&& f) {
   } else if (const auto* e = std::get_if<ExternStep>(&step)) {
     for (Var a : t.op(e->out).args) f(a, false);
     for (int i = 0; i < e->results; ++i) f(e->out + i, true);
+  } else if (const auto* l = std::get_if<LoopCallStep>(&step)) {
+    for (Var a : t.op(l->out).args) f(a, false);
+    for (int i = 0; i < l->results; ++i)
+      if (p.slot_of[l->out + i] >= 0) f(l->out + i, true);
   }
+}
+
+// The workspace slot a step uses during itself only (a loop's scratch), or -1.
+int scratch_slot(const Step& step) {
+  const auto* l = std::get_if<LoopCallStep>(&step);
+  return l != nullptr ? l->scratch : -1;
 }
 
 // Greedy by decreasing size: each buffer at the lowest offset free of every placed
@@ -176,6 +188,8 @@ MemoryPlan plan_memory(const Tape& t, Plan& p, bool reuse) {
       if (first[slot] < 0) first[slot] = s;
       last[slot] = s;
     });
+  for (int s = 0; s < num_steps; ++s)
+    if (const int slot = scratch_slot(p.steps[static_cast<std::size_t>(s)]); slot >= 0) first[slot] = last[slot] = s;
 
   MemoryPlan mp;
   mp.reuse = reuse;
@@ -304,6 +318,8 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
       std::vector<Var> outs;
       for (int i = 0; i < e->results; ++i) outs.push_back(e->out + i);
       out += fmt::format("call {} = {}({}) (eager)", vars(outs), t.op(e->out).prim->name, vars(args));
+    } else if (const auto* l = std::get_if<LoopCallStep>(&step)) {
+      out += loop_text(t, *l);
     }
     out += "\n";
   }
@@ -315,8 +331,9 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
     if (p.slot_of[v] >= 0 && !(t.op(v).kind == OpKind::call && t.op(v).prim->structure == Structure::view))
       holders[static_cast<std::size_t>(p.slot_of[v])].push_back(v);
   for (const BufferLife& b : mp.buffers) {
+    const std::vector<Var>& held = holders[static_cast<std::size_t>(b.slot)];
     out += fmt::format("  buffer [{}]: offset {}, {} bytes, steps {}..{}\n",
-                       vars(holders[static_cast<std::size_t>(b.slot)]),
+                       held.empty() ? fmt::format("scratch of step {}", b.first) : vars(held),
                        p.slots[static_cast<std::size_t>(b.slot)].offset, b.bytes, b.first, b.last);
   }
   for (const auto& [v, over] : mp.in_place) out += fmt::format("  in place: %{} over %{}\n", v, over);

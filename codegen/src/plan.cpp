@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "loops.hpp"
+
 namespace reel::codegen {
 
 namespace {
@@ -18,12 +20,13 @@ bool is_full_reduction(const Tape& t, Var v) {
 
 class Planner {
  public:
-  explicit Planner(const Tape& t)
-      : t_(t), n_(t.size()), loop_of_(n_ + 1, -1), view_src_(n_ + 1, kNoVar),
-        folded_(n_ + 1, false), needs_memory_(n_ + 1, false) {}
+  Planner(const Tape& t, bool reuse_memory)
+      : t_(t), n_(t.size()), reuse_memory_(reuse_memory), loop_of_(n_ + 1, -1), view_src_(n_ + 1, kNoVar),
+        folded_(n_ + 1, false), needs_memory_(n_ + 1, false), used_(n_ + 1, false) {}
 
   Plan run() {
     find_folded_transposes();
+    find_used();
     for (Var v = 1; v <= n_; ++v) place(v);
     close_loop();
     assign_slots();
@@ -53,6 +56,14 @@ class Planner {
     }
   }
 
+  // Whether something reads each variable (a `result` operation does not read its call).
+  void find_used() {
+    for (Var o : t_.outputs) used_[o] = true;
+    for (Var v = 1; v <= n_; ++v)
+      if (t_.op(v).kind == OpKind::call)
+        for (Var a : t_.op(v).args) used_[a] = true;
+  }
+
   // Computed element by element in the open loop (reductions finish after it).
   bool is_member(Var v) const {
     return current_ >= 0 && loop_of_[v] == current_ &&
@@ -78,8 +89,10 @@ class Planner {
   void place(Var v) {
     const Op& op = t_.op(v);
     if (op.kind != OpKind::call) return;
-    const Structure structure =
-        touches_i64(op) && op.prim->structure != Structure::view ? Structure::opaque : op.prim->structure;
+    const Structure structure = touches_i64(op) && op.prim->structure != Structure::view &&
+                                        op.prim->structure != Structure::loop
+                                    ? Structure::opaque
+                                    : op.prim->structure;
     switch (structure) {
       case Structure::view: view_src_[v] = op.args[0]; return;
       case Structure::elementwise:
@@ -134,7 +147,16 @@ class Planner {
         view_src_[v] = op.args[0];  // a guard's result is its condition
         plan_.steps.push_back(CheckStep{v});
         return;
-      case Structure::loop:  // (until loops get steps of their own: the interpreter)
+      case Structure::loop:
+        if (std::shared_ptr<const LoopPlan> loop = plan_loop(t_, v, used_, reuse_memory_)) {
+          close_loop();
+          for (Var a : op.args) need(a);
+          for (int i = 0; i < op.results; ++i)
+            if (loop_result_stored(*loop, i)) needs_memory_[v + i] = true;
+          plan_.steps.push_back(LoopCallStep{v, op.results, std::move(loop)});
+          return;
+        }
+        [[fallthrough]];  // a form the loop step does not run: its eager function
       case Structure::opaque:
         close_loop();
         for (Var a : op.args) need(a);
@@ -210,6 +232,9 @@ class Planner {
       const int64_t bytes = numel(t_.type(v).shape) * static_cast<int64_t>(dtype_size(t_.type(v).dtype));
       plan_.slot_of[v] = add_slot({SlotKind::workspace, 0, 0, bytes});
     }
+    for (Step& step : plan_.steps)
+      if (auto* loop = std::get_if<LoopCallStep>(&step))
+        loop->scratch = add_slot({SlotKind::workspace, 0, 0, loop->loop->scratch_bytes});
     for (Var v = 1; v <= n_; ++v) {
       if (view_src_[v] != kNoVar) plan_.slot_of[v] = plan_.slot_of[storage_of(v)];
       plan_.stored[v] = loop_of_[v] >= 0 && needs_memory_[v] &&
@@ -219,17 +244,19 @@ class Planner {
 
   const Tape& t_;
   const Var n_;
+  const bool reuse_memory_;  // for loops' bodies
   Plan plan_;
   int current_ = -1;            // index of the open loop step, or -1
   std::vector<int> loop_of_;    // per variable: the loop step computing it, or -1
   std::vector<Var> view_src_;   // per variable: the reshaped variable, for views
   std::vector<bool> folded_;    // transposes folded into matmul calls
   std::vector<bool> needs_memory_;
+  std::vector<bool> used_;
 };
 
 }  // namespace
 
-Plan make_plan(const Tape& tape) { return Planner(tape).run(); }
+Plan make_plan(const Tape& tape, bool reuse_memory) { return Planner(tape, reuse_memory).run(); }
 
 std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop) {
   auto has = [](const std::vector<Var>& vs, Var v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };

@@ -14,6 +14,7 @@
 //   the output tensors (a computed output is written straight into its tensor), or
 //   one workspace. Workspace offsets are assigned afterwards by the memory plan
 //   (memory_plan.hpp), which lets buffers whose lives do not overlap share memory.
+#include <memory>
 #include <variant>
 #include <vector>
 
@@ -70,7 +71,17 @@ struct ScatterStep {
 struct CheckStep {
   Var guard;  // its call: guard(cond, expected); its result is a view of cond
 };
-using Step = std::variant<LoopStep, ReduceStep, MatmulStep, TransposeStep, CopyStep, ExternStep, GatherStep, ScatterStep, CheckStep>;
+// A loop primitive's call (Structure::loop: scan, while_loop, call, checkpoint): one step
+// that runs its body's own compiled schedule natively, once per iteration (loops.hpp).
+struct LoopPlan;
+struct LoopCallStep {
+  Var out;  // the call; its results are out, out + 1, ...
+  int results = 1;
+  std::shared_ptr<const LoopPlan> loop;  // its bodies, planned
+  int scratch = -1;  // the workspace slot of its carries' second buffers, counter and bodies' workspace
+};
+using Step = std::variant<LoopStep, ReduceStep, MatmulStep, TransposeStep, CopyStep, ExternStep, GatherStep, ScatterStep,
+                          CheckStep, LoopCallStep>;
 
 struct Plan {
   std::vector<Slot> slots;
@@ -86,7 +97,9 @@ struct Plan {
 // members, each once, in order of first use.
 std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop);
 
-// Throws reel::Error naming an operation that code generation cannot handle.
-Plan make_plan(const Tape& tape);
+// Throws reel::Error naming an operation that code generation cannot handle. A loop's
+// bodies are planned (cleanup, plan, memory plan) as programs of their own, with
+// `reuse_memory` as given.
+Plan make_plan(const Tape& tape, bool reuse_memory = true);
 
 }  // namespace reel::codegen

@@ -12,6 +12,7 @@
 // cannot get another kind's arguments.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -99,7 +100,53 @@ struct GuardArgs {
   std::string label;  // "%7 = guard(%6)"
 };
 
-using StepArgs = std::variant<KernelArgs, GemmArgs, GemvArgs, CopyArgs, ExternArgs, CheckIndicesArgs, GuardArgs>;
+// A loop primitive's call run natively (loops.hpp): its body (and a while loop's cond) is
+// a Program of its own, run once per iteration on a table of bases the step fills in:
+// the consts, this iteration's carries and slices of the xs as inputs, the next
+// carries and this iteration's slots of the stacked ys as outputs.
+struct Program;  // steps.hpp
+enum class LoopKind { scan, while_loop, call };
+struct LoopArgs {
+  LoopKind kind = LoopKind::scan;
+  std::shared_ptr<Program> body, cond;
+  int64_t length = 0;  // scan: iterations
+  bool reverse = false;
+  bool has_index = false;  // scan: the body's first input is the i64 counter index0 + k
+  int64_t index0 = 0;
+  // In the step's scratch (the parent's workspace): the bodies' workspace, the tables of
+  // their bases, the counter and cond's result.
+  BufferRef workspace, body_bases, cond_bases, counter, cond_out;
+  DType cond_dtype = DType::f64;
+  std::vector<BufferRef> consts;  // call: its arguments
+  // A carry's buffers: its initial value (read once), and two that iterations write in
+  // turn, the result and a temporary, chosen so that the last iteration writes the result.
+  struct Carry {
+    BufferRef init, result, temp;
+    int64_t bytes = 0;
+  };
+  std::vector<Carry> carries;
+  // Stacked along the leading axis: iteration k's slice at base + k * bytes.
+  struct Stacked {
+    BufferRef base;
+    int64_t bytes = 0;
+  };
+  std::vector<Stacked> xs, ys;     // ys: those the body computes (results something reads)
+  std::vector<BufferRef> results;  // call: its results
+  std::string label;               // "%3, %4 = scan(%1, %2)"
+};
+
+// After a loop kernel whose body has guards: the kernel stops at the first guard that
+// fails and records {iteration + 1, which guard, the value} (three 8-byte words, i64,
+// i64, f64; the first 0 when none failed), and this step throws reel::GuardFailure
+// naming the guard (JIT code must not throw).
+struct LoopGuardArgs {
+  BufferRef failure;
+  std::vector<GuardArgs> guards;  // (their `cond` unused)
+  std::string label;              // the loop, as LoopArgs::label
+};
+
+using StepArgs =
+    std::variant<KernelArgs, GemmArgs, GemvArgs, CopyArgs, ExternArgs, CheckIndicesArgs, GuardArgs, LoopArgs, LoopGuardArgs>;
 
 // The signature of every step (see above).
 using StepFn = void (*)(void* const* bases, const void* args);

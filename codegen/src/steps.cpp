@@ -4,16 +4,20 @@
 
 #include <cstring>
 
+#include "loops.hpp"
 #include "reel/blas.hpp"
 
 namespace reel::codegen {
 
-namespace {
-
-template <class T>
-T* at(void* const* bases, const BufferRef& ref) {
-  return reinterpret_cast<T*>(static_cast<char*>(bases[ref.base]) + ref.offset);
+double first_element(void* const* bases, DType dtype, const BufferRef& ref) {
+  switch (dtype) {
+    case DType::f64: return *at<const double>(bases, ref);
+    case DType::f32: return static_cast<double>(*at<const float>(bases, ref));
+    default: return static_cast<double>(*at<const int64_t>(bases, ref));
+  }
 }
+
+namespace {
 
 void gemm(void* const* bases, const GemmArgs& g) {
   const auto ta = static_cast<int32_t>(g.trans_a), tb = static_cast<int32_t>(g.trans_b);
@@ -80,21 +84,24 @@ void check_indices(void* const* bases, const CheckIndicesArgs& c) {
                               c.scatter ? "scatter_add" : "gather", idx[i], i, c.axis, c.axis_length));
 }
 
-double first_element(void* const* bases, DType dtype, const BufferRef& ref) {
-  switch (dtype) {
-    case DType::f64: return *at<const double>(bases, ref);
-    case DType::f32: return static_cast<double>(*at<const float>(bases, ref));
-    default: return static_cast<double>(*at<const int64_t>(bases, ref));
-  }
+GuardFailure guard_failure(const GuardArgs& g, double v) {
+  return GuardFailure(fmt::format("compiled {}: guard: the tape was traced with this condition {}, here it is {} "
+                                  "(value {}); trace the other path (reel::jit and reel::simplegrad(f) do)",
+                                  g.label, g.expected ? "true" : "false", g.expected ? "false" : "true", v));
 }
 
 void guard(void* const* bases, const GuardArgs& g) {
   const double v = first_element(bases, g.dtype, g.cond);
-  const bool truth = v != 0.0;
-  if (truth != g.expected)
-    throw GuardFailure(fmt::format("compiled {}: guard: the tape was traced with this condition {}, here it is {} "
-                                   "(value {}); trace the other path (reel::jit and reel::simplegrad(f) do)",
-                                   g.label, g.expected ? "true" : "false", truth ? "true" : "false", v));
+  if ((v != 0.0) != g.expected) throw guard_failure(g, v);
+}
+
+void loop_guard(void* const* bases, const LoopGuardArgs& g) {
+  const auto* failure = at<const int64_t>(bases, g.failure);
+  if (failure[0] == 0) return;
+  const GuardArgs& which = g.guards.at(static_cast<std::size_t>(failure[1]));
+  double v;
+  std::memcpy(&v, failure + 2, sizeof v);
+  throw GuardFailure(fmt::format("compiled {}, iteration {}: {}", g.label, failure[0] - 1, guard_failure(which, v).what()));
 }
 
 // The one place a step's arguments are cast back from `const void*`: instantiated per
@@ -136,6 +143,8 @@ BoundStep bind_step(const StepArgs& s, const std::vector<StepFn>& kernel_code,
           [](const ExternArgs& a) { return bound<ExternArgs, external>(a); },
           [](const CheckIndicesArgs& a) { return bound<CheckIndicesArgs, check_indices>(a); },
           [](const GuardArgs& a) { return bound<GuardArgs, guard>(a); },
+          [](const LoopArgs& a) { return bound<LoopArgs, run_loop>(a); },
+          [](const LoopGuardArgs& a) { return bound<LoopGuardArgs, loop_guard>(a); },
       },
       s);
 }
@@ -149,6 +158,8 @@ std::size_t plain_bytes(const StepArgs& s) {
                         [](const KernelArgs& k) { return k.buffers.size() * sizeof(BufferRef); },
                         [](const ExternArgs&) { return std::size_t{0}; },
                         [](const GuardArgs&) { return std::size_t{0}; },
+                        [](const LoopArgs&) { return std::size_t{0}; },
+                        [](const LoopGuardArgs&) { return std::size_t{0}; },
                         [](const auto& a) {
                           using Args = std::decay_t<decltype(a)>;
                           static_assert(std::is_trivially_copyable_v<Args> && alignof(Args) <= alignof(int64_t));
@@ -182,9 +193,22 @@ std::vector<BoundStep> bind_steps(const std::vector<StepArgs>& steps, const std:
   return calls;
 }
 
+void bind_program(Program& program, const std::vector<StepFn>& kernel_code,
+                  const std::vector<std::size_t>& kernel_params) {
+  for (StepArgs& s : program.steps)
+    if (auto* loop = std::get_if<LoopArgs>(&s))
+      for (Program* body : {loop->body.get(), loop->cond.get()})
+        if (body != nullptr) bind_program(*body, kernel_code, kernel_params);
+  program.calls = bind_steps(program.steps, kernel_code, kernel_params, program.arena);
+  program.may_throw = false;
+  for (const StepArgs& s : program.steps) program.may_throw = program.may_throw || may_throw(s);
+}
+
 bool may_throw(const StepArgs& step) {
+  if (const auto* loop = std::get_if<LoopArgs>(&step))
+    return (loop->body && loop->body->may_throw) || (loop->cond && loop->cond->may_throw);
   return std::holds_alternative<ExternArgs>(step) || std::holds_alternative<CheckIndicesArgs>(step) ||
-         std::holds_alternative<GuardArgs>(step);
+         std::holds_alternative<GuardArgs>(step) || std::holds_alternative<LoopGuardArgs>(step);
 }
 
 }  // namespace reel::codegen

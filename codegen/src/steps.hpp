@@ -8,6 +8,15 @@
 
 namespace reel::codegen {
 
+// The memory a BufferRef names in this call's bases.
+template <class T>
+T* at(void* const* bases, const BufferRef& ref) {
+  return reinterpret_cast<T*>(static_cast<char*>(bases[ref.base]) + ref.offset);
+}
+
+// The first element of a buffer of `dtype`, as a double (a guard's or a while loop's condition).
+double first_element(void* const* bases, DType dtype, const BufferRef& ref);
+
 // A step ready to run: fn(bases, args). `args` points into the StepArgs it was bound
 // from, which must outlive it and not move.
 struct BoundStep {
@@ -31,9 +40,33 @@ BoundStep bind_step(const StepArgs& step, const std::vector<StepFn>& kernel_code
 std::vector<BoundStep> bind_steps(const std::vector<StepArgs>& steps, const std::vector<StepFn>& kernel_code,
                                   const std::vector<std::size_t>& kernel_params, std::vector<int64_t>& arena);
 
+// A schedule ready to run: its steps, bound, with the constants they read. A compiled
+// function runs one on bases {workspace, constant pool, inputs..., outputs...}; a loop's
+// step runs its body's once per iteration on a table of bases of its own.
+struct Program {
+  std::vector<StepArgs> steps;    // never resized once bound: calls point in
+  std::vector<int64_t> arena;     // the plain-data steps' arguments, in step order (bind_steps)
+  std::vector<BoundStep> calls;   // each step bound to its function
+  Tensor constant_pool;           // every constant, each at a 64-byte-aligned offset
+  int64_t workspace_bytes = 0;
+  std::size_t num_inputs = 0, num_outputs = 0;
+  bool may_throw = false;         // some step may throw (and may nest another compiled call)
+
+  // Runs the steps in order.
+  void run(void* const* bases) const {
+    for (const BoundStep& c : calls) c.fn(bases, c.args);
+  }
+};
+
+// Binds a program's steps (bind_steps), and first those of the loops' bodies within,
+// and sets may_throw.
+void bind_program(Program& program, const std::vector<StepFn>& kernel_code,
+                  const std::vector<std::size_t>& kernel_params);
+
 // Whether a step may throw (an eager function, an index or guard check): a schedule
 // with such a step runs through the loop, since exceptions must not unwind through
-// JIT code, and its calls may nest other compiled calls on the same thread.
+// JIT code, and its calls may nest other compiled calls on the same thread. A loop's
+// step may if a step of its bodies may.
 bool may_throw(const StepArgs& step);
 
 }  // namespace reel::codegen

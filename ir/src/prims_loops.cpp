@@ -518,7 +518,7 @@ std::shared_ptr<const SplitVjp> split_vjp(const Tape& E, std::vector<bool> seede
   for (Var v = 1; v <= n; ++v)
     if (bwd[v])
       for (Var x : V.op(v).args) read[x] = read[x] || !bwd[x];
-  for (std::size_t o = sp->nout; o < V.outputs.size(); ++o) read[V.outputs[o]] = !bwd[V.outputs[o]];
+  for (std::size_t o = sp->nout; o < V.outputs.size(); ++o) read[V.outputs[o]] = read[V.outputs[o]] || !bwd[V.outputs[o]];
   for (Var v = 1; v <= n; ++v)
     if (read[v] && V.op(v).kind != OpKind::constant) sp->residuals.push_back(v);
   return sp;

@@ -3,11 +3,14 @@
 // with GradBench's rule: the same structure (keys, list lengths, types, int and float
 // interchangeable) and every float within |x - y| / max(1, |x| + |y|) <= 1e-4.
 // Timings are checked for their form only. Runs each evaluate once (min_runs 1,
-// min_seconds 0). Exit status 0 when every reply matches.
-//   gradbench_replay <transcript.jsonl>
+// min_seconds 0). Exit status 0 when every reply matches. With --relative R, floats
+// must agree to R relative to their size instead (|x - y| <= R max(|x| + |y|, 1e-8)),
+// for transcripts whose values are too small for GradBench's rule to tell apart.
+//   gradbench_replay [--relative R] <transcript.jsonl>
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -18,6 +21,9 @@ using gradbench::json;
 
 namespace {
 
+// The relative tolerance of --relative; 0: GradBench's rule.
+double relative = 0;
+
 // GradBench's comparison (python/gradbench/gradbench/comparison.py); the first
 // difference, or "".
 std::string compare(const json& got, const json& want, const std::string& at) {
@@ -26,7 +32,8 @@ std::string compare(const json& got, const json& want, const std::string& at) {
   if (got.is_number() && want.is_number()) {
     const double x = got.get<double>(), y = want.get<double>();
     if (!std::isfinite(x)) return fmt::format("{}: {} is not finite", at, x);
-    if (std::abs(x - y) / std::max(1.0, std::abs(x) + std::abs(y)) > 1e-4)
+    const double scale = relative > 0 ? std::max(1e-8, std::abs(x) + std::abs(y)) : std::max(1.0, std::abs(x) + std::abs(y));
+    if (std::abs(x - y) / scale > (relative > 0 ? relative : 1e-4))
       return fmt::format("{}: {} vs {}", at, x, y);
     return "";
   }
@@ -52,8 +59,12 @@ std::string compare(const json& got, const json& want, const std::string& at) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: gradbench_replay <transcript.jsonl>\n";
+  if (argc == 4 && argv[1] == std::string("--relative")) {
+    relative = std::atof(argv[2]);
+    argv += 2, argc -= 2;
+  }
+  if (argc != 2 || !(relative >= 0)) {
+    std::cerr << "usage: gradbench_replay [--relative R] <transcript.jsonl>\n";
     return 2;
   }
   std::ifstream in(argv[1]);

@@ -6,7 +6,6 @@
 
 #include "reel/ir/builder.hpp"
 #include "reel/ir/while_loop.hpp"
-#include "reel/track.hpp"
 
 namespace reel::detail {
 

@@ -164,12 +164,15 @@ Carry fori_loop(int64_t lo, int64_t hi, F&& body, const Carry& init, const ScanO
 }
 
 // while (cond(carry)) carry = body(carry): cond returns a tensor of one element (nonzero:
-// go on), body a carry of the carry's structure and types. Both are traced once, on
-// init. The loop runs until cond is false; a gradient of it (reel::grad, reel::back,
-// reel::jit_grad) is taken for the trip count seen when it was traced or recorded: run
-// with another trip count, the gradient code raises reel::GuardFailure, and
-// reel::jit_grad (reel::simplegrad(f)) and reel::jit trace again. (Where a while_loop
-// is recorded, it runs twice: once to count its trips.) Forward mode takes any count.
+// go on), body a carry of the carry's structure and types; tensors they capture are the
+// loop's consts (like scan's). Both are traced once, on init. The loop runs until cond
+// is false, and so does a traced or compiled copy of it (reel::jit). Reverse mode
+// (reel::grad, reel::back, reel::jit_grad) is for the trip count seen when the loop was
+// traced or recorded for back: gradient code run where the loop takes another count
+// raises reel::GuardFailure, and reel::jit_grad (reel::simplegrad(f)) traces that
+// path anew. (Where a while_loop is traced or recorded, it runs twice: once to count
+// its trips.) Forward mode takes any count. A loop inside a scan's body is traced in
+// the first iteration: its gradient holds where every iteration runs it as often.
 template <class Cond, class Body, class Carry>
 Carry while_loop(Cond&& cond, Body&& body, const Carry& init) {
   static_assert(detail::is_tree<Carry>(), "reel::while_loop: the carry must hold tensors");

@@ -94,8 +94,12 @@ class JitCore {
   std::optional<Hit> run(std::string_view key, std::span<const Tensor* const> tensors, const Look& look);
   // Adds a newly traced path (its tape already run once: the trace) for the signature.
   // `structure` (the caller's, e.g. the TreeDef of the traced result) comes back with
-  // each hit of the path.
-  void add(std::string_view key, std::vector<std::string> parts, Tape tape, std::shared_ptr<const void> structure);
+  // each hit of the path. With `out` given, the path's first call runs here on
+  // `tensors` (a tape derived from the trace, such as a gradient tape, not run yet):
+  // compiled when the path compiles as it is added (compile_after 1), so that a loop
+  // is not first interpreted iteration by iteration.
+  void add(std::string_view key, std::vector<std::string> parts, Tape tape, std::shared_ptr<const void> structure,
+           std::span<const Tensor* const> tensors = {}, std::span<Tensor> out = {});
   // Held while a miss traces, so that a signature missed on several threads at once is
   // traced and compiled once (the others find it when they get the lock).
   std::unique_lock<std::recursive_mutex> miss_lock();

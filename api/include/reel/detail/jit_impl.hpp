@@ -125,7 +125,7 @@ void CachedGrad<F>::fill(std::span<Tensor> outs, std::span<const Tensor* const> 
 }
 
 // A miss: f's gradient tape, traced on these arguments and simplified; its first call
-// interpreted.
+// compiled (compile_after 1) or interpreted.
 template <class F>
 template <class... A>
 void CachedGrad<F>::trace_path(std::string_view key, std::vector<std::string> parts, std::span<Tensor> outs,
@@ -136,9 +136,7 @@ void CachedGrad<F>::trace_path(std::string_view key, std::vector<std::string> pa
     scope.output_tree(std::apply(f_, wrapped));
     return scope.finish();
   }());
-  std::vector<Tensor> v = play(g, detail::tensor_list(tensors));
-  core_->add(key, std::move(parts), std::move(g), nullptr);
-  detail::move_outputs(std::move(v), outs);
+  core_->add(key, std::move(parts), std::move(g), nullptr, tensors, outs);
 }
 
 }  // namespace reel

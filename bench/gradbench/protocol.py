@@ -1,0 +1,51 @@
+"""What bench/gradbench/run.py and goals.py share: a GradBench tool process spoken to
+over its JSON-lines protocol, and GradBench's comparison of outputs."""
+import json
+import os
+import subprocess
+
+
+class Tool:
+    """A GradBench tool process (the protocol over stdin/stdout), one thread; `env`
+    adds environment variables (goals.py turns Reel's disk code cache off)."""
+
+    def __init__(self, name, exe, env=None):
+        self.name = name
+        self.p = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env=dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", **(env or {})))
+        self.id = 0
+
+    def send(self, msg):
+        msg["id"] = self.id
+        self.id += 1
+        self.p.stdin.write(json.dumps(msg) + "\n")
+        self.p.stdin.flush()
+        return json.loads(self.p.stdout.readline())
+
+    def evaluate(self, module, fn, inp, min_seconds):
+        """(mean evaluate seconds, output, prepare seconds), or (None, None, error)."""
+        r = self.send({"kind": "evaluate", "module": module, "function": fn,
+                       "input": dict(inp, min_runs=1, min_seconds=min_seconds)})
+        if not r.get("success"):
+            return None, None, r.get("error")
+        times = [x["nanoseconds"] for x in r["timings"] if x["name"] == "evaluate"]
+        prepare = sum(x["nanoseconds"] for x in r["timings"] if x["name"] == "prepare")
+        return sum(times) / len(times) / 1e9, r["output"], prepare / 1e9
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait()
+
+
+def compare(a, b):
+    """GradBench's rule (python/gradbench/gradbench/comparison.py): the same structure,
+    floats within |a - b| / max(1, |a| + |b|) <= 1e-4."""
+    if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):  # ints exactly, as GradBench
+        return a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) / max(1, abs(a) + abs(b)) <= 1e-4
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(compare(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set(a) == set(b) and all(compare(a[k], b[k]) for k in a)
+    return a == b
