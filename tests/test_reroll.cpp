@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <array>
 #include <random>
+#include <sstream>
 
 #include "test_util.hpp"
 
@@ -231,6 +232,18 @@ TEST_CASE("reroll: a branch on a value inside a loop: the guard folds into the b
     CHECK(value.item() == doctest::Approx(f(x).item()).epsilon(1e-12));
     test::check_close(dx, fd[0], 1e-6, 1e-8, "gradient on each path");
   }
+}
+
+TEST_CASE("reroll: second order through a re-rolled loop (hvp) equals the unrolled loop's") {
+  auto f = [](const Tensor& W, const Tensor& x) {
+    const Tensor b = zeros({4}) + 0.1;
+    return test::tanh_recurrence(W, b, x, 30);
+  };
+  const Tensor W = randn({4, 4}, 1) * 0.3, x = randn({4}, 2), vW = randn({4, 4}, 3), vx = randn({4}, 4);
+  const HvpResult rolled = hvp(f, {W, x}, {vW, vx});
+  const test::NoReroll off;
+  const HvpResult unrolled = hvp(f, {W, x}, {vW, vx});
+  check_all_close(rolled.hvp, unrolled.hvp, 1e-10, "hvp");
 }
 
 TEST_CASE("reroll: values of earlier iterations read after the loop are stacked ys") {
@@ -554,6 +567,11 @@ TEST_CASE("reroll: grad_tape, vjp_tape and jvp_tape run it first; set_auto_rerol
   const auto names = pass_names();
   CHECK(std::find(names.begin(), names.end(), "reroll") != names.end());
   CHECK(count_scans(PassPipeline({"reroll", "cse"}).run(t)) == 1);
+  const Tape plain = parse_tape("inp %1::f64[3]\n%2 = sin(%1)::f64[3]\nout %2");
+  CHECK(to_string(PassPipeline({"reroll"}).run(plain)) == to_string(plain));  // nothing to fold: the same tape
+  std::ostringstream dump;
+  (void)PassPipeline({"reroll", "dce"}).print_after("reroll").print_to(dump).run(t);
+  CHECK(dump.str().find("# *** Tape after reroll ***\ninp %1::f64[4]\n%2 = scan(%1") != std::string::npos);
 
   std::string warning;
   CHECK(detail::reroll_setting(nullptr, warning));

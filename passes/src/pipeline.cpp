@@ -7,6 +7,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 #include "reel/passes.hpp"
@@ -152,12 +153,23 @@ void PassPipeline::dump_after(std::size_t i, const Tape& tape) const {
 
 Tape PassPipeline::run(const Tape& tape) const {
   if (passes_.empty()) return tape;
-  Tape t = (*passes_[0])(tape);  // no copy of the input first: a tape can be large
-  dump_after(0, t);
-  for (std::size_t i = 1; i < passes_.size(); ++i) {
-    t = (*passes_[i])(t);
-    dump_after(i, t);
+  // No copy of the input: a tape can be large. reroll, which often finds nothing to
+  // fold, passes the tape it was given on unless it folds something.
+  const Tape* current = &tape;
+  Tape t;
+  for (std::size_t i = 0; i < passes_.size(); ++i) {
+    if (names_[i] == "reroll") {
+      if (std::optional<Tape> folded = detail::reroll_if_any(*current, RerollOptions{})) {
+        t = std::move(*folded);
+        current = &t;
+      }
+    } else {
+      t = (*passes_[i])(*current);
+      current = &t;
+    }
+    dump_after(i, *current);
   }
+  if (current != &t) t = *current;
   t.cleaned = ends_with_cleanup_;
   return t;
 }

@@ -30,13 +30,13 @@
 
 #include <algorithm>
 #include <bit>
-#include <optional>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "reel/ir/builder.hpp"
 #include "reel/passes.hpp"
@@ -644,18 +644,23 @@ class Reroller {
 
 }  // namespace
 
-Tape reroll(const Tape& tape, const RerollOptions& options) {
+std::optional<Tape> detail::reroll_if_any(const Tape& tape, const RerollOptions& options) {
   std::optional<Tape> t = Reroller(tape, options).run();
+  // Folding can line up what was apart (loops of loops whose bodies are now equal).
+  for (int round = 1; t && round < 3; ++round) {
+    std::optional<Tape> again = Reroller(*t, options).run();
+    if (!again) break;
+    t = std::move(again);
+  }
+  return t;
+}
+
+Tape reroll(const Tape& tape, const RerollOptions& options) {
+  std::optional<Tape> t = detail::reroll_if_any(tape, options);
   if (!t) {
     Tape same = tape;
     same.cleaned = false;
     return same;
-  }
-  // Folding can line up what was apart (loops of loops whose bodies are now equal).
-  for (int round = 1; round < 3; ++round) {
-    std::optional<Tape> again = Reroller(*t, options).run();
-    if (!again) break;
-    t = std::move(again);
   }
   return std::move(*t);
 }

@@ -3,6 +3,7 @@
 // argument. `reel-opt` (tools/) runs them by name from the command line.
 #include <functional>
 #include <iosfwd>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -134,6 +135,8 @@ bool print_after_all_setting(const char* value, std::string& warning);
 // REEL_REROLL's value (nullptr when unset): "0" is off; nullptr, "" and "1" are on;
 // anything else is on and sets `warning` to say so.
 bool reroll_setting(const char* value, std::string& warning);
+// reroll's result, or nothing when it folds no loop (so that a caller need not copy).
+std::optional<Tape> reroll_if_any(const Tape& tape, const RerollOptions& options);
 }  // namespace detail
 
 }  // namespace reel
