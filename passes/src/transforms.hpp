@@ -7,6 +7,7 @@ namespace reel {
 // The vjp and jvp of a body with several outputs (see reel::Transforms).
 Tape vjp_body(const Tape& body, std::span<const bool> seeded, std::span<const bool> wanted);
 Tape jvp_body(const Tape& body, std::span<const bool> active);
+Tape batch_body(const Tape& body, std::span<const bool> batched, int64_t size);
 
 namespace detail {
 const Transforms& pass_transforms();

@@ -22,3 +22,4 @@
 #include "reel/jit.hpp"
 #include "reel/track.hpp"
 #include "reel/tracker.hpp"
+#include "reel/vmap.hpp"

@@ -5,6 +5,7 @@
 #include <iosfwd>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,26 @@ Tape reverse_mode_seeded(const Tape& tape);
 // reel::Error naming it. jvp_tape also simplifies.
 Tape forward_mode(const Tape& tape);
 Tape jvp_tape(const Tape& tape);
+
+// Vector-mode forward: jvp_tape with k tangents per input, each input's stacked on a
+// new leading axis (k x the input's type; i64 inputs take none), and each output's k
+// tangents stacked the same way after the outputs: all k directional derivatives in
+// one pass (the forward-mode tape batched over its tangents).
+Tape jvp_tape(const Tape& tape, int64_t k);
+
+// Batching (vmap). The tape computed for a batch: the inputs where batched[i] get a
+// new leading axis of `size` (the batch), and each operation that reads a batched value
+// is rewritten by its primitive's batching rule (Primitive::batch; elementwise ones
+// without a rule align the batch axis and broadcast; any other runs once per element
+// in a `scan` over the batch). batch_tape also says which outputs came out batched
+// (those that depend on a batched input); vmap_tape broadcasts the others, so that
+// every output has the batch in front, and cleans up.
+struct BatchedTape {
+  Tape tape;
+  std::vector<bool> batched;  // per output
+};
+BatchedTape batch_tape(const Tape& tape, std::span<const bool> batched, int64_t size);
+Tape vmap_tape(const Tape& tape, std::span<const bool> batched, int64_t size);
 
 // Common-subexpression elimination: calls with equal primitive, arguments (in either
 // order for add and mul) and attributes, and constants of equal type and value, are

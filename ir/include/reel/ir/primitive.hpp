@@ -47,6 +47,10 @@ struct Transforms {
   Tape (*jvp)(const Tape& body, std::span<const bool> active) = nullptr;
   // simplify, cse and dce.
   Tape (*cleanup)(const Tape& tape) = nullptr;
+  // Batching (vmap): a tape taking the body's inputs, those where batched[i] with a
+  // leading batch axis of `size`, and returning every output of the body with a leading
+  // batch axis of `size` (an output that depends on no batched input is broadcast).
+  Tape (*batch)(const Tape& body, std::span<const bool> batched, int64_t size) = nullptr;
 };
 
 // What an adjoint rule sees: the call's arguments and result as variables of the
@@ -98,6 +102,22 @@ struct TangentArgs {
   // body and tangent together) may put their variables here (as many as results); the
   // tape then reads those, and the original call is left to dead-code elimination.
   std::span<Var> same_outs = {};
+};
+
+// What a batching rule (vmap) sees: the call's arguments as variables of the batched
+// tape being built. Where batched[i], argument i has the call's argument type with a
+// leading batch axis of `size` in front; otherwise it has the call's argument type as
+// it is (`types` holds the call's unbatched argument types). At least one argument is
+// batched. The rule returns each result of the call with a leading batch axis of `size`
+// in front of the result's type: result k of the batched call at batch index j is what
+// the call computes on the arguments' slices j (unbatched arguments as they are).
+struct BatchArgs {
+  std::span<const Var> args;
+  std::span<const bool> batched;
+  std::span<const VarType> types;
+  int64_t size;
+  const Attrs& attrs;
+  const Transforms* transforms = nullptr;
 };
 
 // shape: non-negative integers whose product fits; ints: any integers;
@@ -245,6 +265,10 @@ struct Primitive {
   std::function<double(const VarType& input, const Attrs&)> reduce_scale{};
   // Reverse mode in two halves (see ForwardArgs); optional.
   std::function<ForwardHalf(TapeBuilder&, const ForwardArgs&)> adjoint_forward{};
+  // Batching (vmap, the `batch` pass); optional. Without one, an elementwise primitive
+  // is batched by aligning its batched arguments' batch axis in front of the broadcast
+  // shape; any other primitive by a `scan` over the batch (one call per batch element).
+  std::function<Results<Var>(TapeBuilder&, const BatchArgs&)> batch{};
 
   bool is_index_arg(std::size_t i) const {
     for (int a : index_args)
