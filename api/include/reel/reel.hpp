@@ -23,3 +23,4 @@
 #include "reel/track.hpp"
 #include "reel/tracker.hpp"
 #include "reel/vmap.hpp"
+#include "reel/jacobian.hpp"

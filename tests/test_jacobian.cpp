@@ -1,0 +1,252 @@
+// Jacobians (jacfwd, jacrev, jacobian), Hessians, sparse Jacobians and vector-mode jvp:
+// against finite differences and each other, cached and compiled vs interpreted, nested,
+// and their errors.
+#include <cmath>
+#include <tuple>
+
+#include "reel/jacobian.hpp"
+#include "test_util.hpp"
+
+using namespace reel;
+using namespace reel::test;
+
+namespace {
+
+// Central differences of output `o` of fn (a list of outputs) with respect to argument
+// k: shape output shape + argument shape.
+Tensor fd_jacobian(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                   const std::vector<Tensor>& args, std::size_t o, std::size_t k, double h = 1e-6) {
+  const std::vector<double> base = args[k].values();
+  const Shape out_shape = fn(args)[o].shape();
+  const int64_t m = numel(out_shape), n = static_cast<int64_t>(base.size());
+  std::vector<double> j(static_cast<std::size_t>(m * n));
+  for (int64_t c = 0; c < n; ++c) {
+    auto shifted = [&](double d) {
+      std::vector<double> v = base;
+      v[static_cast<std::size_t>(c)] += d;
+      std::vector<Tensor> a = args;
+      a[k] = tensor(v, args[k].shape(), args[k].dtype());
+      return fn(a)[o].values();
+    };
+    const std::vector<double> up = shifted(h), down = shifted(-h);
+    for (int64_t r = 0; r < m; ++r)
+      j[static_cast<std::size_t>(r * n + c)] = (up[static_cast<std::size_t>(r)] - down[static_cast<std::size_t>(r)]) / (2 * h);
+  }
+  Shape s = out_shape;
+  s.insert(s.end(), args[k].shape().begin(), args[k].shape().end());
+  return tensor(j, s);
+}
+
+// Two arguments, two outputs of different shapes.
+std::tuple<Tensor, Tensor> two_out(const Tensor& x, const Tensor& W) {
+  const Tensor h = tanh(matmul(W, x)) * sum(x);
+  return {h, sin(W) * x + square(W)};
+}
+
+std::vector<Tensor> two_out_list(const std::vector<Tensor>& a) {
+  auto [h, g] = two_out(a[0], a[1]);
+  return {h, g};
+}
+
+Tensor scalar_fn(const Tensor& x, const Tensor& y) { return sum(sin(x) * square(x)) * sum(y * x) + prod(y); }
+
+void check_blocks(const Jacobian& J, const std::vector<Tensor>& args, const std::string& what) {
+  REQUIRE(J.blocks.size() == 2);
+  for (std::size_t o = 0; o < 2; ++o)
+    for (std::size_t k = 0; k < 2; ++k)
+      check_close(J.blocks[o][k], fd_jacobian(two_out_list, args, o, k), 1e-6, 1e-7,
+                  fmt::format("{}: block [{}][{}]", what, o, k));
+}
+
+}  // namespace
+
+TEST_CASE("jacobian: jacfwd and jacrev against finite differences, blocks and shapes") {
+  const Tensor x = randn({3}, 1), W = randn({4, 3}, 2);
+  const std::vector<Tensor> args{x, W};
+  const Jacobian F = jacfwd(two_out, x, W), R = jacrev(two_out, x, W), A = jacobian(two_out, x, W);
+  CHECK(F.blocks[0][0].shape() == Shape{4, 3});
+  CHECK(F.blocks[0][1].shape() == Shape{4, 4, 3});
+  CHECK(F.blocks[1][0].shape() == Shape{4, 3, 3});
+  CHECK(F.blocks[1][1].shape() == Shape{4, 3, 4, 3});
+  check_close(F.values[0], two_out_list(args)[0], 1e-12, 1e-12, "jacfwd value");
+  check_close(R.values[1], two_out_list(args)[1], 1e-12, 1e-12, "jacrev value");
+  check_blocks(F, args, "jacfwd");
+  check_blocks(R, args, "jacrev");
+  check_blocks(A, args, "jacobian");
+  for (std::size_t o = 0; o < 2; ++o)
+    for (std::size_t k = 0; k < 2; ++k) check_close(F.blocks[o][k], R.blocks[o][k], 1e-12, 1e-12, "jacfwd == jacrev");
+  // One argument, one output: .jacobian; f32.
+  const Tensor x32 = randn({5}, 3, DType::f32);
+  const Jacobian J = jacobian([](const Tensor& v) { return exp(v) * sum(v); }, x32);
+  CHECK(J.jacobian.dtype() == DType::f32);
+  check_close(J.jacobian, jacrev([](const Tensor& v) { return exp(v) * sum(v); }, x32).jacobian, 1e-5, 1e-5,
+              "f32 forward vs reverse");
+  // A scalar output: the Jacobian is the gradient; 0-d argument: shape of the output.
+  const Jacobian S = jacrev([](const Tensor& v) { return sum(sin(v)); }, x);
+  check_close(S.jacobian, grad([](const Tensor& v) { return sum(sin(v)); }, x).grads[0], 1e-12, 1e-12, "scalar");
+}
+
+TEST_CASE("jacobian: i64 arguments get no block") {
+  const Tensor x = randn({4}, 5);
+  const Tensor idx = tensor({2, 0}, {2}, DType::i64);
+  const auto f = [](const Tensor& v, const Tensor& i) { return gather(v, i) * 3.0; };
+  for (const Jacobian& J : {jacfwd(f, x, idx), jacrev(f, x, idx)}) {
+    REQUIRE(J.blocks[0].size() == 2);
+    CHECK(!J.blocks[0][1].defined());
+    check_close(J.jacobian, tensor({0, 0, 3, 0, 3, 0, 0, 0}, {2, 4}), 0, 0, "gather's Jacobian");
+  }
+}
+
+TEST_CASE("hessian: symmetric, against finite differences of the gradient") {
+  const Tensor x = randn({4}, 7), y = randn({4}, 8);
+  const Hessian H = hessian(scalar_fn, x, y);
+  CHECK(H.value.item() == doctest::Approx(scalar_fn(x, y).item()));
+  const GradResult g = grad(scalar_fn, x, y);
+  check_close(H.grads[0], g.grads[0], 1e-12, 1e-12, "hessian's gradient");
+  REQUIRE(H.blocks.size() == 2);
+  auto grads = [](const std::vector<Tensor>& a) { return grad(scalar_fn, a[0], a[1]).grads; };
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t j = 0; j < 2; ++j) {
+      CHECK(H.blocks[i][j].shape() == Shape{4, 4});
+      check_close(H.blocks[i][j], fd_jacobian(grads, {x, y}, i, j), 1e-5, 1e-6,
+                  fmt::format("H[{}][{}] vs finite differences of the gradient", i, j));
+      // Symmetric: H[i][j] = H[j][i]^T.
+      check_close(H.blocks[i][j], transpose(H.blocks[j][i]), 1e-12, 1e-12, "symmetric");
+    }
+  // A matrix argument: shape W + W.
+  const Tensor W = randn({2, 3}, 9);
+  const Hessian HW = hessian([](const Tensor& w) { return sum(tanh(w) * w); }, W);
+  CHECK(HW.hessian.shape() == Shape{2, 3, 2, 3});
+}
+
+TEST_CASE("jacobian: jacobian of jacobian, grad of jacobian") {
+  const Tensor x = randn({3}, 11);
+  const auto f = [](const Tensor& v) { return sin(v) * sum(square(v)); };
+  // d/dx of the Jacobian: [3, 3, 3], against finite differences of the Jacobian.
+  const auto jac = [&](const Tensor& v) { return jacfwd(f, v).jacobian; };
+  const Jacobian JJ = jacobian(jac, x);
+  CHECK(JJ.jacobian.shape() == Shape{3, 3, 3});
+  check_close(JJ.jacobian, fd_jacobian([&](const std::vector<Tensor>& a) { return std::vector<Tensor>{jac(a[0])}; },
+                                       {x}, 0, 0),
+              1e-5, 1e-6, "jacobian(jacobian)");
+  const Jacobian JJr = jacrev([&](const Tensor& v) { return jacrev(f, v).jacobian; }, x);
+  check_close(JJr.jacobian, JJ.jacobian, 1e-10, 1e-10, "jacrev(jacrev) == jacobian(jacfwd)");
+  // jacobian of the gradient = the Hessian.
+  const auto s = [](const Tensor& v) { return sum(sin(v) * square(v)); };
+  const Jacobian JG = jacobian([&](const Tensor& v) { return grad(s, v).grads[0]; }, x);
+  check_close(JG.jacobian, hessian(s, x).hessian, 1e-10, 1e-10, "jacobian(grad) == hessian");
+  // grad of a function of a Jacobian.
+  const GradResult g = grad([&](const Tensor& v) { return sum(jacrev(f, v).jacobian); }, x);
+  check_close(g.grads[0], sum(JJ.jacobian, std::vector<int64_t>{0, 1}), 1e-10, 1e-10, "grad(sum(jacobian))");
+}
+
+TEST_CASE("jit_jacobian and jit_hessian: cached, compiled vs interpreted") {
+  const Tensor x = randn({3}, 21), W = randn({4, 3}, 22);
+  auto jf = jit_jacobian(two_out);
+  const Jacobian first = jf(x, W);   // traced and interpreted
+  const Jacobian second = jf(x, W);  // compiled
+  const Jacobian plain = jacobian(two_out, x, W);
+  for (std::size_t o = 0; o < 2; ++o)
+    for (std::size_t k = 0; k < 2; ++k) {
+      check_close(first.blocks[o][k], plain.blocks[o][k], 1e-12, 1e-12, "interpreted");
+      check_close(second.blocks[o][k], plain.blocks[o][k], 1e-10, 1e-12, "compiled");
+    }
+  CHECK(jf.cache_info().misses == 1);
+  CHECK(jf.cache_info().hits == 1);
+  CHECK(jf.cache_info().compilations == 1);
+  // Another shape: another signature.
+  const Tensor x2 = randn({2}, 23), W2 = randn({4, 2}, 24);
+  check_close(jf(x2, W2).blocks[1][1], jacrev(two_out, x2, W2).blocks[1][1], 1e-10, 1e-12, "second signature");
+  CHECK(jf.cache_info().misses == 2);
+
+  auto jr = jit_jacrev(two_out, JitOptions{.compile_after = 1});
+  check_close(jr(x, W).blocks[0][1], plain.blocks[0][1], 1e-10, 1e-12, "jit_jacrev compiled at once");
+
+  auto jh = jit_hessian(scalar_fn);
+  const Tensor y = randn({3}, 25);
+  const Hessian h0 = hessian(scalar_fn, x, y);
+  for (int call = 0; call < 3; ++call) {
+    const Hessian h = jh(x, y);
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t j = 0; j < 2; ++j) check_close(h.blocks[i][j], h0.blocks[i][j], 1e-10, 1e-12, "jit_hessian");
+  }
+  CHECK(jh.cache_info().hits == 2);
+  // Inside another trace: no cache, recorded on it.
+  const Jacobian outer = jacobian([&](const Tensor& v) { return jf(v, W).blocks[0][0]; }, x);
+  CHECK(outer.jacobian.shape() == Shape{4, 3, 3});
+}
+
+TEST_CASE("sparse jacobian: detected and given patterns, colouring, against dense") {
+  // A banded function: out[i] depends on x[i-1], x[i], x[i+1].
+  const int64_t n = 12;
+  const auto f = [](const Tensor& v) {
+    const int64_t len = v.shape()[0];
+    const Tensor mid = slice(v, 1, len - 1);
+    const Tensor inner = sin(slice(v, 0, len - 2)) * mid + square(slice(v, 2, len)) * mid;
+    return concat({slice(v, 0, 1) * 2.0, inner, exp(slice(v, len - 1, len))});
+  };
+  const Tensor x = randn({n}, 31);
+  const Sparsity s = detect_sparsity(f, x);
+  CHECK(s.rows == n);
+  CHECK(s.cols == n);
+  CHECK(s.nnz() == 2 + 3 * (n - 2));
+  CHECK(s.row_cols[5] == std::vector<int64_t>{4, 5, 6});
+  const Colouring c = colour_columns(s);
+  CHECK(c.count == 3);
+  for (const auto& row : s.row_cols)  // columns sharing a row differ
+    for (std::size_t a = 0; a < row.size(); ++a)
+      for (std::size_t b = a + 1; b < row.size(); ++b)
+        CHECK(c.colour[static_cast<std::size_t>(row[a])] != c.colour[static_cast<std::size_t>(row[b])]);
+  const SparseJacobian J = sparse_jacobian(f, s, x);
+  CHECK(J.colours == 3);
+  const Tensor dense = jacobian(f, x).jacobian;
+  check_close(J.dense(), dense, 1e-12, 1e-12, "sparse vs dense");
+  CHECK(Sparsity::from_dense(dense).row_cols == s.row_cols);
+  // A coefficient that is zero here still counts (NaN * 0 is NaN): d(x0 * x1)/dx1 at x0 = 0.
+  const Sparsity z = detect_sparsity([](const Tensor& v) { return slice(v, 0, 1) * slice(v, 1, 2); }, tensor({0.0, 2.0}));
+  CHECK(z.row_cols[0] == std::vector<int64_t>{0, 1});
+  // Cached: detected at the first call of each signature, compiled at the second.
+  auto js = jit_sparse_jacobian(f);
+  for (int call = 0; call < 3; ++call) check_close(js(x).dense(), dense, 1e-10, 1e-12, "jit_sparse_jacobian");
+  CHECK(js.cache_info().hits == 2);
+  // A given (denser) pattern works as well: a superset only costs colours.
+  Sparsity full{n, n, std::vector<std::vector<int64_t>>(static_cast<std::size_t>(n))};
+  for (auto& row : full.row_cols)
+    for (int64_t col = 0; col < n; ++col) row.push_back(col);
+  const SparseJacobian D = sparse_jacobian(f, full, x);
+  CHECK(D.colours == n);
+  check_close(D.dense(), dense, 1e-12, 1e-12, "full pattern");
+  // Two arguments and two outputs: rows and columns concatenated.
+  const Tensor W = randn({4, 3}, 32), v = randn({3}, 33);
+  const auto g = [](const Tensor& a, const Tensor& w) {
+    auto [h, k] = two_out(a, w);
+    return std::vector<Tensor>{h, k};
+  };
+  const SparseJacobian G = sparse_jacobian(g, detect_sparsity(g, v, W), v, W);
+  CHECK(G.pattern.rows == 4 + 12);
+  CHECK(G.pattern.cols == 3 + 12);
+  const Jacobian GD = jacobian(g, v, W);
+  const Tensor Gd = G.dense();
+  // Block [1][1] (d(sin(W) x + W^2)/dW) is rows 4.., columns 3..: elementwise in W.
+  check_close(reshape(slice(slice(Gd, 0, 4, 16), 1, 3, 15), {4, 3, 4, 3}), GD.blocks[1][1], 1e-12, 1e-12,
+              "two arguments, block [1][1]");
+  check_close(reshape(slice(slice(Gd, 0, 0, 4), 1, 0, 3), {4, 3}), GD.blocks[0][0], 1e-12, 1e-12,
+              "two arguments, block [0][0]");
+}
+
+TEST_CASE("jacobian: errors name the operation") {
+  const Tensor x = randn({3}, 41);
+  CHECK_THROWS_WITH_AS(hessian([](const Tensor& v) { return sin(v); }, x),
+                       doctest::Contains("hessian: expected a function with one scalar (0-d) output, got f64[3]"),
+                       Error);
+  Sparsity bad{2, 3, {{0}, {1}}};
+  CHECK_THROWS_WITH_AS(sparse_jacobian([](const Tensor& v) { return sin(v); }, bad, x),
+                       doctest::Contains("sparse_jacobian: expected a sparsity pattern of 3 rows"), Error);
+  Sparsity out_of_range{3, 3, {{0}, {5}, {2}}};
+  CHECK_THROWS_WITH_AS(sparse_jacobian([](const Tensor& v) { return sin(v); }, out_of_range, x),
+                       doctest::Contains("row 1 has column 5, expected 0 <= column < 3"), Error);
+  const Tensor idx = tensor({1, 0}, {2}, DType::i64);
+  CHECK_THROWS_WITH_AS(jacobian([](const Tensor& v, const Tensor& i) { return std::make_tuple(sum(v), i); }, x, idx),
+                       doctest::Contains("jacobian: expected floating-point outputs, got output 2 of type i64[2]"),
+                       Error);
+}
