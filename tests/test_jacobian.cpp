@@ -250,3 +250,35 @@ TEST_CASE("jacobian: errors name the operation") {
                        doctest::Contains("jacobian: expected floating-point outputs, got output 2 of type i64[2]"),
                        Error);
 }
+
+TEST_CASE("jvp: vector mode, k directions in one pass") {
+  const Tensor x = randn({3}, 51), W = randn({4, 3}, 52), tx = randn({5, 3}, 53), tW = randn({5, 4, 3}, 54);
+  const auto f = [](const Tensor& a, const Tensor& w) { return tanh(matmul(w, a)) * sum(a); };
+  const JvpResult r = jvp(f, {x, W}, {tx, tW});
+  CHECK(r.tangent.shape() == Shape{5, 4});
+  check_close(r.value, f(x, W), 1e-12, 1e-12, "value");
+  for (int64_t d = 0; d < 5; ++d) {
+    const JvpResult one = jvp(f, {x, W}, {index(tx, d), index(tW, d)});
+    check_close(index(r.tangent, d), one.tangent, 1e-12, 1e-12, fmt::format("direction {}", d));
+  }
+  // = the Jacobian times the directions.
+  const Jacobian J = jacfwd(f, x, W);
+  const Tensor Jt = transpose(matmul(J.blocks[0][0], transpose(tx))) +
+                    transpose(matmul(reshape(J.blocks[0][1], {4, 12}), transpose(reshape(tW, {5, 12}))));
+  check_close(r.tangent, Jt, 1e-10, 1e-12, "J t");
+  // A 0-d argument with k directions: [k].
+  const JvpResult s = jvp([](const Tensor& a) { return sin(a) * 2.0; }, {tensor({0.5}, {})}, {tensor({1.0, 2.0, 3.0})});
+  check_close(s.tangent, tensor({1.0, 2.0, 3.0}) * (2 * std::cos(0.5)), 1e-12, 1e-12, "0-d argument");
+  // Inside a trace: a captured traced tensor gets zero tangents, and the derivative flows.
+  const Tensor y = randn({3}, 55), T = randn({2, 3}, 56);
+  const auto g = [&](const Tensor& v) {
+    return sum(jvp([&](const Tensor& a) { return sin(a * v); }, {x}, {T}).tangent);
+  };
+  check_close(grad(g, y).grads[0], finite_diff([&](const std::vector<Tensor>& a) { return g(a[0]); }, {y})[0], 1e-6,
+              1e-7, "grad of a vector jvp");
+  // Directions of different counts.
+  CHECK_THROWS_WITH_AS(jvp(f, {x, W}, {tx, randn({4, 4, 3}, 57)}),
+                       doctest::Contains("jvp: tangent 2 must have its argument's type f64[4,3] (one direction) or, as "
+                                         "tangent 1 has 5 directions, f64[5,4,3]; got f64[4,4,3]"),
+                       Error);
+}

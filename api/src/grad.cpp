@@ -24,12 +24,35 @@ void check_tangents(const char* op, std::span<const Tensor> args, std::span<cons
   }
 }
 
+int64_t tangent_count(const char* op, std::span<const Tensor> args, std::span<const Tensor> tangents) {
+  if (args.empty() || !tangents[0].defined() || tangents[0].rank() != args[0].rank() + 1) {
+    check_tangents(op, args, tangents);
+    return -1;
+  }
+  const int64_t k = tangents[0].shape()[0];
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const Tensor& t = tangents[i];
+    Shape want = args[i].shape();
+    want.insert(want.begin(), k);
+    if (!t.defined() || t.dtype() != args[i].dtype() || t.shape() != want)
+      throw Error(fmt::format("{}: tangent {} must have its argument's type {} (one direction) or, as tangent 1 has "
+                              "{} directions, {}; got {}",
+                              op, i + 1, type_str(args[i].dtype(), args[i].shape()), k,
+                              type_str(args[i].dtype(), want), t.defined() ? type_str(t.dtype(), t.shape()) : "undefined"));
+  }
+  return k;
+}
+
 std::vector<Tensor> jvp_inputs(std::span<const Tensor> args, const std::vector<Tensor>& captured,
-                               std::span<const Tensor> tangents) {
+                               std::span<const Tensor> tangents, int64_t k) {
   std::vector<Tensor> in(args.begin(), args.end());
   in.insert(in.end(), captured.begin(), captured.end());
   in.insert(in.end(), tangents.begin(), tangents.end());
-  for (const Tensor& c : captured) in.push_back(zeros(c.shape(), c.dtype()));
+  for (const Tensor& c : captured) {
+    Shape s = c.shape();
+    if (k >= 0) s.insert(s.begin(), k);
+    in.push_back(zeros(s, c.dtype()));
+  }
   return in;
 }
 

@@ -50,10 +50,16 @@ void check_seed(const Tape& tape, const Tensor& seed);
 // Throws reel::Error naming `op` unless each tangent has its argument's dtype and shape.
 void check_tangents(const char* op, std::span<const Tensor> args, std::span<const Tensor> tangents);
 
+// reel::jvp's tangents: -1 when each has its argument's dtype and shape; k when each is
+// k tangents stacked on a new leading axis ([k] + the argument's shape). Anything else
+// is a reel::Error naming `op`.
+int64_t tangent_count(const char* op, std::span<const Tensor> args, std::span<const Tensor> tangents);
+
 // Inputs of a forward-mode tape of a traced function: its arguments, the lifted
-// captures, the tangents, and zero tangents for the captures.
+// captures, the tangents, and zero tangents for the captures (k of them stacked when
+// k >= 0: vector mode).
 std::vector<Tensor> jvp_inputs(std::span<const Tensor> args, const std::vector<Tensor>& captured,
-                               std::span<const Tensor> tangents);
+                               std::span<const Tensor> tangents, int64_t k = -1);
 
 template <class F, std::size_t N, std::size_t... I>
 Traced trace_array(F&& f, const Tensor (&args)[N], std::index_sequence<I...>) {
@@ -148,12 +154,16 @@ struct JvpResult {
 // Forward mode: the value of f(args...) and its directional derivative J(args) * t,
 // through the forward-mode tape (jvp_tape), played by the interpreter:
 //   auto r = reel::jvp(f, {x, y}, {tx, ty});   // r.value, r.tangent
-// Each tangent has its argument's dtype and shape.
+// Each tangent has its argument's dtype and shape. Vector mode: when every tangent has
+// one more leading axis of the same length k ([k] + its argument's shape: k directions),
+// all k directional derivatives come from one pass (jvp_tape(tape, k): the forward tape
+// batched over the directions), and each output's tangent is [k] + its shape.
 template <class F, std::size_t N>
 JvpResult jvp(F&& f, const Tensor (&args)[N], const Tensor (&tangents)[N]) {
-  detail::check_tangents("jvp", args, tangents);
+  const int64_t k = detail::tangent_count("jvp", args, tangents);
   const detail::Traced t = detail::trace_array(std::forward<F>(f), args, std::make_index_sequence<N>{});
-  const std::vector<Tensor> out = play(jvp_tape(t.tape), detail::jvp_inputs(args, t.captured, tangents));
+  const std::vector<Tensor> out = play(k < 0 ? jvp_tape(t.tape) : jvp_tape(t.tape, k),
+                                       detail::jvp_inputs(args, t.captured, tangents, k));
   JvpResult r;
   const std::size_t m = out.size() / 2;
   r.values.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(m));
