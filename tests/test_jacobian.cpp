@@ -202,6 +202,11 @@ TEST_CASE("sparse jacobian: detected and given patterns, colouring, against dens
   const Tensor dense = jacobian(f, x).jacobian;
   check_close(J.dense(), dense, 1e-12, 1e-12, "sparse vs dense");
   CHECK(Sparsity::from_dense(dense).row_cols == s.row_cols);
+  // Columns in several chunks (more than 256): the same band.
+  const Sparsity big = detect_sparsity(f, randn({300}, 34));
+  CHECK(big.nnz() == 2 + 3 * 298);
+  CHECK(big.row_cols[290] == std::vector<int64_t>{289, 290, 291});
+  CHECK(big.row_cols[299] == std::vector<int64_t>{299});
   // A coefficient that is zero here still counts (NaN * 0 is NaN): d(x0 * x1)/dx1 at x0 = 0.
   const Sparsity z = detect_sparsity([](const Tensor& v) { return slice(v, 0, 1) * slice(v, 1, 2); }, tensor({0.0, 2.0}));
   CHECK(z.row_cols[0] == std::vector<int64_t>{0, 1});

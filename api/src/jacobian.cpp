@@ -75,15 +75,17 @@ std::shared_ptr<const Info> info_of(const Layout& l) {
 
 // The forward pass batched over k seed directions: f's outputs, then each output's k
 // tangents ([k] + its shape). `seed(i)` is floating-point argument i's seeds ([k] + its
-// shape); i64 arguments and the captures (inputs past the arguments) get zero tangents.
+// shape: a constant or an input of b); i64 arguments and the captures (inputs past the
+// arguments) get zero tangents.
 std::vector<Var> forward_seeded(TapeBuilder& b, std::span<const Var> ins, const Tape& f, std::size_t num_args,
-                                int64_t k, const std::function<Tensor(std::size_t)>& seed) {
+                                int64_t k, const std::function<Var(std::size_t)>& seed) {
   const Tape j = jvp_tape(f, k);
   std::vector<Var> jin(ins.begin(), ins.end());
   const std::vector<Var> inputs = f.inputs();
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const VarType& t = f.type(inputs[i]);
-    jin.push_back(i < num_args && t.dtype != DType::i64 ? b.constant(seed(i)) : b.broadcast_to(b.scalar(0, t.dtype), front(k, t.shape)));
+    jin.push_back(i < num_args && t.dtype != DType::i64 ? seed(i)
+                                                         : b.broadcast_to(b.scalar(0, t.dtype), front(k, t.shape)));
   }
   return b.inline_tape(j, jin);
 }
@@ -109,7 +111,7 @@ Tape jacfwd_tape(const Tape& f, const Layout& l) {
   TapeBuilder b;
   const std::vector<Var> ins = tape_inputs(b, f);
   const std::vector<Var> outs = forward_seeded(b, ins, f, l.args.size(), l.n, [&](std::size_t i) {
-    return seeds_of(l, i, l.n, [](int64_t r, int64_t c) { return r == c ? 1.0 : 0.0; });
+    return b.constant(seeds_of(l, i, l.n, [](int64_t r, int64_t c) { return r == c ? 1.0 : 0.0; }));
   });
   const std::size_t m = l.outs.size();
   std::vector<Var> result(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(m));
@@ -324,28 +326,42 @@ Hessian HessianDerivation::unpack(std::vector<Tensor> outs, const void* info) co
 
 // NaN seeds: column j's tangent direction is NaN at j and 0 elsewhere; an entry is a
 // nonzero where its tangent comes out NaN (see reel/jacobian.hpp for what that means).
+// The columns go through in chunks of at most kDetectChunk directions (the seeds are
+// inputs of one tape; the last chunk is padded with zero directions), so that memory
+// stays bounded for many columns.
+constexpr int64_t kDetectChunk = 256;
+
 Sparsity detect_sparsity(const Tape& f, std::size_t num_args, std::span<const Tensor> inputs) {
   const Layout l = layout("detect_sparsity", f, num_args);
+  const int64_t k = std::min(l.n, kDetectChunk);
+  Sparsity s{l.m, l.n, std::vector<std::vector<int64_t>>(static_cast<std::size_t>(l.m))};
+  if (k == 0) return s;
   TapeBuilder b;
   const std::vector<Var> ins = tape_inputs(b, f);
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  std::vector<Var> outs = forward_seeded(b, ins, f, num_args, l.n, [&](std::size_t i) {
-    return seeds_of(l, i, l.n, [&](int64_t r, int64_t c) { return r == c ? nan : 0.0; });
-  });
+  std::vector<Var> seed_ins(num_args, kNoVar);
+  for (std::size_t i = 0; i < num_args; ++i)
+    if (l.arg_float[i]) seed_ins[i] = b.input({l.args[i].dtype, front(k, l.args[i].shape)});
+  std::vector<Var> outs = forward_seeded(b, ins, f, num_args, k, [&](std::size_t i) { return seed_ins[i]; });
   outs.erase(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(l.outs.size()));
   b.set_outputs(std::move(outs));
   const Tape t = cleanup(b.finish());
   std::vector<Tensor> args;
   for (const Tensor& x : inputs) args.push_back(detach(x));
-  const std::vector<Tensor> tangents = play(t, args);
-  Sparsity s{l.m, l.n, std::vector<std::vector<int64_t>>(static_cast<std::size_t>(l.m))};
-  for (std::size_t o = 0; o < tangents.size(); ++o) {
-    const std::vector<double> v = tangents[o].values();  // [n] + output shape
-    const int64_t size = numel(l.outs[o].shape);
-    for (int64_t e = 0; e < size; ++e)
-      for (int64_t c = 0; c < l.n; ++c)
-        if (std::isnan(v[static_cast<std::size_t>(c * size + e)]))
-          s.row_cols[static_cast<std::size_t>(l.out_offset[o] + e)].push_back(c);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int64_t start = 0; start < l.n; start += k) {
+    std::vector<Tensor> in = args;
+    for (std::size_t i = 0; i < num_args; ++i)
+      if (l.arg_float[i])
+        in.push_back(seeds_of(l, i, k, [&](int64_t r, int64_t c) { return start + r == c ? nan : 0.0; }));
+    const std::vector<Tensor> tangents = play(t, in);
+    for (std::size_t o = 0; o < tangents.size(); ++o) {
+      const std::vector<double> v = tangents[o].values();  // [k] + output shape
+      const int64_t size = numel(l.outs[o].shape);
+      for (int64_t e = 0; e < size; ++e)
+        for (int64_t r = 0; r < k && start + r < l.n; ++r)
+          if (std::isnan(v[static_cast<std::size_t>(r * size + e)]))
+            s.row_cols[static_cast<std::size_t>(l.out_offset[o] + e)].push_back(start + r);
+    }
   }
   return s;
 }
@@ -383,9 +399,9 @@ Derived SparseDerivation::derive(const Tape& f, std::size_t num_args, std::span<
     result.push_back(b.constant(zeros({0}, dt)));
   } else {
     const std::vector<Var> outs = forward_seeded(b, ins, f, num_args, k, [&](std::size_t i) {
-      return seeds_of(l, i, k, [&](int64_t r, int64_t col) {
+      return b.constant(seeds_of(l, i, k, [&](int64_t r, int64_t col) {
         return c.colour[static_cast<std::size_t>(col)] == r ? 1.0 : 0.0;
-      });
+      }));
     });
     const std::size_t m = l.outs.size();
     result.assign(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(m));
