@@ -124,6 +124,8 @@ std::vector<Sample> samples() {
       one_call("batch_matmul", {normal({2, 3, 4}), normal({2, 4, 5})}),
       one_call("batch_matmul", {normal({2, 3, 4}), normal({4, 5})}, {}, "batch_matmul shared matrix"),
       one_call("batch_matmul", {normal({3, 4}), normal({2, 2, 4, 5})}, {}, "batch_matmul broadcast"),
+      one_call("batch_matmul", {normal({2, 3, 1}), normal({2, 1, 4})}, {}, "batch_matmul outer products"),
+      one_call("matmul", {normal({3, 1}), normal({1, 4})}, {}, "matmul outer product"),
       one_call("sum", {normal({3, 4})}),
       one_call("sum", {normal({2, 3, 4})}, {{"axes", S{0, 2}}, {"keepdims", true}}, "sum axes keepdims"),
       one_call("sum", {normal({2, 3})}, {{"axis", i64(-1)}}, "sum axis"),
@@ -296,6 +298,10 @@ TEST_CASE("batching rules: matmul with a batched left side is one matmul; a batc
   CHECK(count_calls(batch({3, 5}, {5}, {false, true}), "matmul") == 1);  // X A^T
   CHECK(count_calls(batch({3, 5}, {5, 6}, {false, true}), "batch_matmul") == 1);
   CHECK(count_calls(batch({3, 5}, {5, 6}, {true, true}), "batch_matmul") == 1);
+  // Outer products (a matrix-vector product's gradient): a broadcast multiplication.
+  const Tape outer = batch({3, 1}, {1, 6}, {true, true});
+  CHECK(count_calls(outer, "batch_matmul") + count_calls(outer, "matmul") == 0);
+  CHECK(count_calls(outer, "mul") == 1);
 }
 
 TEST_CASE("batching rules: vmap of grad (per-example gradients of a small MLP) vs a loop, without a scan") {

@@ -105,6 +105,7 @@ std::vector<Var> matmul_adjoint(TapeBuilder& b, const AdjointArgs& a) {
 
 // Batched: where the right-hand side is shared, the batch folds into the rows of one
 // matmul ([B m, k] x W); a batched vector with a shared matrix is one matmul too (X A^T);
+// outer products (k = 1, as in a matrix-vector product's gradient) are a broadcast mul;
 // otherwise one batch_matmul.
 Results<Var> matmul_batch(TapeBuilder& b, const BatchArgs& a) {
   const Var A = a.args[0], W = a.args[1];
@@ -113,6 +114,7 @@ Results<Var> matmul_batch(TapeBuilder& b, const BatchArgs& a) {
   Shape out{a.size, m};
   if (!vector) out.push_back(a.types[1].shape[1]);
   if (!a.batched[1]) return b.reshape(b.matmul(b.reshape(A, {a.size * m, k}), W), out);
+  if (k == 1 && !vector) return b.mul(A, W);  // [B?, m, 1] x [B, 1, n]
   if (!vector) return b.call("batch_matmul", {A, W});  // a shared A broadcasts over W's batch
   if (!a.batched[0]) return b.matmul(W, b.transpose(A));
   return b.reshape(b.call("batch_matmul", {A, b.reshape(W, {a.size, k, 1})}), out);
@@ -196,6 +198,7 @@ Results<Var> batch_matmul_batch(TapeBuilder& b, const BatchArgs& a) {
   std::vector<Var> args;
   for (std::size_t i = 0; i < 2; ++i)
     args.push_back(a.batched[i] ? align_batched(b, a.args[i], a.size, a.types[i].shape, rank) : a.args[i]);
+  if (sa.back() == 1) return b.mul(args[0], args[1]);  // outer products: [..., m, 1] x [..., 1, n]
   return b.call("batch_matmul", args);
 }
 
