@@ -338,3 +338,31 @@ TEST_CASE("batching rules: a guard holds for the batch when it holds for every e
 }
 
 }  // namespace reel
+
+namespace reel {
+
+TEST_CASE("batching rules: batched indices out of range are still errors naming the operation") {
+  for (const std::string prim : {"gather", "scatter_add", "index_update"}) {
+    CAPTURE(prim);
+    const bool gather = prim == "gather";
+    TapeBuilder b;
+    const Var x = b.input({DType::f64, {2, 4, 3}}), idx = b.input({DType::i64, {2, 2}});
+    std::vector<Var> args{x, idx};
+    if (!gather) args.push_back(b.input({DType::f64, {2, 2, 4, 3}}));
+    b.set_outputs({b.call(prim, args)});
+    const Tape t = b.finish();
+    std::vector<bool> v(args.size(), true);
+    std::unique_ptr<bool[]> flags(new bool[args.size()]);
+    std::copy(v.begin(), v.end(), flags.get());
+    const Tape vt = vmap_tape(t, std::span<const bool>(flags.get(), args.size()), 2);
+    for (double bad : {2.0, -1.0}) {  // per element an axis of 2: 2 would be the next element's 0
+      CAPTURE(bad);
+      std::vector<Tensor> in{randn({2, 2, 4, 3}, 1), tensor({0, 1, 1, 0, 1, bad, 0, 0}, {2, 2, 2}, DType::i64)};
+      if (!gather) in.push_back(randn({2, 2, 2, 4, 3}, 2));
+      CHECK_ERROR(play(vt, in), prim, "out of range");
+      CHECK_ERROR(compile(vt)(in), prim, "out of range");
+    }
+  }
+}
+
+}  // namespace reel
