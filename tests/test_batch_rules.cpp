@@ -328,9 +328,13 @@ TEST_CASE("batching rules: a guard holds for the batch when it holds for every e
   const auto f = [](const Tensor& x) { return sum(x) > 0.0 ? x * 2.0 : x * -1.0; };
   const Tensor pos = rand({4, 3}, 1) + 0.1;
   test::check_close(vmap(f)(pos), pos * 2.0, 0, 0, "all positive");
-  Tensor mixed = pos;
-  mixed = index_update(pos, tensor({2.0}, {1}, DType::i64), reshape(tensor({-5.0, -5.0, -5.0}), {1, 3}));
+  const Tensor mixed = index_update(pos, tensor({2.0}, {1}, DType::i64), reshape(tensor({-5.0, -5.0, -5.0}), {1, 3}));
   CHECK_THROWS_AS(vmap(f)(mixed), GuardFailure);
+  const Tape t = trace([&](const Tensor& x) { return vmap(f)(x); }, pos);
+  CHECK(count_calls(t, "scan") == 0);
+  const CompiledFunction compiled = compile(t);
+  test::check_close(compiled({pos})[0], pos * 2.0, 0, 0, "compiled, all positive");
+  CHECK_THROWS_AS(compiled({mixed}), GuardFailure);
   // The false branch: every element must take it too.
   const Tensor neg = pos * -1.0;
   test::check_close(vmap(f)(neg), pos, 0, 0, "all negative");
