@@ -49,6 +49,7 @@ struct BatchedTape {
 };
 BatchedTape batch_tape(const Tape& tape, std::span<const bool> batched, int64_t size);
 Tape vmap_tape(const Tape& tape, std::span<const bool> batched, int64_t size);
+Tape vmap_tape(const Tape& tape, const std::vector<bool>& batched, int64_t size);
 
 // Common-subexpression elimination: calls with equal primitive, arguments (in either
 // order for add and mul) and attributes, and constants of equal type and value, are
