@@ -157,6 +157,11 @@ std::vector<Sample> samples() {
                "index_update axis 1"),
       one_call("guard", {positive({1})}, {{"expected", true}}),
       one_call("guard", {fixed(tensor({0.0}, {1, 1}))}, {{"expected", false}}, "guard false"),
+      one_call("guard", {fixed(tensor({3.0}, {}, DType::i64))}, {{"expected", true}}, "guard i64"),
+      one_call("guard", {normal({1}, DType::f32)}, {{"expected", true}}, "guard f32"),
+      one_call("matmul", {normal({3, 4}, DType::f32), normal({4, 5}, DType::f32)}, {}, "matmul f32"),
+      one_call("max", {normal({3, 4}, DType::f32)}, {{"axes", S{0}}}, "max f32"),
+      one_call("gather", {normal({5, 3}, DType::f32), indices({2}, 5)}, {}, "gather f32"),
       one_call("guard_value", {fixed(tensor({1.5, -2.0}, {2}))}, {{"values", std::vector<double>{1.5, -2.0}}}),
       one_call("conv2d", {normal({2, 2, 5, 5}), normal({3, 2, 3, 3})}),
       one_call("conv2d_data_grad", {normal({2, 3, 3, 3}), normal({3, 2, 3, 3})}, {{"input_hw", S{5, 5}}}),
@@ -201,6 +206,12 @@ std::vector<Sample> samples() {
     if (p->arity > 1) s.push_back(one_call(p->name, broadcast, {}, p->name + " broadcast"));
   }
   return s;
+}
+
+Shape with_leading(int64_t n, const Shape& s) {
+  Shape r{n};
+  r.insert(r.end(), s.begin(), s.end());
+  return r;
 }
 
 std::vector<Tensor> with_batch(const std::vector<std::vector<Tensor>>& slices, std::size_t i) {
@@ -253,6 +264,24 @@ bool check_sample(const Sample& s) {
     check_outputs(play(vt, batched), want, 1e-12, what + " interpreted");
     check_outputs(compile(vt)(batched), want, 1e-11, what + " compiled");
     fell_back = fell_back || count_calls(vt, "scan") > scans;
+  }
+  // Batches of one and of none, every input batched.
+  std::vector<bool> all(n, true);
+  for (int64_t size : {1, 0}) {
+    CAPTURE(size);
+    std::vector<Tensor> in;
+    for (std::size_t i = 0; i < n; ++i)
+      in.push_back(size == 1 ? reshape(slices[0][i], with_leading(1, slices[0][i].shape()))
+                             : Tensor(shared[i].dtype(), with_leading(0, shared[i].shape())));
+    const Tape vt = vmap_tape(s.tape, all, size);
+    std::vector<Tensor> want;
+    if (size == 1) {
+      for (const Tensor& t : play(s.tape, slices[0])) want.push_back(reshape(t, with_leading(1, t.shape())));
+    } else {
+      for (Var o : s.tape.outputs) want.push_back(Tensor(s.tape.type(o).dtype, with_leading(0, s.tape.type(o).shape)));
+    }
+    check_outputs(play(vt, in), want, 1e-12, s.what + " interpreted");
+    check_outputs(compile(vt)(in), want, 1e-11, s.what + " compiled");
   }
   return fell_back;
 }
