@@ -155,7 +155,8 @@ Tensor updated_copy(const Tensor& target, const Tensor& values, const Indexed& g
 // The batching rule of a primitive of one argument along `axis`: the same call, the axis
 // behind the batch (slice, unslice).
 Results<Var> batch_along_axis(TapeBuilder& b, const BatchArgs& a, const char* name) {
-  return b.call(name, {a.args[0]}, with_attr(a.attrs, "axis", axis_behind_batch(a.attrs, "axis", a.types[0].shape.size())));
+  const int64_t axis = axis_behind_batch(a.attrs, "axis", a.types[0].shape.size());
+  return b.call(name, {a.args[0]}, with_attr(a.attrs, "axis", axis));
 }
 
 // slice(x, axis, start, stop, step): x's elements start, start + step, ... < stop
@@ -438,8 +439,8 @@ std::function<Results<Var>(TapeBuilder&, const BatchArgs&)> indexed_batch(const 
     const int64_t n = ts[static_cast<std::size_t>(ax - 1)];
     const auto ni = static_cast<int64_t>(a.types[1].shape.size());
     // values [B, before, indices..., after] -> [B, indices..., before, after]
-    const Var r = b.call(name, {fold_into_batch(b, target, ax), offset_indices(b, idx, n), move_axes(b, values, ax, ni, 1)},
-                         {{"axis", int64_t{0}}});
+    const Var r = b.call(name, {fold_into_batch(b, target, ax), offset_indices(b, idx, n),
+                                move_axes(b, values, ax, ni, 1)}, {{"axis", int64_t{0}}});
     // [B n, before, after] -> [B, n, before, after] -> [B, before, n, after]
     Shape s = b.type(r).shape;
     s[0] = n;
