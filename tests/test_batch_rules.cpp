@@ -286,7 +286,66 @@ bool check_sample(const Sample& s) {
   return fell_back;
 }
 
+// A scalar loss of a tape's float outputs: sum over them of sum(output * weight), in f64.
+Tape weighted_loss(const Tape& t, const std::vector<Tensor>& weights) {
+  TapeBuilder b;
+  std::vector<Var> in;
+  for (Var v : t.inputs()) in.push_back(b.input(t.type(v)));
+  const std::vector<Var> outs = b.inline_tape(t, in);
+  Var loss = b.scalar(0.0, DType::f64);
+  for (std::size_t o = 0; o < outs.size(); ++o)
+    if (is_float(b.type(outs[o]).dtype)) {
+      const Var term = b.call("sum", {b.mul(outs[o], b.constant(weights[o]))});
+      loss = b.add(loss, b.call("cast", {term}, {{"dtype", DType::f64}}));
+    }
+  b.set_outputs({loss});
+  return b.finish();
+}
+
+// The gradient through the batched tape (every input batched) of a weighted sum of its
+// outputs, against each batch element's gradient through the sample: batched tapes are
+// differentiable, with the right derivatives.
+void check_sample_gradient(const Sample& s) {
+  const std::size_t n = s.tape.inputs().size();
+  std::vector<std::vector<Tensor>> slices;
+  for (int64_t j = 0; j < kBatch; ++j) slices.push_back(s.args(100 + static_cast<uint64_t>(j)));
+  std::vector<Tensor> weights, batched;
+  for (std::size_t o = 0; o < s.tape.outputs.size(); ++o) {
+    const VarType& t = s.tape.type(s.tape.outputs[o]);
+    weights.push_back(randn(with_leading(kBatch, t.shape), 50 + o, is_float(t.dtype) ? t.dtype : DType::f64));
+  }
+  for (std::size_t i = 0; i < n; ++i) batched.push_back(stack(with_batch(slices, i)));
+  const Tape vt = vmap_tape(s.tape, std::vector<bool>(n, true), kBatch);
+  const std::vector<Tensor> got = test::run_checked(grad_tape(weighted_loss(vt, weights)), batched);
+  std::vector<std::vector<Tensor>> per;
+  for (int64_t j = 0; j < kBatch; ++j) {
+    std::vector<Tensor> w;
+    for (const Tensor& x : weights) w.push_back(index(x, j));
+    per.push_back(play(grad_tape(weighted_loss(s.tape, w)), slices[static_cast<std::size_t>(j)]));
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (is_float(batched[i].dtype())) {
+      const double tol = batched[i].dtype() == DType::f32 ? 1e-4 : 1e-10;
+      test::check_close(got[i + 1], stack(with_batch(per, i + 1)), tol, tol, fmt::format("{}: gradient {}", s.what, i + 1));
+    }
+}
+
 }  // namespace
+
+TEST_CASE("batching rules: gradients through batched tapes equal each element's gradient") {
+  int checked = 0;
+  for (const Sample& s : samples()) {
+    const Primitive& p = primitive(s.prim);
+    if (!p.batch || s.tape.outputs.empty()) continue;
+    bool any_float = false;
+    for (Var o : s.tape.outputs) any_float = any_float || is_float(s.tape.type(o).dtype);
+    if (!any_float) continue;
+    CAPTURE(s.what);
+    check_sample_gradient(s);
+    ++checked;
+  }
+  CHECK(checked >= 40);
+}
 
 TEST_CASE("batching rules: every built-in primitive, each subset of its arguments batched, vs a loop over slices") {
   const std::vector<Sample> all = samples();
