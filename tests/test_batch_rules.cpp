@@ -125,6 +125,10 @@ std::vector<Sample> samples() {
       one_call("batch_matmul", {normal({2, 3, 4}), normal({4, 5})}, {}, "batch_matmul shared matrix"),
       one_call("batch_matmul", {normal({3, 4}), normal({2, 2, 4, 5})}, {}, "batch_matmul broadcast"),
       one_call("batch_matmul", {normal({2, 3, 1}), normal({2, 1, 4})}, {}, "batch_matmul outer products"),
+      one_call("batch_matmul", {normal({2, 5, 6}), normal({6, 7})}, {}, "batch_matmul larger, shared matrix"),
+      one_call("batch_matmul", {normal({5, 6}), normal({2, 6, 7})}, {}, "batch_matmul larger, broadcast"),
+      one_call("matmul", {normal({5, 6}), normal({6, 7})}, {}, "matmul larger"),
+      one_call("matmul", {normal({9, 8}), normal({8})}, {}, "matmul larger matrix-vector"),
       one_call("matmul", {normal({3, 1}), normal({1, 4})}, {}, "matmul outer product"),
       one_call("sum", {normal({3, 4})}),
       one_call("sum", {normal({2, 3, 4})}, {{"axes", S{0, 2}}, {"keepdims", true}}, "sum axes keepdims"),
@@ -426,6 +430,12 @@ TEST_CASE("batching rules: matmul with a batched left side is one matmul; a batc
   CHECK(count_calls(batch({3, 5}, {5}, {false, true}), "matmul") == 1);  // X A^T
   CHECK(count_calls(batch({3, 5}, {5, 6}, {false, true}), "batch_matmul") == 1);
   CHECK(count_calls(batch({3, 5}, {5, 6}, {true, true}), "batch_matmul") == 1);
+  // Small matrices: a broadcast mul and a sum over k (compiled fused), not a gemm call each.
+  for (const std::vector<bool>& flags : {std::vector<bool>{false, true}, std::vector<bool>{true, true}}) {
+    const Tape small = batch({4, 4}, {4, 4}, flags);
+    CHECK(count_calls(small, "batch_matmul") + count_calls(small, "matmul") == 0);
+    CHECK(count_calls(small, "sum") == 1);
+  }
   // Outer products (a matrix-vector product's gradient): a broadcast multiplication.
   const Tape outer = batch({3, 1}, {1, 6}, {true, true});
   CHECK(count_calls(outer, "batch_matmul") + count_calls(outer, "matmul") == 0);

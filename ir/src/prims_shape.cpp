@@ -103,21 +103,36 @@ std::vector<Var> matmul_adjoint(TapeBuilder& b, const AdjointArgs& a) {
   return out;
 }
 
+// Products of matrices with batch dimensions ([..., m, k] x [..., k, n], broadcast):
+// outer products (k = 1) are a broadcast mul; small matrices (m k n <= 64) a broadcast mul
+// and a sum over k, which compiled code fuses (measured 1.5 to 9 times faster than a gemm
+// call per matrix at those sizes, slower above); larger ones one batch_matmul.
+Var matrix_products(TapeBuilder& b, Var A, Var W) {
+  Shape sa = b.type(A).shape, sw = b.type(W).shape;
+  const int64_t m = sa[sa.size() - 2], k = sa.back(), n = sw.back();
+  if (k == 1) return b.mul(A, W);
+  if (m * k * n > 64) return b.call("batch_matmul", {A, W});
+  sa.push_back(1);             // [..., m, k, 1]
+  sw.insert(sw.end() - 2, 1);  // [..., 1, k, n]
+  const Var p = b.mul(b.reshape(A, sa), b.reshape(W, sw));
+  return b.call("sum", {p}, {{"axes", Shape{static_cast<int64_t>(b.type(p).shape.size()) - 2}}});
+}
+
 // Batched: where the right-hand side is shared, the batch folds into the rows of one
 // matmul ([B m, k] x W); a batched vector with a shared matrix is one matmul too (X A^T);
-// outer products (k = 1, as in a matrix-vector product's gradient) are a broadcast mul;
-// otherwise one batch_matmul.
+// otherwise matrix_products (a shared A broadcasts over W's batch).
 Results<Var> matmul_batch(TapeBuilder& b, const BatchArgs& a) {
   const Var A = a.args[0], W = a.args[1];
   const int64_t m = a.types[0].shape[0], k = a.types[0].shape[1];
   const bool vector = a.types[1].shape.size() == 1;
-  Shape out{a.size, m};
-  if (!vector) out.push_back(a.types[1].shape[1]);
-  if (!a.batched[1]) return b.reshape(b.matmul(b.reshape(A, {a.size * m, k}), W), out);
-  if (k == 1 && !vector) return b.mul(A, W);  // [B?, m, 1] x [B, 1, n]
-  if (!vector) return b.call("batch_matmul", {A, W});  // a shared A broadcasts over W's batch
+  if (!a.batched[1]) {
+    Shape out{a.size, m};
+    if (!vector) out.push_back(a.types[1].shape[1]);
+    return b.reshape(b.matmul(b.reshape(A, {a.size * m, k}), W), out);
+  }
+  if (!vector) return matrix_products(b, A, W);
   if (!a.batched[0]) return b.matmul(W, b.transpose(A));
-  return b.reshape(b.call("batch_matmul", {A, b.reshape(W, {a.size, k, 1})}), out);
+  return b.reshape(matrix_products(b, A, b.reshape(W, {a.size, k, 1})), {a.size, m});
 }
 
 Primitive matmul_p() {
@@ -198,8 +213,7 @@ Results<Var> batch_matmul_batch(TapeBuilder& b, const BatchArgs& a) {
   std::vector<Var> args;
   for (std::size_t i = 0; i < 2; ++i)
     args.push_back(a.batched[i] ? align_batched(b, a.args[i], a.size, a.types[i].shape, rank) : a.args[i]);
-  if (sa.back() == 1) return b.mul(args[0], args[1]);  // outer products: [..., m, 1] x [..., 1, n]
-  return b.call("batch_matmul", args);
+  return matrix_products(b, args[0], args[1]);
 }
 
 Primitive batch_matmul_p() {
