@@ -287,3 +287,36 @@ TEST_CASE("jvp: vector mode, k directions in one pass") {
                                          "tangent 1 has 5 directions, f64[5,4,3]; got f64[4,4,3]"),
                        Error);
 }
+
+TEST_CASE("jacobian: vmap of jacobian and hessian, jit of a function that takes one") {
+  const Tensor xs = randn({4, 3}, 61), W = randn({2, 3}, 62);
+  const auto f = [&](const Tensor& v) { return tanh(matmul(W, v)) * sum(v); };
+  const auto per_example = vmap([&](const Tensor& v) { return jacfwd(f, v).jacobian; });
+  const Tensor J = per_example(xs);
+  CHECK(J.shape() == Shape{4, 2, 3});
+  for (int64_t b = 0; b < 4; ++b)
+    check_close(index(J, b), jacrev(f, index(xs, b)).jacobian, 1e-12, 1e-12, fmt::format("vmap(jacfwd) element {}", b));
+  const auto s = [](const Tensor& v) { return sum(sin(v) * square(v)); };
+  const Tensor H = vmap([&](const Tensor& v) { return hessian(s, v).hessian; })(xs);
+  for (int64_t b = 0; b < 4; ++b)
+    check_close(index(H, b), hessian(s, index(xs, b)).hessian, 1e-12, 1e-12, fmt::format("vmap(hessian) element {}", b));
+  // jit of a function computing a Jacobian: traced once, compiled on the second call.
+  auto jf = jit([&](const Tensor& v) { return jacrev(f, v).jacobian * 2.0; });
+  const Tensor x = index(xs, 0);
+  for (int call = 0; call < 3; ++call)
+    check_close(jf(x), jacfwd(f, x).jacobian * 2.0, 1e-10, 1e-12, fmt::format("jit(jacrev) call {}", call));
+  CHECK(jf.cache_info().compilations == 1);
+}
+
+TEST_CASE("jacobian: the derived tapes are batched, not looped, where the primitives have batching rules") {
+  const Tensor x = randn({3}, 71), W = randn({4, 3}, 72);
+  const Tape t = trace([](const Tensor& v, const Tensor& w) { return tanh(matmul(w, v)) * sum(v); }, x, W);
+  const std::vector<Tensor> in{x, W};
+  for (JacobianMode mode : {JacobianMode::forward, JacobianMode::reverse}) {
+    const detail::Derived d = detail::JacobianDerivation{mode}.derive(t, 2, in);
+    CHECK_MESSAGE(fmt::format("{}", d.tape).find("scan") == std::string::npos, fmt::format("{}", d.tape));
+  }
+  const Tape s = trace([](const Tensor& v) { return sum(tanh(v) * v); }, x);
+  const detail::Derived h = detail::HessianDerivation{}.derive(s, 1, std::vector<Tensor>{x});
+  CHECK_MESSAGE(fmt::format("{}", h.tape).find("scan") == std::string::npos, fmt::format("{}", h.tape));
+}
