@@ -228,8 +228,8 @@ TEST_CASE("sparse jacobian: detected and given patterns, colouring, against dens
     return std::vector<Tensor>{h, k};
   };
   const SparseJacobian G = sparse_jacobian(g, detect_sparsity(g, v, W), v, W);
-  CHECK(G.pattern.rows == 4 + 12);
-  CHECK(G.pattern.cols == 3 + 12);
+  CHECK(G.pattern->rows == 4 + 12);
+  CHECK(G.pattern->cols == 3 + 12);
   const Jacobian GD = jacobian(g, v, W);
   const Tensor Gd = G.dense();
   // Block [1][1] (d(sin(W) x + W^2)/dW) is rows 4.., columns 3..: elementwise in W.

@@ -255,13 +255,13 @@ Colouring colour_columns(const Sparsity& p) {
 }
 
 Tensor SparseJacobian::dense() const {
-  std::vector<double> d(static_cast<std::size_t>(pattern.rows * pattern.cols), 0.0);
+  std::vector<double> d(static_cast<std::size_t>(pattern->rows * pattern->cols), 0.0);
   const std::vector<double> nz = nonzeros.values();
   std::size_t next = 0;
-  for (int64_t r = 0; r < pattern.rows; ++r)
-    for (int64_t c : pattern.row_cols[static_cast<std::size_t>(r)])
-      d[static_cast<std::size_t>(r * pattern.cols + c)] = nz.at(next++);
-  return tensor(d, {pattern.rows, pattern.cols}, nonzeros.dtype());
+  for (int64_t r = 0; r < pattern->rows; ++r)
+    for (int64_t c : pattern->row_cols[static_cast<std::size_t>(r)])
+      d[static_cast<std::size_t>(r * pattern->cols + c)] = nz.at(next++);
+  return tensor(d, {pattern->rows, pattern->cols}, nonzeros.dtype());
 }
 
 namespace detail {
@@ -371,7 +371,7 @@ Sparsity detect_sparsity(const Tape& f, std::size_t num_args, std::span<const Te
 namespace {
 struct SparseInfo {
   std::size_t outputs = 0;
-  Sparsity pattern;
+  std::shared_ptr<const Sparsity> pattern;
   int64_t colours = 0;
 };
 }  // namespace
@@ -380,7 +380,9 @@ struct SparseInfo {
 // colour), then a gather of each nonzero from its column's colour: J[r, c] = T[colour(c), r].
 Derived SparseDerivation::derive(const Tape& f, std::size_t num_args, std::span<const Tensor> inputs) const {
   const Layout l = layout("sparse_jacobian", f, num_args);
-  Sparsity p = pattern ? *pattern : detect_sparsity(f, num_args, inputs);
+  const std::shared_ptr<const Sparsity> shared =
+      pattern ? pattern : std::make_shared<const Sparsity>(detect_sparsity(f, num_args, inputs));
+  const Sparsity& p = *shared;
   p.check("sparse_jacobian");
   if (p.rows != l.m || p.cols != l.n)
     throw Error(fmt::format("sparse_jacobian: expected a sparsity pattern of {} rows (output elements) and {} columns "
@@ -419,7 +421,7 @@ Derived SparseDerivation::derive(const Tape& f, std::size_t num_args, std::span<
                             {{"axis", int64_t{0}}}));
   }
   b.set_outputs(std::move(result));
-  return {cleanup(b.finish()), std::make_shared<const SparseInfo>(SparseInfo{l.outs.size(), std::move(p), k})};
+  return {cleanup(b.finish()), std::make_shared<const SparseInfo>(SparseInfo{l.outs.size(), shared, k})};
 }
 
 SparseJacobian SparseDerivation::unpack(std::vector<Tensor> outs, const void* info) const {

@@ -31,7 +31,7 @@
 // seed vectors go through ONE forward pass batched over p (p is often a small constant,
 // independent of the size), and each nonzero is read back from its column's colour:
 //   reel::Sparsity s = reel::detect_sparsity(f, x);   // or built by hand
-//   reel::SparseJacobian J = reel::sparse_jacobian(f, s, x);   // J.nonzeros: CSR order
+//   reel::SparseJacobian J = reel::sparse_jacobian(f, s, x);   // J.nonzeros: CSR order of *J.pattern
 // Rows are the outputs' elements (all output leaves flattened and concatenated), columns
 // the floating-point arguments' elements (likewise). detect_sparsity propagates NaN
 // tangents: it runs the forward tape once, batched over all n columns, with NaN seeds,
@@ -101,7 +101,7 @@ Colouring colour_columns(const Sparsity& pattern);
 
 struct SparseJacobian {
   std::vector<Tensor> values;  // f's outputs
-  Sparsity pattern;
+  std::shared_ptr<const Sparsity> pattern;  // shared with the cache (not copied per call)
   Tensor nonzeros;             // [nnz]: row by row, in the order of pattern.row_cols
   int64_t colours = 0;         // forward directions used (the batch of the one pass)
   Tensor dense() const;        // [rows, cols], zeros elsewhere (computed on the host)
