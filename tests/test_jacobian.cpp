@@ -10,6 +10,12 @@
 using namespace reel;
 using namespace reel::test;
 
+struct Affine {
+  Tensor W, b;
+  double scale = 1;
+};
+REEL_FIELDS(Affine, W, b, scale)
+
 namespace {
 
 // Central differences of output `o` of fn (a list of outputs) with respect to argument
@@ -319,4 +325,25 @@ TEST_CASE("jacobian: the derived tapes are batched, not looped, where the primit
   const Tape s = trace([](const Tensor& v) { return sum(tanh(v) * v); }, x);
   const detail::Derived h = detail::HessianDerivation{}.derive(s, 1, std::vector<Tensor>{x});
   CHECK_MESSAGE(fmt::format("{}", h.tape).find("scan") == std::string::npos, fmt::format("{}", h.tape));
+}
+
+TEST_CASE("jacobian: struct arguments give one block per tensor leaf, plain fields are keys") {
+  const Affine p{randn({2, 3}, 81), randn({2}, 82), 0.5};
+  const Tensor x = randn({3}, 83);
+  const auto f = [](const Affine& a, const Tensor& v) { return tanh(matmul(a.W, v) + a.b) * a.scale; };
+  const Jacobian J = jacobian(f, p, x);
+  REQUIRE(J.blocks[0].size() == 3);  // W, b, x
+  CHECK(J.blocks[0][0].shape() == Shape{2, 2, 3});
+  CHECK(J.blocks[0][1].shape() == Shape{2, 2});
+  CHECK(J.blocks[0][2].shape() == Shape{2, 3});
+  const auto list = [&](const std::vector<Tensor>& a) {
+    return std::vector<Tensor>{f(Affine{a[0], a[1], 0.5}, a[2])};
+  };
+  for (std::size_t k = 0; k < 3; ++k)
+    check_close(J.blocks[0][k], fd_jacobian(list, {p.W, p.b, x}, 0, k), 1e-6, 1e-7, fmt::format("leaf {}", k));
+  auto jf = jit_jacobian(f);
+  check_close(jf(p, x).blocks[0][2], J.blocks[0][2], 1e-12, 1e-12, "cached");
+  const Affine q{p.W, p.b, 2.0};  // another plain value: another signature
+  check_close(jf(q, x).blocks[0][2], J.blocks[0][2] * 4.0, 1e-12, 1e-12, "scale 2");
+  CHECK(jf.cache_info().misses == 2);
 }
