@@ -347,3 +347,20 @@ TEST_CASE("jacobian: struct arguments give one block per tensor leaf, plain fiel
   check_close(jf(q, x).blocks[0][2], J.blocks[0][2] * 4.0, 1e-12, 1e-12, "scale 2");
   CHECK(jf.cache_info().misses == 2);
 }
+
+TEST_CASE("jacobian: outputs that do not depend on an argument get zero blocks") {
+  const Tensor x = randn({3}, 91), y = randn({2}, 92);
+  const auto f = [](const Tensor& a, const Tensor& b) {
+    (void)b;
+    return std::make_tuple(sin(a), a * 0.0 + 1.0);
+  };
+  for (const Jacobian& J : {jacfwd(f, x, y), jacrev(f, x, y)}) {
+    check_close(J.blocks[0][1], zeros({3, 2}), 0, 0, "d sin(x) / dy");
+    check_close(J.blocks[1][0], zeros({3, 3}), 0, 0, "d const / dx");
+    check_close(J.blocks[1][1], zeros({3, 2}), 0, 0, "d const / dy");
+    check_close(J.values[1], tensor({1.0, 1.0, 1.0}), 0, 0, "value");
+  }
+  const Hessian H = hessian([](const Tensor& a, const Tensor& b) { return sum(sin(a)) + 0.0 * sum(b); }, x, y);
+  check_close(H.blocks[1][1], zeros({2, 2}), 0, 0, "H yy");
+  check_close(H.blocks[0][1], zeros({3, 2}), 0, 0, "H xy");
+}
