@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "reel/jacobian.hpp"
+#include "test_prims.hpp"
 #include "test_util.hpp"
 
 using namespace reel;
@@ -363,4 +364,30 @@ TEST_CASE("jacobian: outputs that do not depend on an argument get zero blocks")
   const Hessian H = hessian([](const Tensor& a, const Tensor& b) { return sum(sin(a)) + 0.0 * sum(b); }, x, y);
   check_close(H.blocks[1][1], zeros({2, 2}), 0, 0, "H yy");
   check_close(H.blocks[0][1], zeros({3, 2}), 0, 0, "H xy");
+}
+
+TEST_CASE("jacobian: a primitive without a batching rule goes through the scan fallback, correctly") {
+  test::register_test_primitives();
+  const Tensor x = randn({4}, 95);
+  const auto f = [](const Tensor& a) {
+    const Tensor in[] = {a};
+    const std::vector<Tensor> sc = reel::apply_results("sincos", in);  // two results: no generic batching
+    return sc[0] * sc[1] * 2.0;                                         // sin(2x)
+  };
+  // (Forward and reverse batch only the tangents and adjoints, which sincos's rules
+  // compute elementwise; under vmap the primal sincos is batched: by a scan.)
+  const std::unique_ptr<bool[]> fl(new bool[1]{true});
+  CHECK(to_string(vmap_tape(trace(f, x), std::span<const bool>(fl.get(), 1), 3)).find("scan") != std::string::npos);
+  std::vector<double> diag(16, 0.0);
+  const auto xs = x.values();
+  for (int i = 0; i < 4; ++i) diag[static_cast<std::size_t>(5 * i)] = 2 * std::cos(2 * xs[static_cast<std::size_t>(i)]);
+  const Tensor want = tensor(diag, {4, 4});
+  check_close(jacfwd(f, x).jacobian, want, 1e-12, 1e-12, "jacfwd through the fallback");
+  check_close(jacrev(f, x).jacobian, want, 1e-12, 1e-12, "jacrev through the fallback");
+  auto jf = jit_jacfwd(f, JitOptions{.compile_after = 1});
+  check_close(jf(x).jacobian, want, 1e-12, 1e-12, "compiled");
+  const Tensor batch = randn({3, 4}, 96);
+  const Tensor J = vmap([&](const Tensor& a) { return jacrev(f, a).jacobian; })(batch);
+  for (int64_t b = 0; b < 3; ++b)
+    check_close(index(J, b), jacfwd(f, index(batch, b)).jacobian, 1e-12, 1e-12, "vmap(jacrev) through the fallback");
 }

@@ -34,8 +34,8 @@
 //   reel::SparseJacobian J = reel::sparse_jacobian(f, s, x);   // J.nonzeros: CSR order of *J.pattern
 // Rows are the outputs' elements (all output leaves flattened and concatenated), columns
 // the floating-point arguments' elements (likewise). detect_sparsity propagates NaN
-// tangents: it runs the forward tape once, batched over all n columns, with NaN seeds,
-// and an entry is nonzero where its tangent comes out NaN. NaN survives multiplication
+// tangents: it runs the forward tape batched over the n columns (in chunks of 256) with
+// NaN seeds, and an entry is nonzero where its tangent comes out NaN. NaN survives multiplication
 // by zero, so a dependency through a coefficient that happens to be zero here still
 // counts (the pattern is structural, not numerical); but a tangent rule that selects
 // by the values (where, relu, clamp, a guard's branch) drops the branch not taken at
