@@ -393,3 +393,19 @@ TEST_CASE("jacobian: a primitive without a batching rule goes through the scan f
   for (int64_t b = 0; b < 3; ++b)
     check_close(index(J, b), jacfwd(f, index(batch, b)).jacobian, 1e-12, 1e-12, "vmap(jacrev) through the fallback");
 }
+
+TEST_CASE("hvp: k vectors in one pass, = the Hessian times them") {
+  const Tensor x = randn({4}, 97), y = randn({4}, 98), vx = randn({3, 4}, 99), vy = randn({3, 4}, 100);
+  const HvpResult r = hvp(scalar_fn, {x, y}, {vx, vy});
+  REQUIRE(r.hvp.size() == 2);
+  CHECK(r.hvp[0].shape() == Shape{3, 4});
+  const Hessian H = hessian(scalar_fn, x, y);
+  // (H v)_i = sum_j H[i][j] v_j, for each of the 3 vectors (rows of vx, vy).
+  for (std::size_t i = 0; i < 2; ++i) {
+    const Tensor want = transpose(matmul(H.blocks[i][0], transpose(vx)) + matmul(H.blocks[i][1], transpose(vy)));
+    check_close(r.hvp[i], want, 1e-10, 1e-12, fmt::format("H v, argument {}", i));
+  }
+  for (int64_t d = 0; d < 3; ++d)
+    check_close(index(r.hvp[1], d), hvp(scalar_fn, {x, y}, {index(vx, d), index(vy, d)}).hvp[1], 1e-12, 1e-12,
+                "one vector at a time");
+}

@@ -179,13 +179,16 @@ struct HvpResult {
 };
 
 // Hessian-vector product of a scalar-valued f, forward over reverse: the forward-mode
-// tape of the gradient tape, along v.
+// tape of the gradient tape, along v. With k vectors stacked on a new leading axis
+// ([k] + each argument's shape, as for reel::jvp) all k products come from one pass,
+// each hvp entry [k] + its argument's shape.
 template <class F, std::size_t N>
 HvpResult hvp(F&& f, const Tensor (&args)[N], const Tensor (&v)[N]) {
-  detail::check_tangents("hvp", args, v);
+  const int64_t k = detail::tangent_count("hvp", args, v);
   const detail::Traced t = detail::trace_array(std::forward<F>(f), args, std::make_index_sequence<N>{});
   const Tape g = detail::own_gradients(grad_tape(t.tape), N);
-  const std::vector<Tensor> out = play(jvp_tape(g), detail::jvp_inputs(args, t.captured, v));
+  const std::vector<Tensor> out =
+      play(k < 0 ? jvp_tape(g) : jvp_tape(g, k), detail::jvp_inputs(args, t.captured, v, k));
   HvpResult r{out.at(0), {}, {}};
   for (std::size_t i = 0; i < N; ++i) {
     r.grads.push_back(out.at(1 + i));
