@@ -1,4 +1,5 @@
-// GradBench's ba: bundle-adjustment reprojection errors and their sparse Jacobian (forward mode).
+// GradBench's ba: bundle-adjustment reprojection errors and their sparse Jacobian (forward
+// mode, vector-mode over the 15 parameters and batched over the observations).
 #include "evals.hpp"
 
 #include <map>
@@ -87,10 +88,34 @@ Prepared ba_objective(const json& input) {
           }};
 }
 
-// The Jacobian's 15 non-zeros per reprojection row, for every observation at once, by
-// forward mode: one Jacobian-vector product per camera, point and weight parameter,
-// with that parameter's tangent 1 in every observation (each observation depends on
-// its own copies only). Weight rows: d(1 - w^2)/dw = -2w.
+// One observation's reprojection error: z [15] (camera 11, point 3, weight 1), feat [2] -> [2].
+Tensor ba_reproj_one(const Tensor& z, const Tensor& feat, bool zero_rotation) {
+  const Tensor e = ba_reproj(reel::reshape(reel::slice(z, 0, 11), {1, 11}), reel::reshape(reel::slice(z, 11, 14), {1, 3}),
+                             reel::slice(z, 14, 15), reel::reshape(feat, {1, 2}), zero_rotation);
+  return reel::reshape(e, {2});
+}
+
+// The tape of every observation's error and its 15 x 2 Jacobian block at once: the
+// per-observation function's forward-mode Jacobian (vector-mode jvp_tape with the 15
+// unit tangents, one pass), batched over the p observations by the batching pass
+// (vmap_tape). Inputs z [p, 15], feat [p, 2]; outputs the errors [p, 2] and the blocks
+// [p, 15, 2] (block k: d error / d z_k).
+reel::Tape ba_jacobian_tape(int64_t p, bool zero_rotation) {
+  const reel::Tape one = reel::trace(
+      [zero_rotation](const Tensor& z, const Tensor& feat) { return ba_reproj_one(z, feat, zero_rotation); },
+      reel::zeros({15}) + 1.0, reel::zeros({2}));
+  const reel::Tape forward = reel::jvp_tape(one, 15);  // z, feat, their 15 tangents -> error, its 15 tangents
+  reel::TapeBuilder b;
+  const reel::Var z = b.input(one.type(one.inputs()[0])), feat = b.input(one.type(one.inputs()[1]));
+  std::vector<double> eye(15 * 15, 0.0);
+  for (std::size_t k = 0; k < 15; ++k) eye[k * 16] = 1.0;
+  const std::vector<reel::Var> ins{z, feat, b.constant(reel::tensor(eye, {15, 15})), b.constant(reel::zeros({15, 2}))};
+  b.set_outputs(b.inline_tape(forward, ins));
+  return reel::vmap_tape(b.finish(), std::vector<bool>{true, true}, p);
+}
+
+// The Jacobian's 15 non-zeros per reprojection row, for every observation at once
+// (ba_jacobian_tape: one batched pass). Weight rows: d(1 - w^2)/dw = -2w.
 Prepared ba_jacobian(const json& input) {
   static std::mutex mutex;
   static std::map<std::pair<int64_t, bool>, reel::CompiledFunction> compiled;
@@ -99,28 +124,16 @@ Prepared ba_jacobian(const json& input) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto [it, is_new] = compiled.try_emplace({b->p, b->zero_rotation});
-    if (is_new)
-      it->second = reel::compile(reel::jvp_tape(reel::trace(
-          [z = b->zero_rotation](const Tensor& c, const Tensor& x, const Tensor& w, const Tensor& f) {
-            return ba_reproj(c, x, w, f, z);
-          },
-          b->cams, b->X, b->w, b->feat)));
+    if (is_new) it->second = reel::compile(ba_jacobian_tape(b->p, b->zero_rotation));
     fn = it->second;
   }
-  auto blocks = std::make_shared<std::vector<Tensor>>(15);  // d reproj [p, 2] per parameter
+  auto blocks = std::make_shared<Tensor>();  // [p, 15, 2]
   auto werr = std::make_shared<Tensor>();
-  // The 15 tangent sets, made before the timed runs.
-  auto inputs = std::make_shared<std::vector<std::vector<Tensor>>>();
-  for (int64_t k = 0; k < 15; ++k) {
-    Tensor tc = reel::zeros({b->p, 11}), tx = reel::zeros({b->p, 3}), tw = reel::zeros({b->p});
-    Tensor& t = k < 11 ? tc : k < 14 ? tx : tw;
-    const int64_t cols = k < 11 ? 11 : k < 14 ? 3 : 1, at = k < 11 ? k : k < 14 ? k - 11 : 0;
-    double* d = t.mutable_data<double>();
-    for (int64_t i = 0; i < b->p; ++i) d[i * cols + at] = 1.0;
-    inputs->push_back({b->cams, b->X, b->w, b->feat, tc, tx, tw, reel::zeros({b->p, 2})});
-  }
+  // Each observation's parameters in one row, made before the timed runs.
+  auto inputs = std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{
+      reel::concat({b->cams, b->X, reel::expand_dims(b->w, 1)}, 1), b->feat});
   return {[=] {
-            for (std::size_t k = 0; k < 15; ++k) (*blocks)[k] = fn((*inputs)[k]).at(1);
+            *blocks = fn(*inputs).at(1);
             *werr = -2.0 * b->w;
           },
           [=] {
@@ -133,7 +146,7 @@ Prepared ba_jacobian(const json& input) {
             for (int r = 0; r < 2; ++r)
               for (int64_t k = 0; k < 15; ++k) {
                 cols.push_back(k < 11 ? 11 * cam0 + k : k < 14 ? 11 * b->n + 3 * pt0 + (k - 11) : 11 * b->n + 3 * b->m);
-                vals.push_back((*blocks)[static_cast<std::size_t>(k)].values().at(static_cast<std::size_t>(r)));
+                vals.push_back(blocks->data<double>()[2 * k + r]);  // observation 0
               }
             cols.push_back(11 * b->n + 3 * b->m + b->p - 1);
             vals.push_back(werr->values().at(static_cast<std::size_t>(b->p - 1)));
