@@ -92,7 +92,7 @@ Prepared ba_objective(const json& input) {
 }
 
 // Observations per iteration of the Jacobian's loop (a chunk's intermediates stay in cache).
-constexpr int64_t kChunk = 512;
+constexpr int64_t kChunk = 256;
 
 // The Jacobian blocks of c observations in one vector-mode forward pass (jvp_tape(tape,
 // 15)): inputs cams [11, c], X [3, c], w [1, c], feat [2, c] (an observation per

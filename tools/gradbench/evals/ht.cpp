@@ -19,6 +19,7 @@ struct HandModel {
   std::vector<Tensor> base_relatives, inverse_base_absolutes;  // [4, 4] each
   Tensor positions;                                            // [4, V]
   Tensor weights;                                              // [bones, V]
+  Tensor skin;  // [4 bones, V]: row 4b + j, column v = weights[b, v] positions[j, v]
   bool mirrored = false;
   Tensor corr_a, corr_b, corr_c;  // i64 [c]: vertex indices (a only, without us)
   Tensor points;                  // [3, c]
@@ -83,9 +84,9 @@ Tensor hand_residuals(const HandModel& model, const Tensor& theta, const Tensor&
         reel::matmul(absolutes[static_cast<std::size_t>(i)], model.inverse_base_absolutes[static_cast<std::size_t>(i)]), 0, 0,
         3));
   }
-  // Skinning: sum over bones of (transform x base positions) weighted per vertex.
-  const Tensor moved = reel::matmul(reel::stack(transforms), model.positions);       // [bones, 3, V]
-  Tensor positions = reel::sum(moved * reel::expand_dims(model.weights, 1), 0);      // [3, V]
+  // Skinning: sum over bones of (transform x base positions) weighted per vertex, as one
+  // product [3, 4 bones] x [4 bones, V] (model.skin: the weighted base positions).
+  Tensor positions = reel::matmul(reel::concat(transforms, 1), model.skin);  // [3, V]
   if (model.mirrored) positions = positions * reel::tensor({-1, 1, 1}, {3, 1});
   // Global transform: rotation (columns scaled by pose[1], ones), then translation.
   const Tensor R = angle_axis_to_rotation(pose[0]) * reel::expand_dims(pose[1], 0);
@@ -160,6 +161,15 @@ std::shared_ptr<HtInput> ht_input(const json& input) {
   m.positions = from_rows(rows_of(field(model, "base_positions"), "base_positions", 4), 4, true);  // [4, V]
   m.weights = from_rows(rows_of(field(model, "weights"), "weights", bones), bones, true);        // [bones, V]
   if (m.weights.shape()[1] != m.positions.shape()[1]) throw reel::Error("ht: expected one weights row per vertex");
+  {
+    const int64_t V = m.positions.shape()[1];
+    m.skin = reel::zeros({4 * bones, V});
+    double* skin = m.skin.mutable_data<double>();
+    const double *w = m.weights.data<double>(), *pos = m.positions.data<double>();
+    for (int64_t b = 0; b < bones; ++b)
+      for (int64_t j = 0; j < 4; ++j)
+        for (int64_t v = 0; v < V; ++v) skin[(4 * b + j) * V + v] = w[b * V + v] * pos[j * V + v];
+  }
   const json& mirrored = field(model, "is_mirrored");
   if (!mirrored.is_boolean()) throw reel::Error(fmt::format("ht: \"is_mirrored\" must be true or false, got {}", mirrored.dump()));
   m.mirrored = mirrored.get<bool>();
