@@ -213,27 +213,25 @@ def goals(t, order):
             return "-"
         hi = max(rs)
         return f"{min(rs)[0]:.3g}-{hi[0]:.3g}x (worst {hi[1]})"
+
+    def against_manual(ev, deriv, target):
+        for label in labels[ev]:
+            m = MANUAL.get((ev, label, deriv))
+            if m:
+                o, n = t("old", ev, label, deriv), t("new", ev, label, deriv)
+                print(f"| {ev} {label.split('_')[0]} derivative / manual ({ms(m[0])}, {m[1]}) | {target} | "
+                      f"{o / m[0]:.2f}x ({ms(o)}) | {n / m[0]:.2f}x ({ms(n)}) |")
     if labels["ba"]:
         torch_ref = lambda label: t("torch", "ba", label, "jacobian")  # noqa: E731
         print(f"| ba derivative / PyTorch, every default workload | <= 0.7x | {worst('old', 'ba', 'jacobian', torch_ref)} "
               f"| {worst('new', 'ba', 'jacobian', torch_ref)} |")
-        for label in labels["ba"]:
-            m = MANUAL.get(("ba", label, "jacobian"))
-            if m:
-                o, n = t("old", "ba", label, "jacobian"), t("new", "ba", label, "jacobian")
-                print(f"| ba {label.split('_')[0]} derivative / manual ({ms(m[0])}, {m[1]}) | <= 3x | "
-                      f"{o / m[0]:.2f}x ({ms(o)}) | {n / m[0]:.2f}x ({ms(n)}) |")
+        against_manual("ba", "jacobian", "<= 3x")
         prep = {tag: max((t(tag, "ba", label, "jacobian", "prepare"), label) for label in labels["ba"])
                 for tag in ("old", "new")}
         print(f"| ba prepare of the derivative, largest over the workloads | < 3 s | {prep['old'][0]:.2f} s "
               f"({prep['old'][1].split('_')[0]}) | {prep['new'][0]:.2f} s ({prep['new'][1].split('_')[0]}) |")
     if labels["ht"]:
-        for label in labels["ht"]:
-            m = MANUAL.get(("ht", label, "jacobian"))
-            if m:
-                o, n = t("old", "ht", label, "jacobian"), t("new", "ht", label, "jacobian")
-                print(f"| ht {label} derivative / manual ({ms(m[0])}, {m[1]}) | <= 2x | {o / m[0]:.2f}x ({ms(o)}) | "
-                      f"{n / m[0]:.2f}x ({ms(n)}) |")
+        against_manual("ht", "jacobian", "<= 2x")
         torch_ref = lambda label: t("torch", "ht", label, "jacobian")  # noqa: E731
         print(f"| ht derivative / PyTorch, the {len(labels['ht'])} instances here (no `manual` numbers for the small "
               f"model) | - | {worst('old', 'ht', 'jacobian', torch_ref)} | {worst('new', 'ht', 'jacobian', torch_ref)} |")
