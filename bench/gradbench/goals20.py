@@ -219,12 +219,15 @@ def goals(t, order):
             m = MANUAL.get((ev, label, deriv))
             if m:
                 o, n = t("old", ev, label, deriv), t("new", ev, label, deriv)
-                print(f"| {ev} {label.split('_')[0]} derivative / manual ({ms(m[0])}, {m[1]}) | {target} | "
+                print(f"| {ev} {label.split('_')[0] if ev == 'ba' else label} derivative / manual ({ms(m[0])}, {m[1]}) | {target} | "
                       f"{o / m[0]:.2f}x ({ms(o)}) | {n / m[0]:.2f}x ({ms(n)}) |")
+
+    def against_torch(ev, deriv, what, target):
+        ref = lambda label: t("torch", ev, label, deriv)  # noqa: E731
+        print(f"| {ev} derivative / PyTorch, {what} | {target} | {worst('old', ev, deriv, ref)} | "
+              f"{worst('new', ev, deriv, ref)} |")
     if labels["ba"]:
-        torch_ref = lambda label: t("torch", "ba", label, "jacobian")  # noqa: E731
-        print(f"| ba derivative / PyTorch, every default workload | <= 0.7x | {worst('old', 'ba', 'jacobian', torch_ref)} "
-              f"| {worst('new', 'ba', 'jacobian', torch_ref)} |")
+        against_torch("ba", "jacobian", "every default workload", "<= 0.7x")
         against_manual("ba", "jacobian", "<= 3x")
         prep = {tag: max((t(tag, "ba", label, "jacobian", "prepare"), label) for label in labels["ba"])
                 for tag in ("old", "new")}
@@ -232,13 +235,10 @@ def goals(t, order):
               f"({prep['old'][1].split('_')[0]}) | {prep['new'][0]:.2f} s ({prep['new'][1].split('_')[0]}) |")
     if labels["ht"]:
         against_manual("ht", "jacobian", "<= 2x")
-        torch_ref = lambda label: t("torch", "ht", label, "jacobian")  # noqa: E731
-        print(f"| ht derivative / PyTorch, the {len(labels['ht'])} instances here (no `manual` numbers for the small "
-              f"model) | - | {worst('old', 'ht', 'jacobian', torch_ref)} | {worst('new', 'ht', 'jacobian', torch_ref)} |")
+        against_torch("ht", "jacobian", f"the {len(labels['ht'])} instances here (no `manual` numbers for the small "
+                      "model)", "-")
     if labels["kmeans"]:
-        torch_ref = lambda label: t("torch", "kmeans", label, "dir")  # noqa: E731
-        print(f"| kmeans derivative / PyTorch, the {len(labels['kmeans'])} workloads | <= 1.0x | "
-              f"{worst('old', 'kmeans', 'dir', torch_ref)} | {worst('new', 'kmeans', 'dir', torch_ref)} |")
+        against_torch("kmeans", "dir", f"the {len(labels['kmeans'])} workloads", "<= 1.0x")
         big = labels["kmeans"][-1]
         print(f"| kmeans {big} derivative / PyTorch ({ms(t('torch', 'kmeans', big, 'dir'))}) | <= 1.0x | "
               f"{ratio(t('old', 'kmeans', big, 'dir'), t('torch', 'kmeans', big, 'dir'))}x | "
