@@ -134,26 +134,34 @@ reel::Tape ba_block_tape(int64_t c, bool zero_rotation) {
 
 // All p observations' blocks: a scan over p / c chunks of c = min(p, kChunk)
 // observations (inputs [p / c, 11, c], ... ; blocks [p / c, 15, 2, c]), and when c does
-// not divide p, the r = p mod c left (inputs [11, r], ...; blocks [15, 2, r]).
+// not divide p, the r = p mod c left (inputs [11, r], ...; blocks [15, 2, r]). Built
+// as a tape directly (tracing would run the loop on its example inputs).
 reel::Tape ba_jacobian_tape(int64_t p, bool zero_rotation) {
   const int64_t c = std::min(p, kChunk), m = p / c, r = p % c;
-  const reel::Tape chunk = ba_block_tape(c, zero_rotation);
-  const reel::Tape rest = r > 0 ? ba_block_tape(r, zero_rotation) : reel::Tape();
-  auto f = [&](const std::vector<Tensor>& chunks, const std::vector<Tensor>& left) {
-    auto [unused, blocks] = reel::scan(
-        [&](const Tensor& carry, const std::vector<Tensor>& x) { return std::pair{carry, reel::play(chunk, x).at(0)}; },
-        reel::zeros({}), chunks);
-    std::vector<Tensor> out{blocks};
-    if (r > 0) out.push_back(reel::play(rest, left).at(0));
-    return out;
-  };
-  std::vector<Tensor> chunks, left;
   const int64_t sizes[4] = {11, 3, 1, 2};
-  for (int64_t n : sizes) {
-    chunks.push_back(reel::zeros({m, n, c}) + 1.0);
-    if (r > 0) left.push_back(reel::zeros({n, r}) + 1.0);
+  reel::TapeBuilder b;
+  std::vector<reel::Var> chunks, left;
+  for (int64_t n : sizes) chunks.push_back(b.input({reel::DType::f64, {m, n, c}}));
+  if (r > 0)
+    for (int64_t n : sizes) left.push_back(b.input({reel::DType::f64, {n, r}}));
+  // The loop's body: a carry passed on as it is (a scan carries at least one), the
+  // chunk's inputs -> the carry, the chunk's blocks.
+  reel::TapeBuilder body;
+  {
+    std::vector<reel::Var> ins{body.input({reel::DType::f64, {}})};
+    for (int64_t n : sizes) ins.push_back(body.input({reel::DType::f64, {n, c}}));
+    const std::vector<reel::Var> slices(ins.begin() + 1, ins.end());
+    body.set_outputs({ins[0], body.inline_tape(ba_block_tape(c, zero_rotation), slices).at(0)});
   }
-  return reel::trace(f, chunks, left);
+  reel::Attrs loop{{"length", m}, {"num_consts", int64_t{0}}, {"num_carry", int64_t{1}}};
+  loop.set("body", reel::TapeRef{std::make_shared<const reel::Tape>(body.finish())});
+  std::vector<reel::Var> args{b.scalar(0.0, reel::DType::f64)};
+  args.insert(args.end(), chunks.begin(), chunks.end());
+  std::vector<reel::Var> out = b.call_results(reel::primitive("scan"), args, loop);
+  out.erase(out.begin());  // the carry
+  if (r > 0) out.push_back(b.inline_tape(ba_block_tape(r, zero_rotation), left).at(0));
+  b.set_outputs(out);
+  return b.finish();
 }
 
 // The inputs of ba_jacobian_tape: each observation's parameters in one column, chunked.
