@@ -179,7 +179,7 @@ def report(res, order):
         _, primal, deriv = WORKLOADS[ev]
         print(f"\n## {ev}: derivative ({deriv}), mean evaluate (median of rounds)\n")
         print("| workload | size | old | new | PyTorch | manual | new/old | new/PyTorch | new/manual | old/PyTorch "
-              "| prepare old | prepare new | new = old, PyTorch = new |")
+              "| prepare old (objective + derivative) | prepare new (objective + derivative) | new = old, PyTorch = new |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for e, label, size in order:
             if e != ev:
