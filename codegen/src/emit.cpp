@@ -229,8 +229,14 @@ class Emitter {
       loop_nest(k_.dims, [&](const std::vector<Value*>& idx) {
         std::vector<Value*> value;
         // Every load first: an in-place store may overwrite an element it reads.
-        for (const auto& l : k_.loads)
-          value.push_back(b_.CreateLoad(elem(l.dtype), element_ptr(l.param, l.dtype, offset(idx, l.strides))));
+        for (const auto& l : k_.loads) {
+          Value* at = offset(idx, l.strides);
+          if (l.index_param >= 0) {  // a gather's: at the index read, checked before the kernel
+            Value* j = b_.CreateLoad(b_.getInt64Ty(), element_ptr(l.index_param, DType::i64, offset(idx, l.index_strides)));
+            at = b_.CreateAdd(at, b_.CreateMul(j, b_.getInt64(l.index_stride), "", true, true), "", true, true);
+          }
+          value.push_back(b_.CreateLoad(elem(l.dtype), element_ptr(l.param, l.dtype, at)));
+        }
         for (const auto& inst : k_.insts) {
           if (inst.prim->structure == Structure::broadcast) {
             value.push_back(value[static_cast<std::size_t>(inst.args[0])]);

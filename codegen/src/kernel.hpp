@@ -43,6 +43,12 @@ struct KernelSpec {
     int param;
     DType dtype;
     std::vector<int64_t> strides;  // element strides over `dims`
+    // A gather's indexed load (index_param >= 0): the element at strides . i +
+    // idx[index_strides . i] * index_stride, idx being parameter index_param (i64, each
+    // index checked before the kernel runs).
+    int index_param = -1;
+    std::vector<int64_t> index_strides;
+    int64_t index_stride = 0;
   };
   struct Inst {
     const Primitive* prim;  // elementwise or broadcast (a copy)
