@@ -292,21 +292,47 @@ TEST_CASE("a gather fuses into the elementwise loop that reads it: an indexed lo
 TEST_CASE("a fused gather with constant indices: checked once when compiled, out of range a step that reports it") {
   // In range: no check at all. The shifted read also keeps the memory plan from writing
   // the loop's result over the gathered source (read at other elements, not element for
-  // element), which dies in that loop.
+  // element), which dies in that loop. Indices running up by one in a few ranges (the
+  // shift: [0] and [0, 4]; [2, 4] and [0, 2]) are contiguous loads in a loop split at
+  // the ranges' ends (merged: 1, 3, 6); a reversal (six ranges) stays a vector gather.
   const Tape t = parse_tape(
       "inp %1::f64[2,6]\n"
       "%2 = const [0, 0, 1, 2, 3, 4]::i64[6]\n"
       "%3 = exp(%1)::f64[2,6]\n"
       "%4 = gather(%3, %2, axis=1)::f64[2,6]\n"
       "%5 = add(%4, %3)::f64[2,6]\n"
-      "%6 = sum(%5, axes=[1])::f64[2]\n"
-      "out %6\n");
+      "%6 = const [5, 4, 3, 2, 1, 0]::i64[6]\n"
+      "%7 = gather(%3, %6, axis=1)::f64[2,6]\n"
+      "%8 = mul(%5, %7)::f64[2,6]\n"
+      "%9 = const [2, 3, 4, 0, 1, 2]::i64[6]\n"
+      "%10 = gather(%1, %9, axis=1)::f64[2,6]\n"
+      "%11 = add(%8, %10)::f64[2,6]\n"
+      "%12 = sum(%11, axes=[1])::f64[2]\n"
+      "out %12\n");
   const std::string plan = plan_text(t);
   CAPTURE(plan);
-  CHECK(plan.find("gathers [%4 = %3 at %2]") != std::string::npos);
+  CHECK(plan.find("gathers [%4 = %3 at %2, %7 = %3 at %6, %10 = %1 at %9]") != std::string::npos);
   CHECK(plan.find("checking the indices") == std::string::npos);
   CHECK(plan.find("in place") == std::string::npos);
   test::run_checked(t, {randn({2, 6}, 3)});
+  // Constants the same throughout a few ranges of the innermost dimension (a step
+  // vector: ranges [0, 1), [1, 4), [4, 6); a vector of one value) read one element per
+  // range; a constant that varies across the outer dimension is read element by element.
+  for (const char* dt : {"f64", "f32"}) {
+    const Tape c = parse_tape(fmt::format(
+        "inp %1::{0}[3,6]\n"
+        "%2 = const [1, 0, 0, 0, 2.5, 2.5]::{0}[6]\n"
+        "%3 = mul(%1, %2)::{0}[3,6]\n"
+        "%4 = const [1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3]::{0}[3,6]\n"
+        "%5 = add(%3, %4)::{0}[3,6]\n"
+        "%6 = const [5, 5, 5, 5, 5, 5]::{0}[6]\n"
+        "%7 = sub(%5, %6)::{0}[3,6]\n"
+        "out %7\n",
+        dt));
+    const Tensor x = cast(randn({3, 6}, 5), std::string(dt) == "f64" ? DType::f64 : DType::f32);
+    const std::vector<Tensor> r = test::run_checked(c, {x});
+    CHECK(r[0].values()[7] == doctest::Approx(x.values()[7] * 0 + 2 - 5));
+  }
   // Out of range (element 2 is 6): the gather stays a checked step, and each call
   // reports the bad index, as the interpreter does.
   const Tape bad = parse_tape(

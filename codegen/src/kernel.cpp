@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <unordered_map>
 
 #include "loops.hpp"
@@ -49,10 +50,13 @@ std::string make_key(const KernelSpec& s) {
   k += " (";
   for (DType d : s.params) k += fmt::format("{} ", dtype_name(d));
   k += ") dims " + ints(s.dims) + (s.empty ? " empty" : "");
+  if (!s.segments.empty()) k += " segments " + ints(s.segments);
   if (!s.align.empty()) k += " align " + ints(s.align);
   for (const auto& l : s.loads) {
     k += fmt::format("; load {} {} {}", l.param, dtype_name(l.dtype), ints(l.strides));
     if (l.index_param >= 0) k += fmt::format(" at {} {} x {}", l.index_param, ints(l.index_strides), l.index_stride);
+    if (!l.deltas.empty()) k += " shifted " + ints(l.deltas);
+    if (!l.fixed.empty()) k += " fixed " + ints(l.fixed);
   }
   // An elementwise operation by its element program, not its name: primitives with
   // the same math (a user's logistic and sigmoid) share kernels.
@@ -287,6 +291,8 @@ class Scheduler {
     };
     std::unordered_map<Var, int> value;  // tape variable -> local value
     // Loads first: the inputs read element for element, then the gathers' indexed loads.
+    std::map<std::size_t, Var> gathered_indices;  // a gather's load -> its indices
+    std::map<std::size_t, Var> constant_loads;    // a constant's load -> the constant
     std::vector<Var> plain;
     for (Var m : loop.members)
       if (!is_gather_member(t_, m))
@@ -294,7 +300,8 @@ class Scheduler {
     for (Var a : loop_inputs(t_, loop)) {
       if (std::find(plain.begin(), plain.end(), a) == plain.end()) continue;
       value[a] = static_cast<int>(k.loads.size());
-      k.loads.push_back({param(a), t_.type(a).dtype, broadcast_strides(t_.type(a).shape, loop.shape), -1, {}, 0});
+      if (t_.op(a).kind == OpKind::constant) constant_loads[k.loads.size()] = a;
+      k.loads.push_back({param(a), t_.type(a).dtype, broadcast_strides(t_.type(a).shape, loop.shape), -1, {}, 0, {}, {}});
     }
     for (Var m : loop.members) {
       if (!is_gather_member(t_, m)) continue;
@@ -304,13 +311,14 @@ class Scheduler {
       // The result's dimensions: x's before the axis, the indices', x's after it.
       const std::vector<int64_t> xs = contiguous(t_.type(x).shape), is = contiguous(t_.type(idx).shape);
       const std::size_t rank = t_.type(idx).shape.size(), axis = static_cast<std::size_t>(g.axis);
-      KernelSpec::Load l{param(x), t_.type(x).dtype, {}, param(idx), {}, xs[axis]};
+      KernelSpec::Load l{param(x), t_.type(x).dtype, {}, param(idx), {}, xs[axis], {}, {}};
       for (std::size_t d = 0; d < loop.shape.size(); ++d) {
         const bool outer = d < axis, in_indices = !outer && d < axis + rank;
         l.strides.push_back(outer ? xs[d] : in_indices ? 0 : xs[d - rank + 1]);
         l.index_strides.push_back(in_indices ? is[d - axis] : 0);
       }
       value[m] = static_cast<int>(k.loads.size());
+      gathered_indices[k.loads.size()] = idx;
       k.loads.push_back(std::move(l));
     }
     for (Var m : loop.members) {
@@ -342,6 +350,7 @@ class Scheduler {
     for (auto& s : k.stores) s.strides = strides[next++];
     for (auto& l : k.loads)
       if (l.index_param >= 0) l.index_strides = strides[next++];
+    if (!k.empty) split_innermost(k, gathered_indices, constant_loads);
     for (Var g : loop.checks) program_->steps.push_back(index_check(g, false));
     add_kernel(std::move(k), param_slots);
   }
@@ -390,6 +399,60 @@ class Scheduler {
     k.cols = in[1];
     k.empty = numel(in) == 0;
     add_kernel(std::move(k), {p_.slot_of[s.in], p_.slot_of[s.out]});
+  }
+
+  // Loads along the innermost dimension only (element strides 0 elsewhere, 1 there) of a
+  // constant made of a few ranges, each regular, are read range by range, the innermost
+  // loop split at the ranges' ends (kMaxSegments ranges at most, for all such loads):
+  // - a gather whose constant indices run up by one in each range (a shift [0, 0, 1, ...,
+  //   n-2] is two ranges, a slice one) reads contiguously, not by a vector gather;
+  // - a constant that is the same throughout each range (a one-hot or a step vector, bit
+  //   for bit) reads one element per range, which the optimiser takes out of the loop.
+  static constexpr std::size_t kMaxSegments = 4;
+  void split_innermost(KernelSpec& k, const std::map<std::size_t, Var>& gathered_indices,
+                       const std::map<std::size_t, Var>& constant_loads) const {
+    if (k.dims.empty()) return;
+    const int64_t n = k.dims.back();
+    auto innermost_only = [](const std::vector<int64_t>& s) {
+      return std::all_of(s.begin(), s.end() - 1, [](int64_t x) { return x == 0; }) && s.back() == 1;
+    };
+    std::vector<int64_t> ends;  // the accepted loads' ranges' ends, merged
+    std::vector<std::size_t> split;
+    auto try_split = [&](std::size_t load, const std::function<bool(int64_t)>& continues) {
+      std::vector<int64_t> mine = ends;
+      for (int64_t j = 1; j <= n; ++j)
+        if (j == n || !continues(j)) mine.push_back(j);
+      std::sort(mine.begin(), mine.end());
+      mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+      if (mine.size() > kMaxSegments) return;
+      ends = std::move(mine);
+      split.push_back(load);
+    };
+    for (const auto& [load, idx] : gathered_indices)
+      if (t_.op(idx).kind == OpKind::constant && innermost_only(k.loads[load].index_strides)) {
+        const int64_t* v = t_.op(idx).value.data<int64_t>();
+        try_split(load, [v](int64_t j) { return v[j] == v[j - 1] + 1; });
+      }
+    for (const auto& [load, c] : constant_loads)
+      if (innermost_only(k.loads[load].strides)) {
+        const auto* v = static_cast<const unsigned char*>(t_.op(c).value.raw());
+        const std::size_t size = dtype_size(t_.type(c).dtype);
+        try_split(load, [v, size](int64_t j) {
+          return std::memcmp(v + static_cast<std::size_t>(j) * size, v + static_cast<std::size_t>(j - 1) * size, size) == 0;
+        });
+      }
+    if (split.empty()) return;
+    k.segments = ends;
+    for (std::size_t load : split) {
+      KernelSpec::Load& l = k.loads[load];
+      const int64_t* v = l.index_param >= 0 ? t_.op(gathered_indices.at(load)).value.data<int64_t>() : nullptr;
+      int64_t start = 0;
+      for (int64_t end : ends) {
+        if (v != nullptr) l.deltas.push_back(v[start] - start);
+        else l.fixed.push_back(start);
+        start = end;
+      }
+    }
   }
 
   // A gather's or scatter's geometry: x (or target) is [outer, n, inner] around the
