@@ -7,7 +7,9 @@
 //   (a longer run is cut into several loops, so that a traced loop of many steps
 //   repeats a few kernels instead of making one huge one); full reductions (sum,
 //   mean) of a fused value accumulate in the same loop. A fused value is written to
-//   memory only if something outside its loop reads it.
+//   memory only if something outside its loop reads it. A gather of a float source in
+//   memory joins a loop too, as an indexed load (its indices checked before the loop,
+//   or, a constant's, when planning).
 // - matmul is a CBLAS call; a transpose used only by matmuls is folded into the call.
 // - reshape is a view: the same memory, another shape.
 // - Values that must be in memory live in the caller's inputs, the constants table,
