@@ -43,6 +43,23 @@ Tensor slice_at(const Tensor& x, int64_t k);
 void store_at(Tensor& stack, int64_t k, const Tensor& slice);
 void add_revolve(std::vector<Primitive>& table);  // prims_revolve.cpp
 
+// Batching loops (prims_loops.cpp). depends_on: which outputs of `tape` depend on an
+// input flagged in `in` (one flag per input). batch_loop_body: `body` with the inputs
+// where in[i] carrying a leading batch axis of `size`, and the outputs where out[o]
+// batched (through transforms.batch); the other outputs, which must depend on no
+// batched input, stay as they are. Cleaned up.
+std::vector<bool> depends_on(const Tape& tape, const std::vector<bool>& in);
+Tape batch_loop_body(const Tape& body, const std::vector<bool>& in, const std::vector<bool>& out, int64_t size,
+                     const Transforms& transforms);
+// v with its axis `from` moved to position `to` (a permute; v itself when from == to).
+Var move_axis(TapeBuilder& b, Var v, std::size_t from, std::size_t to);
+// v batched ([size] + its type) if it is not already (flag false): a broadcast.
+Var ensure_batched(TapeBuilder& b, Var v, bool batched, int64_t size);
+// A call of p batched by a scan over the batch: one call per batch element (what the
+// batch pass does for a primitive without a batching rule; a rule falls back to it for
+// the cases it has no better way for).
+Results<Var> batch_by_scan(TapeBuilder& b, const Primitive& p, const BatchArgs& a);
+
 // "(f64[3], i64[])": a list of types, for errors.
 std::string types_str(std::span<const VarType> types);
 // The tape without the inputs nothing reads, and the positions of the inputs kept.

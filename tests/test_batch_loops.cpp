@@ -1,0 +1,164 @@
+// Batching rules of loops, calls and convolutions (vmap): scan, fori_loop, while_loop
+// with per-element trip counts, checkpoint, conv2d and pooling. Each batched tape is
+// checked against a loop of the function over the batch's slices, interpreted and
+// compiled (run_checked), and for not being the pass's fallback where a rule exists.
+#include <doctest/doctest.h>
+
+#include "test_util.hpp"
+
+using namespace reel;
+using reel::test::check_close;
+using reel::test::Fn;
+using reel::test::run_checked;
+
+namespace {
+
+// How many calls of `prim` the tape has, looking into loop bodies too.
+int count_calls(const Tape& t, std::string_view prim) {
+  int n = 0;
+  for (const Op& op : t.ops) {
+    if (op.kind != OpKind::call) continue;
+    n += op.prim->name == prim;
+    for (const auto& [name, value] : op.attrs.items())
+      if (const auto* ref = std::get_if<TapeRef>(&value)) n += count_calls(*ref->tape, prim);
+  }
+  return n;
+}
+
+// Whether the tape (or a loop body in it) has the batch pass's fallback for `prim`: a
+// scan whose body is one call of prim.
+bool has_fallback(const Tape& t, std::string_view prim) {
+  for (const Op& op : t.ops) {
+    if (op.kind != OpKind::call) continue;
+    for (const auto& [name, value] : op.attrs.items())
+      if (const auto* ref = std::get_if<TapeRef>(&value)) {
+        const Tape& body = *ref->tape;
+        if (op.prim->name == "scan" && body.count(OpKind::call) == 1)
+          for (const Op& inner : body.ops)
+            if (inner.kind == OpKind::call && inner.prim->name == prim) return true;
+        if (has_fallback(body, prim)) return true;
+      }
+  }
+  return false;
+}
+
+// fn traced on the first batch element, batched by vmap_tape (flags: which args are
+// batched, on their leading axis), run interpreted and compiled; each output row j is
+// checked against fn on the args' slices j. Returns the batched tape.
+Tape check_vmap(const Fn& fn, const std::vector<Tensor>& args, const std::vector<bool>& batched,
+                const std::string& what, double rtol = 1e-12, double atol = 1e-12) {
+  int64_t size = -1;
+  std::vector<Tensor> first;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (batched[i]) size = args[i].shape()[0];
+    first.push_back(batched[i] ? index(args[i], 0) : args[i]);
+  }
+  REQUIRE(size > 0);
+  const Tape t = reel::test::trace_list(fn, first);
+  auto flags = std::make_unique<bool[]>(args.size());
+  std::copy(batched.begin(), batched.end(), flags.get());
+  const Tape v = vmap_tape(t, std::span<const bool>(flags.get(), args.size()), size);
+  const std::vector<Tensor> out = run_checked(v, args);
+  REQUIRE(out.size() == 1);
+  for (int64_t j = 0; j < size; ++j) {
+    std::vector<Tensor> slices;
+    for (std::size_t i = 0; i < args.size(); ++i) slices.push_back(batched[i] ? index(args[i], j) : args[i]);
+    check_close(index(out[0], j), fn(slices), rtol, atol, fmt::format("{}: batch element {}", what, j));
+  }
+  return v;
+}
+
+// Every non-empty subset of the args batched (size B: a batched arg gets [B] in front).
+void check_all_subsets(const Fn& fn, const std::vector<Tensor>& args, int64_t B, const std::string& what,
+                       uint64_t seed = 7) {
+  const std::size_t n = args.size();
+  for (unsigned mask = 1; mask < (1u << n); ++mask) {
+    std::vector<Tensor> a;
+    std::vector<bool> flags;
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool b = (mask >> i) & 1u;
+      flags.push_back(b);
+      if (!b) {
+        a.push_back(args[i]);
+        continue;
+      }
+      Shape s{B};
+      s.insert(s.end(), args[i].shape().begin(), args[i].shape().end());
+      a.push_back(randn(s, seed + mask * 31 + i, args[i].dtype()));
+    }
+    (void)check_vmap(fn, a, flags, fmt::format("{} (batched mask {})", what, mask));
+  }
+}
+
+// y_{t+1} = tanh(W y_t + x_t): the final carry and every y, flattened into one vector.
+Tensor rnn(const Tensor& h0, const Tensor& xs, const Tensor& W) {
+  auto [h, ys] = reel::scan(
+      [&](const Tensor& h, const Tensor& x) {
+        const Tensor next = tanh(matmul(W, h) + x);
+        return std::pair{next, next * 2.0};
+      },
+      h0, xs);
+  return concat({h, reshape(ys, {ys.numel()})});
+}
+
+}  // namespace
+
+TEST_CASE("vmap of scan: every subset of carry, xs and consts batched, vs a loop, compiled too") {
+  const Tensor h0 = randn({3}, 1), xs = randn({4, 3}, 2), W = randn({3, 3}, 3) * 0.5;
+  const Fn f = [](const std::vector<Tensor>& a) { return rnn(a[0], a[1], a[2]); };
+  check_all_subsets(f, {h0, xs, W}, 5, "rnn scan");
+  // The rule's own scan, not the fallback's scan of scans: one scan, none nested.
+  const Tape v = check_vmap(f, {randn({5, 3}, 4), xs, W}, {true, false, false}, "rnn scan, h0 batched");
+  CHECK(!has_fallback(v, "scan"));
+}
+
+TEST_CASE("vmap of scan: a carry that becomes batched through another carry starts batched (the fixed point)") {
+  // p' = q, q' = q + x: with only xs batched, q is batched from the first iteration and p
+  // from the second: both must start batched.
+  const Fn f = [](const std::vector<Tensor>& a) {
+    auto [c, ys] = reel::scan(
+        [](const std::pair<Tensor, Tensor>& pq, const Tensor& x) {
+          return std::pair{std::pair{pq.second * 1.0, pq.second + sin(x)}, pq.first * 3.0};
+        },
+        std::pair{a[0], a[1]}, a[2]);
+    return concat({c.first, c.second, reshape(ys, {ys.numel()})});
+  };
+  const Tensor p0 = randn({2}, 5), q0 = randn({2}, 6);
+  const Tape v = check_vmap(f, {p0, q0, randn({3, 4, 2}, 7)}, {false, false, true}, "two-hop carries");
+  CHECK(!has_fallback(v, "scan"));
+  check_all_subsets(f, {p0, q0, randn({4, 2}, 8)}, 3, "two-hop carries");
+}
+
+TEST_CASE("vmap of scan: unbatched carries and ys stay unbatched in the loop; reverse scan and checkpointing") {
+  // A counter carry that no batched value reaches, a y that depends on it only.
+  const Fn f = [](const std::vector<Tensor>& a) {
+    auto [c, ys] = reel::scan(
+        [&](const std::pair<Tensor, Tensor>& nc, const Tensor& x) {
+          return std::pair{std::pair{nc.first + 1.0, nc.second * 0.5 + x * a[1]}, nc.first * nc.first};
+        },
+        std::pair{a[0], a[1] * 0.0}, a[2], ScanOptions{.reverse = true, .checkpoint = Checkpoint::sqrt()});
+    return concat({c.second, ys});
+  };
+  const Tensor n0 = tensor({0.0}, {}), w = randn({2}, 9), xs = randn({5, 2}, 10);
+  const Tape v = check_vmap(f, {n0, randn({4, 2}, 11), xs}, {false, true, false}, "counter carry");
+  // The counter's carry stays unbatched in the loop: its body input is f64[].
+  int scans = 0;
+  for (const Op& op : v.ops)
+    if (op.kind == OpKind::call && op.prim->name == "scan" && op.attrs.integer("num_carry") == 2) {
+      const Tape& body = op.attrs.tape("body");
+      CHECK(body.type(body.inputs()[1]).shape.empty());
+      ++scans;
+    }
+  CHECK(scans == 1);
+  check_all_subsets(f, {n0, w, xs}, 3, "counter carry");
+}
+
+TEST_CASE("vmap of fori_loop: the i64 counter stays unbatched, batched consts and carries") {
+  const Fn f = [](const std::vector<Tensor>& a) {
+    return fori_loop(
+        2, 7,
+        [&](const Tensor& i, const Tensor& x) { return x * 0.9 + sin(cast(i, DType::f64) * a[1]) + gather(a[2], i); },
+        a[0]);
+  };
+  check_all_subsets(f, {randn({3}, 12), randn({3}, 13), randn({7, 3}, 14)}, 4, "fori_loop");
+}
