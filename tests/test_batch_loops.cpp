@@ -25,6 +25,13 @@ int count_calls(const Tape& t, std::string_view prim) {
   return n;
 }
 
+// Top-level calls of `prim`.
+int top_calls(const Tape& t, std::string_view prim) {
+  int n = 0;
+  for (const Op& op : t.ops) n += op.kind == OpKind::call && op.prim->name == prim;
+  return n;
+}
+
 // Whether the tape (or a loop body in it) has the batch pass's fallback for `prim`: a
 // scan whose body is one call of prim.
 bool has_fallback(const Tape& t, std::string_view prim) {
@@ -58,6 +65,7 @@ Tape check_vmap(const Fn& fn, const std::vector<Tensor>& args, const std::vector
   auto flags = std::make_unique<bool[]>(args.size());
   std::copy(batched.begin(), batched.end(), flags.get());
   const Tape v = vmap_tape(t, std::span<const bool>(flags.get(), args.size()), size);
+  INFO(what, ": ", to_string(t), "\nbatched: ", to_string(v));
   const std::vector<Tensor> out = run_checked(v, args);
   REQUIRE(out.size() == 1);
   for (int64_t j = 0; j < size; ++j) {
@@ -161,4 +169,78 @@ TEST_CASE("vmap of fori_loop: the i64 counter stays unbatched, batched consts an
         a[0]);
   };
   check_all_subsets(f, {randn({3}, 12), randn({3}, 13), randn({7, 3}, 14)}, 4, "fori_loop");
+}
+
+TEST_CASE("vmap of while_loop: per-element trip counts, each element frozen after its own") {
+  // Doubling until past a limit: the trip count depends on x0 and on the limit.
+  const Fn f = [](const std::vector<Tensor>& a) {
+    auto [x, n] = while_loop([&](const std::pair<Tensor, Tensor>& c) { return lt(sum(c.first), a[1]); },
+                             [](const std::pair<Tensor, Tensor>& c) {
+                               return std::pair{c.first * 2.0 + 0.25, c.second + 1.0};
+                             },
+                             std::pair{a[0], tensor({0.0}, {})});
+    return concat({x, reshape(n, {1})});
+  };
+  const Tensor x0 = tensor({0.5, 0.25, 1.0, 3.0, 40.0, 0.125}, {6, 1});
+  const Tensor limit = tensor({10.0}, {});
+  const Tape v = check_vmap(f, {x0, limit}, {true, false}, "doubling, x0 batched");
+  CHECK(top_calls(v, "while_loop") == 1);
+  CHECK(!has_fallback(v, "while_loop"));
+  // Trip counts 4, 5, 4, 2, 0, 5 (the last column).
+  const Tensor out = run_checked(v, {x0, limit})[0];
+  CHECK(index(out, 1, 1).values() == std::vector<double>{4, 5, 4, 2, 0, 5});
+  // The limit batched (x0 shared), and both.
+  (void)check_vmap(f, {tensor({0.5}, {1}), tensor({1.0, 100.0, 0.0, 7.0}, {4})}, {false, true}, "limit batched");
+  (void)check_vmap(f, {x0, tensor({1.0, 100.0, 0.0, 7.0, 1e6, 3.0}, {6})}, {true, true}, "both batched");
+}
+
+TEST_CASE("vmap of while_loop: i64 carries are frozen too; a cond no batched value reaches keeps one trip count") {
+  // An i64 counter carry (cast there and back) next to a batched float carry.
+  const Fn f = [](const std::vector<Tensor>& a) {
+    auto [x, k] = while_loop([&](const std::pair<Tensor, Tensor>& c) { return gt(c.first, a[1]); },
+                             [](const std::pair<Tensor, Tensor>& c) {
+                               return std::pair{sqrt(c.first) * 0.9,
+                                                cast(cast(c.second, DType::f64) + 3.0, DType::i64)};
+                             },
+                             std::pair{a[0], cast(tensor({1.0}, {}), DType::i64)});
+    return x + cast(k, DType::f64);
+  };
+  const Tape v = check_vmap(f, {tensor({0.5, 4.0, 100.0, 1e4}, {4}), tensor({1.0}, {})}, {true, false}, "i64 carry");
+  CHECK(count_calls(v, "gather") >= 1);
+  // cond reads only the counter: one trip count for all; the body's batched carry
+  // batched, the counter not.
+  const Fn g = [](const std::vector<Tensor>& a) {
+    auto [x, i] = while_loop([](const std::pair<Tensor, Tensor>& c) { return lt(c.second, tensor({4.0}, {})); },
+                             [&](const std::pair<Tensor, Tensor>& c) {
+                               return std::pair{tanh(c.first * a[1]) + c.second, c.second + 1.0};
+                             },
+                             std::pair{a[0], tensor({0.0}, {})});
+    return x * i;
+  };
+  const Tape w = check_vmap(g, {randn({3, 2}, 20), randn({2}, 21)}, {true, false}, "unbatched cond");
+  for (const Op& op : w.ops)
+    if (op.kind == OpKind::call && op.prim->name == "while_loop") {
+      const Tape& body = op.attrs.tape("body");
+      CHECK(body.type(body.inputs().back()).shape.empty());  // (the carry i)
+      CHECK(op.attrs.has("trips"));
+    }
+  check_all_subsets(g, {randn({2}, 22), randn({2}, 23)}, 3, "unbatched cond");
+}
+
+TEST_CASE("vmap of checkpoint and call: the body batched once") {
+  const Fn f = [](const std::vector<Tensor>& a) {
+    auto block = checkpoint([](const Tensor& x, const Tensor& w) { return tanh(x * w) + sin(x); });
+    return block(block(a[0], a[1]), a[1]) * 2.0;
+  };
+  check_all_subsets(f, {randn({4}, 30), randn({4}, 31)}, 3, "checkpoint");
+  const Tape v = check_vmap(f, {randn({3, 4}, 32), randn({4}, 33)}, {true, false}, "checkpoint");
+  CHECK(top_calls(v, "checkpoint") == 2);
+  CHECK(!has_fallback(v, "checkpoint"));
+  // The gradient of a checkpointed function has a `call`: vmap of grad batches it.
+  const Fn g = [&](const std::vector<Tensor>& a) {
+    return reel::grad([&](const Tensor& x) { return sum(f({x, a[1]})); }, a[0]).grads[0];
+  };
+  const Tape w = check_vmap(g, {randn({3, 4}, 34), randn({4}, 35)}, {true, false}, "grad of checkpoint");
+  CHECK(count_calls(w, "call") >= 1);
+  CHECK(!has_fallback(w, "call"));
 }
