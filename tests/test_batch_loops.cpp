@@ -77,8 +77,9 @@ Tape check_vmap(const Fn& fn, const std::vector<Tensor>& args, const std::vector
 }
 
 // Every non-empty subset of the args batched (size B: a batched arg gets [B] in front).
+// `each` sees each batched tape with its mask (bit i: arg i batched).
 void check_all_subsets(const Fn& fn, const std::vector<Tensor>& args, int64_t B, const std::string& what,
-                       uint64_t seed = 7) {
+                       const std::function<void(unsigned, const Tape&)>& each = {}, uint64_t seed = 7) {
   const std::size_t n = args.size();
   for (unsigned mask = 1; mask < (1u << n); ++mask) {
     std::vector<Tensor> a;
@@ -94,7 +95,8 @@ void check_all_subsets(const Fn& fn, const std::vector<Tensor>& args, int64_t B,
       s.insert(s.end(), args[i].shape().begin(), args[i].shape().end());
       a.push_back(randn(s, seed + mask * 31 + i, args[i].dtype()));
     }
-    (void)check_vmap(fn, a, flags, fmt::format("{} (batched mask {})", what, mask));
+    const Tape v = check_vmap(fn, a, flags, fmt::format("{} (batched mask {})", what, mask));
+    if (each) each(mask, v);
   }
 }
 
@@ -243,4 +245,70 @@ TEST_CASE("vmap of checkpoint and call: the body batched once") {
   const Tape w = check_vmap(g, {randn({3, 4}, 34), randn({4}, 35)}, {true, false}, "grad of checkpoint");
   CHECK(count_calls(w, "call") >= 1);
   CHECK(!has_fallback(w, "call"));
+}
+
+TEST_CASE("vmap of conv2d, its gradients and the pools: one call where one argument is batched, vs a loop") {
+  const Attrs conv{{"stride", Shape{2, 1}}, {"padding", Shape{1, 1}}, {"dilation", Shape{1, 2}}};
+  Attrs data = conv, filter = conv;
+  data.set("input_hw", Shape{6, 5});
+  filter.set("kernel_hw", Shape{3, 2});
+  const Tensor x = randn({2, 3, 6, 5}, 40), w = randn({4, 3, 3, 2}, 41), dy = randn({2, 4, 3, 5}, 42);
+  struct Case {
+    const char* prim;
+    std::vector<Tensor> args;
+    Attrs attrs;
+  };
+  const Attrs pool{{"kernel", Shape{2, 2}}, {"padding", Shape{1, 1}}};
+  Attrs pool_grad = pool;
+  pool_grad.set("input_hw", Shape{6, 5});
+  const Tensor pooled = randn({2, 3, 4, 3}, 43);
+  const std::vector<Case> cases = {
+      {"conv2d", {x, w}, conv},
+      {"conv2d_data_grad", {dy, w}, data},
+      {"conv2d_filter_grad", {x, dy}, filter},
+      {"max_pool2d", {x}, pool},
+      {"max_pool2d_grad", {x, pooled}, pool},
+      {"max_pool2d_gather", {x, randn({2, 3, 6, 5}, 44)}, pool},
+      {"avg_pool2d", {x}, pool},
+      {"avg_pool2d_grad", {pooled}, pool_grad},
+  };
+  for (const Case& c : cases) {
+    const Fn f = [&](const std::vector<Tensor>& a) { return apply(c.prim, a, c.attrs); };
+    const bool conv_like = std::string_view(c.prim).starts_with("conv2d");
+    check_all_subsets(f, c.args, 3, c.prim, [&](unsigned mask, const Tape& v) {
+      // Only a convolution with both arguments batched runs one call per element.
+      CHECK_MESSAGE(has_fallback(v, c.prim) == (conv_like && mask == 3u), c.prim, " mask ", mask, ": ", to_string(v));
+    });
+  }
+}
+
+TEST_CASE("per-example gradients of a small CNN: vmap of grad vs a loop of grad, and grad of vmap") {
+  const Tensor w1 = randn({4, 1, 3, 3}, 50) * 0.4, w2 = randn({3, 16}, 51) * 0.3;
+  // One image [1, 1, 6, 6] -> conv, relu-free smooth nonlinearity, avg pool, linear.
+  auto loss = [](const Tensor& img, const Tensor& c, const Tensor& l) {
+    const Tensor h = tanh(conv2d(img, c, {.padding = {1, 1}}));           // [1,4,6,6]
+    const Tensor p = avg_pool2d(h, {3, 3});                               // [1,4,2,2]
+    const Tensor m = max_pool2d(h, {3, 3});
+    return sum(square(matmul(l, reshape(p + m, {16}))));
+  };
+  const Tensor images = randn({5, 1, 1, 6, 6}, 52);
+  // vmap of grad with respect to both weights: per-example gradients.
+  const Fn per_example = [&](const std::vector<Tensor>& a) {
+    const auto g = reel::grad([&](const Tensor& c, const Tensor& l) { return loss(a[0], c, l); }, a[1], a[2]);
+    return concat({reshape(g.grads[0], {g.grads[0].numel()}), reshape(g.grads[1], {g.grads[1].numel()})});
+  };
+  const Tape v = check_vmap(per_example, {images, w1, w2}, {true, false, false}, "per-example gradients", 1e-10, 1e-12);
+  CHECK(!has_fallback(v, "conv2d"));
+  CHECK(!has_fallback(v, "avg_pool2d"));
+  CHECK(!has_fallback(v, "max_pool2d"));
+  // grad of vmap: the gradient of the batch's summed losses is the sum of the per-example ones.
+  const Tensor summed = reel::grad(
+      [&](const Tensor& c, const Tensor& l) {
+        return sum(reel::vmap([&](const Tensor& img) { return loss(img, c, l); })(images));
+      },
+      w1, w2).grads[0];
+  Tensor expected = zeros({4, 1, 3, 3});
+  for (int64_t j = 0; j < 5; ++j)
+    expected = expected + reel::grad([&](const Tensor& c) { return loss(index(images, j), c, w2); }, w1).grads[0];
+  check_close(summed, expected, 1e-10, 1e-12, "grad of vmap of a CNN");
 }
