@@ -312,3 +312,84 @@ TEST_CASE("per-example gradients of a small CNN: vmap of grad vs a loop of grad,
     expected = expected + reel::grad([&](const Tensor& c) { return loss(index(images, j), c, w2); }, w1).grads[0];
   check_close(summed, expected, 1e-10, 1e-12, "grad of vmap of a CNN");
 }
+
+TEST_CASE("vmap of grad and grad of vmap through a scan, with every checkpoint policy") {
+  const Tensor h0 = randn({3}, 60), W = randn({3, 3}, 61) * 0.5;
+  const Tensor xs = randn({4, 5, 3}, 62);  // a batch of 4 sequences of 5 steps
+  for (const Checkpoint cp : {Checkpoint{}, Checkpoint::every(2), Checkpoint::sqrt(), Checkpoint::binomial(2)}) {
+    auto loss = [cp](const Tensor& h, const Tensor& x, const Tensor& w) {
+      auto [last, ys] = reel::scan(
+          [&](const Tensor& c, const Tensor& xt) {
+            const Tensor next = tanh(matmul(w, c) + xt);
+            return std::pair{next, sum(next * next)};
+          },
+          h, x, ScanOptions{.checkpoint = cp});
+      return sum(ys) + sum(last);
+    };
+    const std::string what = fmt::format("checkpoint kind {}", static_cast<int>(cp.kind));
+    // vmap of grad: each sequence's gradient with respect to W and h0.
+    const Fn per_example = [&](const std::vector<Tensor>& a) {
+      const auto g = reel::grad(loss, a[0], a[1], a[2]);
+      return concat({g.grads[0], reshape(g.grads[2], {9})});
+    };
+    const Tape v = check_vmap(per_example, {h0, xs, W}, {false, true, false}, "vmap of grad, " + what, 1e-10, 1e-12);
+    CHECK(!has_fallback(v, "scan"));
+    // grad of vmap: the summed losses' gradient is the per-example gradients' sum.
+    const auto g = reel::grad(
+        [&](const Tensor& h, const Tensor& w) {
+          return sum(reel::vmap([&](const Tensor& x) { return loss(h, x, w); })(xs));
+        },
+        h0, W);
+    Tensor dh = zeros({3}), dw = zeros({3, 3});
+    for (int64_t j = 0; j < 4; ++j) {
+      const auto gj = reel::grad(loss, h0, index(xs, j), W);
+      dh = dh + gj.grads[0], dw = dw + gj.grads[2];
+    }
+    check_close(g.grads[0], dh, 1e-10, 1e-12, "grad of vmap, dh0, " + what);
+    check_close(g.grads[1], dw, 1e-10, 1e-12, "grad of vmap, dW, " + what);
+  }
+}
+
+TEST_CASE("vector-mode forward (jvp_tape with k tangents) through a scan and a while_loop") {
+  const Fn f = [](const std::vector<Tensor>& a) {
+    auto [h, ys] = reel::scan([&](const Tensor& c, const Tensor& x) { return std::pair{sin(c * a[1]) + x, c}; },
+                              a[0], a[2]);
+    const Tensor z = while_loop([](const Tensor& c) { return lt(sum(c), tensor({6.0}, {})); },
+                                [](const Tensor& c) { return c * 1.5 + 0.5; }, square(h));
+    return sum(z) + sum(ys);
+  };
+  const std::vector<Tensor> args{randn({2}, 70), randn({2}, 71), randn({3, 2}, 72)};
+  const Tape t = reel::test::trace_list(f, args);
+  const int64_t k = 3;
+  const Tape J = jvp_tape(t, k), J1 = jvp_tape(t);
+  std::vector<Tensor> in = args, tangents;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    Shape s{k};
+    s.insert(s.end(), args[i].shape().begin(), args[i].shape().end());
+    tangents.push_back(randn(s, 80 + i));
+  }
+  in.insert(in.end(), tangents.begin(), tangents.end());
+  const std::vector<Tensor> out = run_checked(J, in);
+  REQUIRE(out.size() == 2);
+  for (int64_t j = 0; j < k; ++j) {
+    std::vector<Tensor> one = args;
+    for (const Tensor& tg : tangents) one.push_back(index(tg, j));
+    const std::vector<Tensor> ref = play(J1, one);
+    check_close(out[0], ref[0], 1e-12, 1e-12, "jvp value");
+    check_close(index(out[1], j), ref[1], 1e-10, 1e-12, fmt::format("tangent {}", j));
+  }
+}
+
+TEST_CASE("vmap of while_loop: reel::vmap and jit, and grad of a per-element trip count is an error naming trips") {
+  auto collatz_like = [](const Tensor& x0) {
+    return while_loop([](const Tensor& x) { return gt(x, tensor({1.0}, {})); },
+                      [](const Tensor& x) { return x * 0.5 + 0.1; }, x0);
+  };
+  const Tensor xs = tensor({0.5, 3.0, 17.0, 2.0});
+  const Tensor got = reel::vmap(collatz_like)(xs);
+  for (int64_t j = 0; j < 4; ++j) check_close(index(got, j), collatz_like(index(xs, j)), 0, 0, "reel::vmap");
+  auto jitted = reel::jit([&](const Tensor& x) { return reel::vmap(collatz_like)(x); });
+  check_close(jitted(xs), got, 1e-12, 1e-12, "jit of vmap");
+  CHECK_ERROR(reel::grad([&](const Tensor& x) { return sum(reel::vmap(collatz_like)(x)); }, xs), "while_loop",
+              "trips");
+}
