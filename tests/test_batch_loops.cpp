@@ -393,3 +393,44 @@ TEST_CASE("vmap of while_loop: reel::vmap and jit, and grad of a per-element tri
   CHECK_ERROR(reel::grad([&](const Tensor& x) { return sum(reel::vmap(collatz_like)(x)); }, xs), "while_loop",
               "trips");
 }
+
+TEST_CASE("vmap of a user's primitive: its batch rule, the fallback without one, define_function_primitive") {
+  // weighted_norm(x [n], w [n]) = sum(w * x * x), with a batch rule that reduces the last axis.
+  auto eager = [](std::span<const Tensor> x, const Attrs&) { return sum(x[1] * x[0] * x[0]); };
+  auto type = [](std::span<const VarType> in, const Attrs&) { return VarType{in[0].dtype, {}}; };
+  define_primitive({.name = "test_batch_wnorm",
+                    .arity = 2,
+                    .type = type,
+                    .eager = eager,
+                    .batch = [](const std::vector<Tensor>& a, const std::vector<bool>&, int64_t, const Attrs&) {
+                      return sum(a[1] * a[0] * a[0], -1);  // a batched [B, n] broadcasts with an unbatched [n]
+                    }});
+  define_primitive({.name = "test_batch_wnorm_plain", .arity = 2, .type = type, .eager = eager});
+  define_primitive({.name = "test_batch_wnorm_bad",
+                    .arity = 2,
+                    .type = type,
+                    .eager = eager,
+                    .batch = [](const std::vector<Tensor>& a, const std::vector<bool>&, int64_t, const Attrs&) {
+                      return sum(a[1] * a[0] * a[0]);  // forgets the batch
+                    }});
+  define_function_primitive("test_batch_fn", 2, [](const std::vector<Tensor>& a) {
+    return reel::scan([&](const Tensor& c, const Tensor& x) { return std::pair{c * a[1] + x, none}; }, a[0] * 0.0,
+                      a[0]).first;
+  });
+  const Tensor x = randn({4}, 90), w = randn({4}, 91);
+  for (const char* name : {"test_batch_wnorm", "test_batch_wnorm_plain"}) {
+    const Fn f = [&](const std::vector<Tensor>& a) { return reel::apply(name, std::span<const Tensor>(a)) * 2.0; };
+    check_all_subsets(f, {x, w}, 3, name, [&](unsigned, const Tape& v) {
+      CHECK(has_fallback(v, name) == (std::string_view(name) == "test_batch_wnorm_plain"));
+    });
+  }
+  const Fn bad = [](const std::vector<Tensor>& a) { return reel::apply("test_batch_wnorm_bad", std::span<const Tensor>(a)); };
+  const Tape t = reel::test::trace_list(bad, {x, w});
+  const bool flags[] = {true, false};
+  CHECK_ERROR(vmap_tape(t, flags, 3), "test_batch_wnorm_bad", "the batch rule returned f64[]", "expected f64[3]");
+  // A function primitive batches f's tape: its scan by the scan rule.
+  const Fn g = [](const std::vector<Tensor>& a) { return reel::apply("test_batch_fn", std::span<const Tensor>(a)); };
+  check_all_subsets(g, {randn({3, 2}, 92), randn({2}, 93)}, 4, "function primitive", [](unsigned, const Tape& v) {
+    CHECK(!has_fallback(v, "test_batch_fn"));
+  });
+}
