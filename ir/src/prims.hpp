@@ -55,10 +55,6 @@ Tape batch_loop_body(const Tape& body, const std::vector<bool>& in, const std::v
 Var move_axis(TapeBuilder& b, Var v, std::size_t from, std::size_t to);
 // v batched ([size] + its type) if it is not already (flag false): a broadcast.
 Var ensure_batched(TapeBuilder& b, Var v, bool batched, int64_t size);
-// A call of p batched by a scan over the batch: one call per batch element (what the
-// batch pass does for a primitive without a batching rule; a rule falls back to it for
-// the cases it has no better way for).
-Results<Var> batch_by_scan(TapeBuilder& b, const Primitive& p, const BatchArgs& a);
 
 // "(f64[3], i64[])": a list of types, for errors.
 std::string types_str(std::span<const VarType> types);

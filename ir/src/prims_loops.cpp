@@ -121,25 +121,6 @@ Var ensure_batched(TapeBuilder& b, Var v, bool batched, int64_t size) {
   return b.broadcast_to(v, with_leading(size, t).shape);
 }
 
-// scan(unbatched args as consts, batched args as xs) {the call}: its ys are the call's
-// results stacked over the batch.
-Results<Var> batch_by_scan(TapeBuilder& b, const Primitive& p, const BatchArgs& a) {
-  TapeBuilder body;
-  std::vector<Var> consts, xs, inner(a.args.size(), kNoVar);
-  for (std::size_t i = 0; i < a.args.size(); ++i)
-    if (!a.batched[i]) consts.push_back(a.args[i]), inner[i] = body.input(a.types[i]);
-  for (std::size_t i = 0; i < a.args.size(); ++i)
-    if (a.batched[i]) xs.push_back(a.args[i]), inner[i] = body.input(a.types[i]);
-  body.set_outputs(body.call_results(p, inner, a.attrs));
-  std::vector<Var> args = consts;
-  args.insert(args.end(), xs.begin(), xs.end());
-  Attrs attrs{{"body", TapeRef{std::make_shared<const Tape>(body.finish())}},
-              {"length", a.size},
-              {"num_consts", static_cast<int64_t>(consts.size())},
-              {"num_carry", int64_t{0}}};
-  return b.call_results(primitive("scan"), std::move(args), std::move(attrs));
-}
-
 namespace {
 
 // A scan call's layout, read from its attributes and checked against its arguments.
@@ -911,3 +892,24 @@ void add_loops(std::vector<Primitive>& t) {
 }
 
 }  // namespace reel::prims
+
+namespace reel {
+
+Results<Var> batch_by_scan(TapeBuilder& b, const Primitive& p, const BatchArgs& a) {
+  TapeBuilder body;
+  std::vector<Var> consts, xs, inner(a.args.size(), kNoVar);
+  for (std::size_t i = 0; i < a.args.size(); ++i)
+    if (!a.batched[i]) consts.push_back(a.args[i]), inner[i] = body.input(a.types[i]);
+  for (std::size_t i = 0; i < a.args.size(); ++i)
+    if (a.batched[i]) xs.push_back(a.args[i]), inner[i] = body.input(a.types[i]);
+  body.set_outputs(body.call_results(p, inner, a.attrs));
+  std::vector<Var> args = consts;
+  args.insert(args.end(), xs.begin(), xs.end());
+  Attrs attrs{{"body", TapeRef{std::make_shared<const Tape>(body.finish())}},
+              {"length", a.size},
+              {"num_consts", static_cast<int64_t>(consts.size())},
+              {"num_carry", int64_t{0}}};
+  return b.call_results(primitive("scan"), std::move(args), std::move(attrs));
+}
+
+}  // namespace reel
