@@ -51,6 +51,12 @@ void add_revolve(std::vector<Primitive>& table);  // prims_revolve.cpp
 std::vector<bool> depends_on(const Tape& tape, const std::vector<bool>& in);
 Tape batch_loop_body(const Tape& body, const std::vector<bool>& in, const std::vector<bool>& out, int64_t size,
                      const Transforms& transforms);
+// A loop body's batching flags: `in` (per body input) holds the carries at [first,
+// first + K), whose next values are the body's outputs [0, K). A carry is batched if it
+// starts batched or its next value depends on a batched input (to a fixed point: `in`
+// is updated). Returns the outputs' flags: a carry's as its input's, any other output's
+// whether it depends on a batched input.
+std::vector<bool> batch_carries(const Tape& body, std::vector<bool>& in, std::size_t first, std::size_t K);
 // v with its axis `from` moved to position `to` (a permute; v itself when from == to).
 Var move_axis(TapeBuilder& b, Var v, std::size_t from, std::size_t to);
 // v batched ([size] + its type) if it is not already (flag false): a broadcast.

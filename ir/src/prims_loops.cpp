@@ -105,6 +105,18 @@ Tape batch_loop_body(const Tape& body, const std::vector<bool>& in, const std::v
   return transforms.cleanup(k.finish());
 }
 
+std::vector<bool> batch_carries(const Tape& body, std::vector<bool>& in, std::size_t first, std::size_t K) {
+  std::vector<bool> out;
+  for (bool changed = true; changed;) {
+    changed = false;
+    out = depends_on(body, in);
+    for (std::size_t c = 0; c < K; ++c)
+      if (out[c] && !in[first + c]) in[first + c] = changed = true;
+  }
+  for (std::size_t c = 0; c < K; ++c) out[c] = in[first + c];
+  return out;
+}
+
 Var move_axis(TapeBuilder& b, Var v, std::size_t from, std::size_t to) {
   if (from == to) return v;
   const std::size_t rank = b.type(v).shape.size();
@@ -837,15 +849,9 @@ Results<Var> scan_tangent(TapeBuilder& b, const TangentArgs& a) {
 Results<Var> scan_batch(TapeBuilder& b, const BatchArgs& a) {
   const ScanLayout s = scan_layout(a.attrs, a.args.size());
   const Tape& body = *s.body;
-  std::vector<bool> in(body.inputs().size(), false), out;
+  std::vector<bool> in(body.inputs().size(), false);
   for (std::size_t i = 0; i < s.C + s.K + s.X; ++i) in[s.first_const() + i] = a.batched[i];
-  for (bool changed = true; changed;) {
-    changed = false;
-    out = depends_on(body, in);
-    for (std::size_t c = 0; c < s.K; ++c)
-      if (out[c] && !in[s.first_carry() + c]) in[s.first_carry() + c] = changed = true;
-  }
-  for (std::size_t c = 0; c < s.K; ++c) out[c] = in[s.first_carry() + c];
+  const std::vector<bool> out = batch_carries(body, in, s.first_carry(), s.K);
   std::vector<Var> args(a.args.begin(), a.args.end());
   for (std::size_t c = 0; c < s.K; ++c)
     if (in[s.first_carry() + c]) args[s.C + c] = ensure_batched(b, args[s.C + c], a.batched[s.C + c], a.size);

@@ -258,12 +258,7 @@ Results<Var> while_batch(TapeBuilder& b, const BatchArgs& a) {
   const WhileLayout w = while_layout(a.attrs, a.args.size());
   const Transforms& tr = *a.transforms;
   std::vector<bool> in(a.batched.begin(), a.batched.end());
-  for (bool changed = true; changed;) {
-    changed = false;
-    const std::vector<bool> out = depends_on(*w.body, in);
-    for (std::size_t c = 0; c < w.K; ++c)
-      if (out[c] && !in[w.C + c]) in[w.C + c] = changed = true;
-  }
+  (void)batch_carries(*w.body, in, w.C, w.K);
   const bool per_element = depends_on(*w.cond, in)[0];
   if (per_element)
     for (std::size_t c = 0; c < w.K; ++c) in[w.C + c] = true;
