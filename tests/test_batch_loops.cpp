@@ -1,7 +1,10 @@
 // Batching rules of loops, calls and convolutions (vmap): scan, fori_loop, while_loop
-// with per-element trip counts, checkpoint, conv2d and pooling. Each batched tape is
+// with per-element trip counts, checkpoint and call, revolve (vmap of a gradient through
+// a binomial scan), conv2d, its gradients and the pools, and users' primitives
+// (define_primitive's batch rule, define_function_primitive). Each batched tape is
 // checked against a loop of the function over the batch's slices, interpreted and
-// compiled (run_checked), and for not being the pass's fallback where a rule exists.
+// compiled (run_checked), and for not being the pass's fallback (a scan over the batch
+// around one call) where a rule exists; also grad of vmap and vmap of grad.
 #include <doctest/doctest.h>
 
 #include "test_util.hpp"
@@ -394,7 +397,20 @@ TEST_CASE("vmap of while_loop: reel::vmap and jit, and grad of a per-element tri
   auto jitted = reel::jit([&](const Tensor& x) { return reel::vmap(collatz_like)(x); });
   check_close(jitted(xs), got, 1e-12, 1e-12, "jit of vmap");
   CHECK_ERROR(reel::grad([&](const Tensor& x) { return sum(reel::vmap(collatz_like)(x)); }, xs), "while_loop",
-              "trips");
+              "no trip count", "batched by vmap with a trip count per batch element");
+  // With one trip count for the whole batch (cond reads no batched value) the loop keeps
+  // its trips, and grad of vmap works.
+  auto scaled = [](const Tensor& x0) {
+    auto [x, i] = while_loop([](const std::pair<Tensor, Tensor>& c) { return lt(c.second, tensor({3.0}, {})); },
+                             [](const std::pair<Tensor, Tensor>& c) {
+                               return std::pair{sin(c.first) * 1.5, c.second + 1.0};
+                             },
+                             std::pair{x0, tensor({0.0}, {})});
+    return x;
+  };
+  const Tensor dx = reel::grad([&](const Tensor& x) { return sum(reel::vmap(scaled)(x)); }, xs).grads[0];
+  for (int64_t j = 0; j < 4; ++j)
+    check_close(index(dx, j), reel::grad(scaled, index(xs, j)).grads[0], 1e-12, 1e-12, "grad of vmap of while_loop");
 }
 
 TEST_CASE("vmap of a user's primitive: its batch rule, the fallback without one, define_function_primitive") {

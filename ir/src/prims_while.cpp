@@ -141,7 +141,8 @@ ForwardHalf while_forward(TapeBuilder& b, const ForwardArgs& a) {
   const WhileLayout w = while_layout(a.attrs, a.args.size());
   if (!w.has_trips)
     throw Error("grad: while_loop has no trip count (its attribute trips, which reel::while_loop records when it is "
-                "traced); reverse mode runs the loop as a scan of that many iterations, so give trips=N");
+                "traced, and which a while_loop batched by vmap with a trip count per batch element lacks); reverse "
+                "mode runs the loop as a scan of that many iterations, so give trips=N");
   auto state = std::make_shared<WhileGrad>();
   state->scan_attrs = guarded_scan(w);
   ForwardHalf half = primitive("scan").adjoint_forward(
