@@ -453,3 +453,46 @@ TEST_CASE("vmap of a user's primitive: its batch rule, the fallback without one,
     CHECK(!has_fallback(v, "test_batch_fn"));
   });
 }
+
+TEST_CASE("vmap of nested loops: a while_loop with per-element trip counts and a checkpoint inside a scan") {
+  const Fn f = [](const std::vector<Tensor>& a) {
+    auto [h, ys] = reel::scan(
+        [&](const Tensor& c, const Tensor& x) {
+          // Inside each step: halve until below the step's own bound (trips vary by element and step).
+          const Tensor d = while_loop([&](const Tensor& v) { return gt(sum(abs(v)), abs(x) + 0.1); },
+                                      [](const Tensor& v) { return v * 0.5; }, c * 3.0 + 1.0);
+          const Tensor e = checkpoint([](const Tensor& v, const Tensor& w) { return tanh(v * w); })(d, a[1]);
+          return std::pair{e, sum(d)};
+        },
+        a[0], a[2]);
+    return concat({h, ys});
+  };
+  const std::vector<Tensor> args{randn({2}, 100), randn({2}, 101), randn({4}, 102)};
+  check_all_subsets(f, args, 3, "nested loops", [](unsigned, const Tape& v) {
+    CHECK(!has_fallback(v, "scan"));
+    CHECK(!has_fallback(v, "while_loop"));
+    CHECK(!has_fallback(v, "checkpoint"));
+  });
+}
+
+TEST_CASE("vmap of loops and convolutions over an empty batch") {
+  const Fn f = [](const std::vector<Tensor>& a) {
+    const Tensor r = rnn(a[0], a[1], a[2]);
+    const Tensor w = while_loop([](const Tensor& v) { return gt(sum(v), tensor({1.0}, {})); },
+                                [](const Tensor& v) { return v * 0.5; }, square(a[0]) + 1.0);
+    return concat({r, w});
+  };
+  const Tape t = reel::test::trace_list(f, {randn({3}, 110), randn({4, 3}, 111), randn({3, 3}, 112)});
+  const bool flags[] = {true, true, false};
+  const Tape v = vmap_tape(t, flags, 0);
+  const std::vector<Tensor> out = run_checked(v, {zeros({0, 3}), zeros({0, 4, 3}), randn({3, 3}, 113)});
+  CHECK(out[0].shape() == Shape{0, 18});
+  const Fn c = [](const std::vector<Tensor>& a) { return conv2d(a[0], a[1]); };
+  const Tape ct = reel::test::trace_list(c, {randn({1, 2, 4, 4}, 114), randn({3, 2, 2, 2}, 115)});
+  for (const auto& fl : {std::array<bool, 2>{true, false}, std::array<bool, 2>{false, true}}) {
+    const Tape cv = vmap_tape(ct, fl, 0);
+    const Tensor x = fl[0] ? zeros({0, 1, 2, 4, 4}) : randn({1, 2, 4, 4}, 116);
+    const Tensor w = fl[1] ? zeros({0, 3, 2, 2, 2}) : randn({3, 2, 2, 2}, 117);
+    CHECK(run_checked(cv, {x, w})[0].shape() == Shape{0, 1, 3, 3, 3});
+  }
+}
