@@ -225,15 +225,15 @@ TEST_CASE("compiled gathers and scatters are loops after an index check: bad ind
                        tensor({4, 0, 4}, {3}, DType::i64));
   const Tape g = grad_tape(t);
   const std::string plan = plan_text(g);
-  CHECK(plan.find("gather %") != std::string::npos);
-  CHECK(plan.find("scatter %") != std::string::npos);
   CAPTURE(plan);
+  CHECK(plan.find("gathers [%3 = %1 at %2] after checking the indices of [%3]") != std::string::npos);  // in sin's loop
+  CHECK(plan.find("scatter %") != std::string::npos);
   CHECK(plan.find("gather(%1, %2) (eager)") == std::string::npos);
-  std::size_t loops = 0;  // the gather and its gradient's scatter-add (the i64 input's zero gradient is eager)
+  std::size_t loops = 0;  // the gradient's scatter-add (the i64 input's zero gradient is eager)
   for (std::size_t at = plan.find("(checked indices, loop)"); at != std::string::npos;
        at = plan.find("(checked indices, loop)", at + 1))
     ++loops;
-  CHECK(loops == 2);
+  CHECK(loops == 1);
   const CompiledFunction f = compile(g);
   const Tensor x = randn({3, 5}, 2);
   for (const auto& idx : {tensor({4, 0, 4}, {3}, DType::i64), tensor({1, 2, 3}, {3}, DType::i64)}) {
@@ -252,6 +252,100 @@ TEST_CASE("compiled gathers and scatters are loops after an index check: bad ind
                        {randn({4, 2}, 4)}, "take");
   const Tape t32 = trace([](const Tensor& v) { return gather(v, tensor({3, 3, 1}, {3}, DType::i64)); }, x32);
   test::run_checked(t32, {x32});
+}
+
+TEST_CASE("a gather fuses into the elementwise loop that reads it: an indexed load, its indices checked before") {
+  const std::size_t npos = std::string::npos;
+  for (DType dt : {DType::f64, DType::f32}) {
+    const Tensor x = cast(randn({3, 5, 2}, 1), dt);
+    for (int64_t axis : {0, 1, 2, -1}) {
+      const int64_t n = x.shape()[static_cast<std::size_t>(axis < 0 ? axis + 3 : axis)];
+      auto indices = [](std::vector<double> v) { return tensor(v, {2, 2}, DType::i64); };
+      // 2-D indices with a duplicate, around the other axes.
+      const Tensor idx = indices({static_cast<double>(n - 1), 0, static_cast<double>(n - 1), 1});
+      const Tape t = trace([&](const Tensor& v, const Tensor& i) {
+        const Tensor g = gather(v, i, axis);
+        return exp(g) * 0.5 + g;
+      }, x, idx);
+      const std::string plan = plan_text(t);
+      CAPTURE(plan);
+      CHECK(plan.find("gathers [%3 = %1 at %2]") != npos);
+      CHECK(plan.find("after checking the indices of [%3]") != npos);
+      CHECK(plan.find("(checked indices, loop)") == npos);
+      test::run_checked(t, {x, idx});
+      const CompiledFunction f = compile(t);
+      const std::string where = fmt::format("for axis {} of length {}", axis < 0 ? axis + 3 : axis, n);
+      CHECK_ERROR(f({x, indices({0, static_cast<double>(n), 0, 0})}),
+                  fmt::format("gather: index {} (element 1 of the indices) is out of range {}", n, where));
+      CHECK_ERROR(f({x, indices({0, 0, 0, -1})}), "gather: index -1 (element 3 of the indices)", where);
+    }
+  }
+  // 0-d indices: the gathered axis is gone.
+  const Tensor m = randn({4, 3}, 2);
+  const Tape t0 = trace([](const Tensor& v, const Tensor& i) { return sin(gather(v, i, 1)) + 1.0; }, m,
+                        tensor({2.0}, {}, DType::i64));
+  CHECK(plan_text(t0).find("gathers [") != std::string::npos);
+  test::run_checked(t0, {m, tensor({2.0}, {}, DType::i64)});
+  test::run_checked(t0, {m, tensor({0.0}, {}, DType::i64)});
+}
+
+TEST_CASE("a fused gather with constant indices: checked once when compiled, out of range a step that reports it") {
+  // In range: no check at all. The shifted read also keeps the memory plan from writing
+  // the loop's result over the gathered source (read at other elements, not element for
+  // element), which dies in that loop. Indices running up by one in a few ranges (the
+  // shift: [0] and [0, 4]; [2, 4] and [0, 2]) are contiguous loads in a loop split at
+  // the ranges' ends (merged: 1, 3, 6); a reversal (six ranges) stays a vector gather.
+  const Tape t = parse_tape(
+      "inp %1::f64[2,6]\n"
+      "%2 = const [0, 0, 1, 2, 3, 4]::i64[6]\n"
+      "%3 = exp(%1)::f64[2,6]\n"
+      "%4 = gather(%3, %2, axis=1)::f64[2,6]\n"
+      "%5 = add(%4, %3)::f64[2,6]\n"
+      "%6 = const [5, 4, 3, 2, 1, 0]::i64[6]\n"
+      "%7 = gather(%3, %6, axis=1)::f64[2,6]\n"
+      "%8 = mul(%5, %7)::f64[2,6]\n"
+      "%9 = const [2, 3, 4, 0, 1, 2]::i64[6]\n"
+      "%10 = gather(%1, %9, axis=1)::f64[2,6]\n"
+      "%11 = add(%8, %10)::f64[2,6]\n"
+      "%12 = sum(%11, axes=[1])::f64[2]\n"
+      "out %12\n");
+  const std::string plan = plan_text(t);
+  CAPTURE(plan);
+  CHECK(plan.find("gathers [%4 = %3 at %2, %7 = %3 at %6, %10 = %1 at %9]") != std::string::npos);
+  CHECK(plan.find("checking the indices") == std::string::npos);
+  CHECK(plan.find("in place") == std::string::npos);
+  test::run_checked(t, {randn({2, 6}, 3)});
+  // Constants the same throughout a few ranges of the innermost dimension (a step
+  // vector: ranges [0, 1), [1, 4), [4, 6); a vector of one value) read one element per
+  // range; a constant that varies across the outer dimension is read element by element.
+  for (const char* dt : {"f64", "f32"}) {
+    const Tape c = parse_tape(fmt::format(
+        "inp %1::{0}[3,6]\n"
+        "%2 = const [1, 0, 0, 0, 2.5, 2.5]::{0}[6]\n"
+        "%3 = mul(%1, %2)::{0}[3,6]\n"
+        "%4 = const [1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3]::{0}[3,6]\n"
+        "%5 = add(%3, %4)::{0}[3,6]\n"
+        "%6 = const [5, 5, 5, 5, 5, 5]::{0}[6]\n"
+        "%7 = sub(%5, %6)::{0}[3,6]\n"
+        "out %7\n",
+        dt));
+    const Tensor x = cast(randn({3, 6}, 5), std::string(dt) == "f64" ? DType::f64 : DType::f32);
+    const std::vector<Tensor> r = test::run_checked(c, {x});
+    CHECK(r[0].values()[7] == doctest::Approx(x.values()[7] * 0 + 2 - 5));
+  }
+  // Out of range (element 2 is 6): the gather stays a checked step, and each call
+  // reports the bad index, as the interpreter does.
+  const Tape bad = parse_tape(
+      "inp %1::f64[6]\n"
+      "%2 = const [0, 1, 6]::i64[3]\n"
+      "%3 = gather(%1, %2, axis=0)::f64[3]\n"
+      "%4 = mul(%3, %3)::f64[3]\n"
+      "out %4\n");
+  CHECK(plan_text(bad).find("gather %3 = gather(%1, %2) (checked indices, loop)") != std::string::npos);
+  const CompiledFunction f = compile(bad);
+  for (int call = 0; call < 2; ++call)
+    CHECK_ERROR(f({randn({6}, 4)}), "gather: index 6 (element 2 of the indices) is out of range for axis 0 of length 6");
+  CHECK_ERROR(play(bad, {randn({6}, 4)}), "gather: index 6 (element 2 of the indices)");
 }
 
 TEST_CASE("compile runs the cleanup passes only on a tape that has not run them last") {

@@ -180,6 +180,43 @@ TEST_CASE("compiled scan: loop kernels are cached on disk like any other") {
   fs::remove_all(dir, ec);
 }
 
+TEST_CASE("compiled scan: gathers in the body fuse into its loops (GradBench's ode's RK4 step)") {
+  for (DType dt : {DType::f64, DType::f32}) {
+    const int64_t n = 7;
+    const Tensor x = cast(randn({n}, 1), dt);
+    std::vector<double> shift(n), first(n, 0.0), rest(n, 1.0);
+    for (int64_t i = 0; i < n; ++i) shift[static_cast<std::size_t>(i)] = static_cast<double>(i == 0 ? 0 : i - 1);
+    first[0] = 1.0, rest[0] = 0.0;
+    const Tensor e0 = cast(tensor(first, {n}), dt), mask = cast(tensor(rest, {n}), dt);
+    // f(y) = x * (y shifted by one, 1 first); with the shift a constant (checked when
+    // compiled) or an input (checked each iteration, so the body runs through its step).
+    auto rk4 = [&](const Tensor& xv, const Tensor& by, int steps) {
+      auto f = [&](const Tensor& y) { return xv * (gather(y, by) * mask + e0); };
+      const double h = 0.1;
+      return fori_loop(0, steps, [&](const Tensor&, const Tensor& y) {
+        const Tensor k1 = f(y), k2 = f(y + (h / 2) * k1), k3 = f(y + (h / 2) * k2), k4 = f(y + h * k3);
+        return y + (h / 6) * (k1 + 2.0 * k2 + 2.0 * k3 + k4);
+      }, zeros({n}, dt));
+    };
+    const Tensor by = tensor(shift, {n}, DType::i64);
+    const Tape constant = trace([&](const Tensor& xv) { return rk4(xv, by, 5); }, x);
+    const std::string plan = plan_text(constant);
+    CAPTURE(plan);
+    CHECK(plan.find("one kernel") != std::string::npos);
+    CHECK(plan.find("gathers [") != std::string::npos);
+    CHECK(plan.find("checked indices") == std::string::npos);
+    CHECK(plan.find("checking the indices") == std::string::npos);
+    const std::vector<Tensor> a = check_compiled(constant, {x}, "ode, constant shift");
+    const Tape input = trace([&](const Tensor& xv, const Tensor& b) { return rk4(xv, b, 5); }, x, by);
+    CHECK(plan_text(input).find("after checking the indices of") != std::string::npos);
+    check_all_close(check_compiled(input, {x, by}, "ode, shift as an input"), a, dt, "shift as an input vs constant");
+    std::vector<double> bad = shift;
+    bad[3] = static_cast<double>(n);
+    CHECK_ERROR(compile(input)({x, tensor(bad, {n}, DType::i64)}), "iteration 0",
+                fmt::format("gather: index {} (element 3 of the indices) is out of range for axis 0 of length {}", n, n));
+  }
+}
+
 TEST_CASE("compiled scan: bodies that run through the step (matmul, gathers, the counter, casts) and nested scans") {
   for (DType dt : {DType::f64, DType::f32}) {
     const Tensor M = cast(randn({5, 5}, 1) * 0.3, dt), table = cast(randn({12, 5}, 2), dt), x0 = cast(randn({5}, 3), dt);

@@ -171,34 +171,52 @@ class Emitter {
   }
 
   // for i0 in [0, dims[0]) ... for ik in [0, dims[k]): body(i0..ik). Every dim > 0.
-  void loop_nest(const std::vector<int64_t>& dims,
-                 const std::function<void(const std::vector<Value*>&)>& body) {
+  // With `segments` (ends of ranges of the innermost dimension), the innermost loop is
+  // one loop per range, segment_ naming it while its body is emitted.
+  void loop_nest(const std::vector<int64_t>& dims, const std::function<void(const std::vector<Value*>&)>& body,
+                 const std::vector<int64_t>& segments = {}) {
     std::vector<Value*> idx;
     std::function<void(std::size_t)> level = [&](std::size_t d) {
       if (d == dims.size()) {
         body(idx);
         return;
       }
-      llvm::BasicBlock* before = b_.GetInsertBlock();
-      auto* header = llvm::BasicBlock::Create(ctx_, "loop", fn_);
-      auto* exit = llvm::BasicBlock::Create(ctx_, "done", fn_);
-      b_.CreateBr(header);
-      b_.SetInsertPoint(header);
-      llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2);
-      i->addIncoming(b_.getInt64(0), before);
-      idx.push_back(i);
-      level(d + 1);
-      idx.pop_back();
-      Value* next = b_.CreateAdd(i, b_.getInt64(1), "", true, true);
-      i->addIncoming(next, b_.GetInsertBlock());
-      auto* br = b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(dims[d])), header, exit);
       const bool innermost = d + 1 == dims.size();
-      if (!innermost || dims[d] > kMaxUnrolledTripCount)
-        br->setMetadata(llvm::LLVMContext::MD_loop, no_unroll());
-      b_.SetInsertPoint(exit);
+      const std::vector<int64_t> ends = innermost && !segments.empty() ? segments : std::vector<int64_t>{dims[d]};
+      int64_t start = 0;
+      for (std::size_t s = 0; s < ends.size(); start = ends[s++]) {
+        segment_ = s;
+        llvm::PHINode* i = open_counted_loop("loop", start);
+        idx.push_back(i);
+        level(d + 1);
+        idx.pop_back();
+        close_counted_loop(i, ends[s], "done", innermost && ends[s] - start <= kMaxUnrolledTripCount);
+      }
     };
     level(0);
   }
+
+  // A counted loop: a header block `name` whose counter (the phi returned) starts at
+  // `start`; closed after its body by close_counted_loop: counter + 1, back to the
+  // header while below `end`, then on in a new block `exit_name`.
+  llvm::PHINode* open_counted_loop(const char* name, int64_t start) {
+    llvm::BasicBlock* before = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx_, name, fn_);
+    b_.CreateBr(header);
+    b_.SetInsertPoint(header);
+    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2);
+    i->addIncoming(b_.getInt64(start), before);
+    return i;
+  }
+  void close_counted_loop(llvm::PHINode* i, int64_t end, const char* exit_name, bool may_unroll) {
+    auto* exit = llvm::BasicBlock::Create(ctx_, exit_name, fn_);
+    Value* next = b_.CreateAdd(i, b_.getInt64(1), "", true, true);
+    i->addIncoming(next, b_.GetInsertBlock());
+    auto* br = b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(end)), i->getParent(), exit);
+    if (!may_unroll) br->setMetadata(llvm::LLVMContext::MD_loop, no_unroll());
+    b_.SetInsertPoint(exit);
+  }
+  std::size_t segment_ = 0;  // the innermost range being emitted (loop_nest's segments)
 
   // Innermost loops this short may be unrolled completely, which lets the SLP
   // vectorizer use vector math on them. Other loops are vectorized and interleaved but
@@ -229,8 +247,19 @@ class Emitter {
       loop_nest(k_.dims, [&](const std::vector<Value*>& idx) {
         std::vector<Value*> value;
         // Every load first: an in-place store may overwrite an element it reads.
-        for (const auto& l : k_.loads)
-          value.push_back(b_.CreateLoad(elem(l.dtype), element_ptr(l.param, l.dtype, offset(idx, l.strides))));
+        for (const auto& l : k_.loads) {
+          Value* at = offset(idx, l.strides);
+          if (!l.fixed.empty()) {  // a constant's, the same throughout this range
+            at = b_.getInt64(l.fixed[segment_]);
+          } else if (!l.deltas.empty()) {  // a gather's, at constant indices running up in this range
+            Value* j = b_.CreateAdd(idx.back(), b_.getInt64(l.deltas[segment_]), "", false, true);  // (a delta may be negative)
+            at = b_.CreateAdd(at, b_.CreateMul(j, b_.getInt64(l.index_stride), "", true, true), "", true, true);
+          } else if (l.index_param >= 0) {  // a gather's: at the index read, checked before the kernel
+            Value* j = b_.CreateLoad(b_.getInt64Ty(), element_ptr(l.index_param, DType::i64, offset(idx, l.index_strides)));
+            at = b_.CreateAdd(at, b_.CreateMul(j, b_.getInt64(l.index_stride), "", true, true), "", true, true);
+          }
+          value.push_back(b_.CreateLoad(elem(l.dtype), element_ptr(l.param, l.dtype, at)));
+        }
         for (const auto& inst : k_.insts) {
           if (inst.prim->structure == Structure::broadcast) {
             value.push_back(value[static_cast<std::size_t>(inst.args[0])]);
@@ -245,7 +274,7 @@ class Emitter {
                          element_ptr(st.param, k_.params[static_cast<std::size_t>(st.param)], offset(idx, st.strides)));
         for (std::size_t i = 0; i < k_.sums.size(); ++i)
           accumulate(acc[i], value[static_cast<std::size_t>(k_.sums[i].value)]);
-      });
+      }, k_.segments);
     }
     for (std::size_t i = 0; i < k_.sums.size(); ++i)
       finish_sum(acc[i], k_.sums[i].scale, k_.sums[i].param, k_.sums[i].dtype, b_.getInt64(0));
@@ -357,13 +386,7 @@ class Emitter {
     for (std::size_t c = 0; c < L.K; ++c)
       if (L.length == 0 || L.in_place[c]) memcpy(param_[result + c], param_[init + c], L.carry_bytes[c]);
     if (L.length == 0) return;
-    llvm::BasicBlock* before = b_.GetInsertBlock();
-    auto* header = llvm::BasicBlock::Create(ctx_, "iteration", fn_);
-    auto* exit = llvm::BasicBlock::Create(ctx_, "iterations_done", fn_);
-    b_.CreateBr(header);
-    b_.SetInsertPoint(header);
-    llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2);
-    i->addIncoming(b_.getInt64(0), before);
+    llvm::PHINode* i = open_counted_loop("iteration", 0);
     const int64_t n = L.length;
     Value* last_minus_i = b_.CreateSub(b_.getInt64(n - 1), i, "", true, true);
     Value* k = L.reverse ? last_minus_i : i;
@@ -410,11 +433,7 @@ class Emitter {
       for (const BufferRef& r : st.buffers) args.push_back(buffer(r));
       b_.CreateCall(sub[static_cast<std::size_t>(st.kernel)], args);
     }
-    Value* next = b_.CreateAdd(i, b_.getInt64(1), "", true, true);
-    i->addIncoming(next, b_.GetInsertBlock());
-    auto* br = b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(n)), header, exit);
-    br->setMetadata(llvm::LLVMContext::MD_loop, no_unroll());
-    b_.SetInsertPoint(exit);
+    close_counted_loop(i, n, "iterations_done", false);
   }
 
   // A guard in a loop kernel: if the first element of `cond` is not nonzero iff

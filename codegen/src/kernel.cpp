@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <unordered_map>
 
 #include "loops.hpp"
@@ -49,8 +50,14 @@ std::string make_key(const KernelSpec& s) {
   k += " (";
   for (DType d : s.params) k += fmt::format("{} ", dtype_name(d));
   k += ") dims " + ints(s.dims) + (s.empty ? " empty" : "");
+  if (!s.segments.empty()) k += " segments " + ints(s.segments);
   if (!s.align.empty()) k += " align " + ints(s.align);
-  for (const auto& l : s.loads) k += fmt::format("; load {} {} {}", l.param, dtype_name(l.dtype), ints(l.strides));
+  for (const auto& l : s.loads) {
+    k += fmt::format("; load {} {} {}", l.param, dtype_name(l.dtype), ints(l.strides));
+    if (l.index_param >= 0) k += fmt::format(" at {} {} x {}", l.index_param, ints(l.index_strides), l.index_stride);
+    if (!l.deltas.empty()) k += " shifted " + ints(l.deltas);
+    if (!l.fixed.empty()) k += " fixed " + ints(l.fixed);
+  }
   // An elementwise operation by its element program, not its name: primitives with
   // the same math (a user's logistic and sigmoid) share kernels.
   for (const auto& i : s.insts)
@@ -106,7 +113,10 @@ KernelSpec merge_params(const KernelSpec& k, int keep, int drop) {
         std::min(m.align[static_cast<std::size_t>(keep)], m.align[static_cast<std::size_t>(drop)]);
     m.align.erase(m.align.begin() + drop);
   }
-  for (auto& l : m.loads) l.param = remap(l.param);
+  for (auto& l : m.loads) {
+    l.param = remap(l.param);
+    if (l.index_param >= 0) l.index_param = remap(l.index_param);
+  }
   for (auto& st : m.stores) st.param = remap(st.param);
   for (auto& su : m.sums) su.param = remap(su.param);
   m.key = make_key(m);
@@ -156,7 +166,7 @@ bool update_in_place(LoopKernel& lk, std::vector<KernelSpec>& kernels, std::size
       for (const auto& st_out : k.stores)
         if (st_out.param == w)
           for (const auto& l : k.loads)
-            if (l.param == r && l.strides != st_out.strides) return false;
+            if (l.param == r && (l.strides != st_out.strides || l.index_param >= 0)) return false;
     }
   }
   // Safe: rewrite.
@@ -280,11 +290,39 @@ class Scheduler {
       return static_cast<int>(param_slots.size()) - 1;
     };
     std::unordered_map<Var, int> value;  // tape variable -> local value
+    // Loads first: the inputs read element for element, then the gathers' indexed loads.
+    std::map<std::size_t, Var> gathered_indices;  // a gather's load -> its indices
+    std::map<std::size_t, Var> constant_loads;    // a constant's load -> the constant
+    std::vector<Var> plain;
+    for (Var m : loop.members)
+      if (!is_gather_member(t_, m))
+        for (Var a : t_.op(m).args) plain.push_back(a);
     for (Var a : loop_inputs(t_, loop)) {
+      if (std::find(plain.begin(), plain.end(), a) == plain.end()) continue;
       value[a] = static_cast<int>(k.loads.size());
-      k.loads.push_back({param(a), t_.type(a).dtype, broadcast_strides(t_.type(a).shape, loop.shape)});
+      if (t_.op(a).kind == OpKind::constant) constant_loads[k.loads.size()] = a;
+      k.loads.push_back({param(a), t_.type(a).dtype, broadcast_strides(t_.type(a).shape, loop.shape), -1, {}, 0, {}, {}});
     }
     for (Var m : loop.members) {
+      if (!is_gather_member(t_, m)) continue;
+      const Op& op = t_.op(m);
+      const Var x = op.args[0], idx = op.args[1];
+      const Indexed g = indexed_geometry(op);
+      // The result's dimensions: x's before the axis, the indices', x's after it.
+      const std::vector<int64_t> xs = contiguous(t_.type(x).shape), is = contiguous(t_.type(idx).shape);
+      const std::size_t rank = t_.type(idx).shape.size(), axis = static_cast<std::size_t>(g.axis);
+      KernelSpec::Load l{param(x), t_.type(x).dtype, {}, param(idx), {}, xs[axis], {}, {}};
+      for (std::size_t d = 0; d < loop.shape.size(); ++d) {
+        const bool outer = d < axis, in_indices = !outer && d < axis + rank;
+        l.strides.push_back(outer ? xs[d] : in_indices ? 0 : xs[d - rank + 1]);
+        l.index_strides.push_back(in_indices ? is[d - axis] : 0);
+      }
+      value[m] = static_cast<int>(k.loads.size());
+      gathered_indices[k.loads.size()] = idx;
+      k.loads.push_back(std::move(l));
+    }
+    for (Var m : loop.members) {
+      if (is_gather_member(t_, m)) continue;
       const Op& op = t_.op(m);
       KernelSpec::Inst inst{op.prim, {}, {}, op.type.dtype};
       if (op.prim->structure == Structure::elementwise) inst.element = element_rule(op);
@@ -304,9 +342,16 @@ class Scheduler {
     std::vector<std::vector<int64_t>> strides;
     for (const auto& l : k.loads) strides.push_back(l.strides);
     for (const auto& s : k.stores) strides.push_back(s.strides);
+    for (const auto& l : k.loads)
+      if (l.index_param >= 0) strides.push_back(l.index_strides);
     coalesce(k.dims, strides);
-    for (std::size_t i = 0; i < k.loads.size(); ++i) k.loads[i].strides = strides[i];
-    for (std::size_t i = 0; i < k.stores.size(); ++i) k.stores[i].strides = strides[k.loads.size() + i];
+    std::size_t next = 0;
+    for (auto& l : k.loads) l.strides = strides[next++];
+    for (auto& s : k.stores) s.strides = strides[next++];
+    for (auto& l : k.loads)
+      if (l.index_param >= 0) l.index_strides = strides[next++];
+    if (!k.empty) split_innermost(k, gathered_indices, constant_loads);
+    for (Var g : loop.checks) program_->steps.push_back(index_check(g, false));
     add_kernel(std::move(k), param_slots);
   }
 
@@ -356,26 +401,95 @@ class Scheduler {
     add_kernel(std::move(k), {p_.slot_of[s.in], p_.slot_of[s.out]});
   }
 
+  // Loads along the innermost dimension only (element strides 0 elsewhere, 1 there) of a
+  // constant made of a few ranges, each regular, are read range by range, the innermost
+  // loop split at the ranges' ends (kMaxSegments ranges at most, for all such loads):
+  // - a gather whose constant indices run up by one in each range (a shift [0, 0, 1, ...,
+  //   n-2] is two ranges, a slice one) reads contiguously, not by a vector gather;
+  // - a constant that is the same throughout each range (a one-hot or a step vector, bit
+  //   for bit) reads one element per range, which the optimiser takes out of the loop.
+  static constexpr std::size_t kMaxSegments = 4;
+  void split_innermost(KernelSpec& k, const std::map<std::size_t, Var>& gathered_indices,
+                       const std::map<std::size_t, Var>& constant_loads) const {
+    if (k.dims.empty()) return;
+    const int64_t n = k.dims.back();
+    auto innermost_only = [](const std::vector<int64_t>& s) {
+      return std::all_of(s.begin(), s.end() - 1, [](int64_t x) { return x == 0; }) && s.back() == 1;
+    };
+    std::vector<int64_t> ends;  // the accepted loads' ranges' ends, merged
+    std::vector<std::size_t> split;
+    auto try_split = [&](std::size_t load, const std::function<bool(int64_t)>& continues) {
+      std::vector<int64_t> mine = ends;
+      for (int64_t j = 1; j <= n; ++j)
+        if (j == n || !continues(j)) mine.push_back(j);
+      std::sort(mine.begin(), mine.end());
+      mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+      if (mine.size() > kMaxSegments) return;
+      ends = std::move(mine);
+      split.push_back(load);
+    };
+    for (const auto& [load, idx] : gathered_indices)
+      if (t_.op(idx).kind == OpKind::constant && innermost_only(k.loads[load].index_strides)) {
+        const int64_t* v = t_.op(idx).value.data<int64_t>();
+        try_split(load, [v](int64_t j) { return v[j] == v[j - 1] + 1; });
+      }
+    for (const auto& [load, c] : constant_loads)
+      if (innermost_only(k.loads[load].strides)) {
+        const auto* v = static_cast<const unsigned char*>(t_.op(c).value.raw());
+        const std::size_t size = dtype_size(t_.type(c).dtype);
+        try_split(load, [v, size](int64_t j) {
+          return std::memcmp(v + static_cast<std::size_t>(j) * size, v + static_cast<std::size_t>(j - 1) * size, size) == 0;
+        });
+      }
+    if (split.empty()) return;
+    k.segments = ends;
+    for (std::size_t load : split) {
+      KernelSpec::Load& l = k.loads[load];
+      const int64_t* v = l.index_param >= 0 ? t_.op(gathered_indices.at(load)).value.data<int64_t>() : nullptr;
+      int64_t start = 0;
+      for (int64_t end : ends) {
+        if (v != nullptr) l.deltas.push_back(v[start] - start);
+        else l.fixed.push_back(start);
+        start = end;
+      }
+    }
+  }
+
+  // A gather's or scatter's geometry: x (or target) is [outer, n, inner] around the
+  // axis, and `count` indices pick along n.
+  struct Indexed {
+    int64_t axis = 0, outer = 1, n = 0, inner = 1, count = 0;
+  };
+  Indexed indexed_geometry(const Op& op) const {
+    const VarType& x = t_.type(op.args[0]);
+    Indexed g;
+    g.axis = op.attrs.has("axis") ? op.attrs.integer("axis") : 0;
+    if (g.axis < 0) g.axis += static_cast<int64_t>(x.shape.size());
+    const auto axis = static_cast<std::size_t>(g.axis);
+    for (std::size_t d = 0; d < axis; ++d) g.outer *= x.shape[d];
+    for (std::size_t d = axis + 1; d < x.shape.size(); ++d) g.inner *= x.shape[d];
+    g.n = x.shape[axis];
+    g.count = numel(t_.type(op.args[1]).shape);
+    return g;
+  }
+  // The check of a gather's or scatter's indices (JIT code must neither read out of
+  // bounds nor throw).
+  CheckIndicesArgs index_check(Var out, bool scatter) const {
+    const Op& op = t_.op(out);
+    const Indexed g = indexed_geometry(op);
+    return {.indices = ref_of(op.args[1]), .count = g.count, .axis_length = g.n, .axis = g.axis, .scatter = scatter};
+  }
+
   // A check of the indices, then the loop: params {x, indices, out} for a gather,
   // {target, indices, values, out} for a scatter.
   void schedule_indexed(Var out, KernelSpec::Kind kind) {
     const Op& op = t_.op(out);
-    const VarType& x = t_.type(op.args[0]);
-    const Var idx = op.args[1];
-    const auto axis = static_cast<std::size_t>(op.attrs.has("axis") ? op.attrs.integer("axis") : 0);
+    const Indexed g = indexed_geometry(op);
     KernelSpec k;
     k.kind = kind;
-    k.outer = 1, k.inner = 1;
-    for (std::size_t d = 0; d < axis; ++d) k.outer *= x.shape[d];
-    for (std::size_t d = axis + 1; d < x.shape.size(); ++d) k.inner *= x.shape[d];
-    k.n = x.shape[axis];
-    k.count = numel(t_.type(idx).shape);
+    k.outer = g.outer, k.n = g.n, k.count = g.count, k.inner = g.inner;
     k.empty = k.outer * k.count * k.inner == 0;
-    program_->steps.push_back(CheckIndicesArgs{.indices = ref_of(idx),
-                                            .count = k.count,
-                                            .axis_length = k.n,
-                                            .axis = static_cast<int64_t>(axis),
-                                            .scatter = kind == KernelSpec::Kind::scatter});
+    program_->steps.push_back(index_check(out, kind == KernelSpec::Kind::scatter));
     std::vector<int> slots;
     for (Var a : op.args) {
       k.params.push_back(t_.type(a).dtype);

@@ -43,6 +43,20 @@ struct KernelSpec {
     int param;
     DType dtype;
     std::vector<int64_t> strides;  // element strides over `dims`
+    // A gather's indexed load (index_param >= 0): the element at strides . i +
+    // idx[index_strides . i] * index_stride, idx being parameter index_param (i64, each
+    // index checked before the kernel runs).
+    int index_param = -1;
+    std::vector<int64_t> index_strides;
+    int64_t index_stride = 0;
+    // Constant indices that count up by one along the innermost dimension in each of
+    // `segments`: per segment, the index minus the innermost counter. The load is then
+    // contiguous, strides . i + (i_last + deltas[segment]) * index_stride, and reads
+    // no index (a shift, a slice, a reversal's run: not a vector gather).
+    std::vector<int64_t> deltas;
+    // A constant's load along the innermost dimension (strides 0 elsewhere, 1 there) that
+    // is the same throughout each of `segments`: per segment, the element read.
+    std::vector<int64_t> fixed;
   };
   struct Inst {
     const Primitive* prim;  // elementwise or broadcast (a copy)
@@ -60,6 +74,9 @@ struct KernelSpec {
     DType dtype;
   };
   std::vector<int64_t> dims;  // loop: coalesced iteration space
+  // loop: with loads that have deltas or fixed elements, the innermost dimension in ranges, each its own
+  // loop: the ranges' ends (the last is dims.back()); empty: one range.
+  std::vector<int64_t> segments;
   bool empty = false;         // loop or reduce over no elements
   std::vector<Load> loads;
   std::vector<Inst> insts;

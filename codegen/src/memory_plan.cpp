@@ -214,6 +214,8 @@ MemoryPlan plan_memory(const Tape& t, Plan& p, bool reuse) {
         if (t.type(v).shape != loop->shape || last[slot] != s) disqualified.push_back(slot);
         else candidates.emplace_back(slot, v);
       });
+      for (Var m : loop->members)  // a gather's source is not read element for element
+        if (is_gather_member(t, m) && live_slot(t.op(m).args[0]) >= 0) disqualified.push_back(live_slot(t.op(m).args[0]));
       std::vector<int> taken;
       for (Var m : loop->members) {
         const int ms = workspace(m);
@@ -295,6 +297,11 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
                          dtype_name(t.type(loop->members[0]).dtype), shape_str(loop->shape),
                          vars(reads), vars(loop->members), vars(stores));
       if (!loop->reductions.empty()) out += fmt::format(" sums [{}]", vars(loop->reductions));
+      std::vector<std::string> gathers;
+      for (Var m : loop->members)
+        if (is_gather_member(t, m)) gathers.push_back(fmt::format("%{} = %{} at %{}", m, t.op(m).args[0], t.op(m).args[1]));
+      if (!gathers.empty()) out += fmt::format(" gathers [{}]", fmt::join(gathers, ", "));
+      if (!loop->checks.empty()) out += fmt::format(" after checking the indices of [{}]", vars(loop->checks));
     } else if (const auto* r = std::get_if<ReduceStep>(&step)) {
       out += fmt::format("reduce %{} = {}(%{})", r->out, t.op(r->out).prim->name, r->in);
     } else if (const auto* m = std::get_if<MatmulStep>(&step)) {

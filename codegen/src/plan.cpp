@@ -134,6 +134,8 @@ class Planner {
         return;
       }
       case Structure::gather:
+        if (fuse_gather(v)) return;
+        [[fallthrough]];
       case Structure::scatter:
         close_loop();
         for (Var a : op.args) need(a);
@@ -174,8 +176,38 @@ class Planner {
     throw Error(fmt::format("compile: primitive '{}' has no code generation", op.prim->name));
   }
 
+  // A gather joins the open loop (or opens one) as an indexed load of its source, which
+  // must be in memory before the loop: no kernel and no buffer of its own, and its
+  // consumers read it in a register. Constant indices are checked here, once; a constant
+  // with an index out of range keeps the gather a step of its own, so that each call
+  // reports the error as the interpreter does. Other indices are checked before the
+  // loop, each call.
+  bool fuse_gather(Var v) {
+    const Op& op = t_.op(v);
+    const Var x = op.args[0], idx = op.args[1];
+    const Op& indices = t_.op(idx);
+    const bool constant = indices.kind == OpKind::constant;
+    if (constant && !indices_in_range(indices.value, t_.type(x).shape, op.attrs)) return false;
+    const bool fits = current_ >= 0 && std::get<LoopStep>(plan_.steps[current_]).shape == op.type.shape &&
+                      std::get<LoopStep>(plan_.steps[current_]).members.size() < kMaxLoopMembers &&
+                      loop_of_[storage_of(x)] != current_ && loop_of_[storage_of(idx)] != current_;
+    if (!fits) open_loop(op.type.shape);
+    join(v);
+    need(x);
+    need(idx);
+    if (!constant) std::get<LoopStep>(plan_.steps[current_]).checks.push_back(v);
+    return true;
+  }
+  static bool indices_in_range(const Tensor& indices, const Shape& x, const Attrs& attrs) {
+    int64_t axis = attrs.has("axis") ? attrs.integer("axis") : 0;
+    if (axis < 0) axis += static_cast<int64_t>(x.size());
+    const int64_t n = x.at(static_cast<std::size_t>(axis));
+    const int64_t* p = indices.data<int64_t>();
+    return std::all_of(p, p + indices.numel(), [n](int64_t i) { return i >= 0 && i < n; });
+  }
+
   void open_loop(const Shape& shape) {
-    plan_.steps.push_back(LoopStep{shape, {}, {}});
+    plan_.steps.push_back(LoopStep{shape, {}, {}, {}});
     current_ = static_cast<int>(plan_.steps.size()) - 1;
   }
   void close_loop() { current_ = -1; }
@@ -257,6 +289,8 @@ class Planner {
 }  // namespace
 
 Plan make_plan(const Tape& tape, bool reuse_memory) { return Planner(tape, reuse_memory).run(); }
+
+bool is_gather_member(const Tape& tape, Var member) { return tape.op(member).prim->structure == Structure::gather; }
 
 std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop) {
   auto has = [](const std::vector<Var>& vs, Var v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };

@@ -7,7 +7,9 @@
 //   (a longer run is cut into several loops, so that a traced loop of many steps
 //   repeats a few kernels instead of making one huge one); full reductions (sum,
 //   mean) of a fused value accumulate in the same loop. A fused value is written to
-//   memory only if something outside its loop reads it.
+//   memory only if something outside its loop reads it. A gather of a float source in
+//   memory joins a loop too, as an indexed load (its indices checked before the loop,
+//   or, a constant's, when planning).
 // - matmul is a CBLAS call; a transpose used only by matmuls is folded into the call.
 // - reshape is a view: the same memory, another shape.
 // - Values that must be in memory live in the caller's inputs, the constants table,
@@ -36,8 +38,9 @@ constexpr std::size_t kMaxLoopMembers = 32;
 
 struct LoopStep {
   Shape shape;                  // iteration space
-  std::vector<Var> members;     // elementwise/broadcast calls, in order, one element each
+  std::vector<Var> members;     // elementwise/broadcast calls and gathers, in order, one element each
   std::vector<Var> reductions;  // full reductions of members, accumulated over the loop
+  std::vector<Var> checks;      // member gathers whose indices are checked before the loop, each call
 };
 struct ReduceStep {
   Var out;
@@ -61,6 +64,8 @@ struct ExternStep {  // a primitive without generated code: its eager function i
   int results = 1;  // a primitive with several results writes out, out + 1, ...
 };
 // gather / scatter_add: a generated loop, after a check that every index is in range.
+// (A gather of a float source joins an elementwise loop as an indexed load instead, unless
+// its indices are a constant with an index out of range: see the planner.)
 struct GatherStep {
   Var out;  // its call: (x, indices) or (target, indices, values), attribute axis
 };
@@ -96,6 +101,10 @@ struct Plan {
 // The variables a loop reads from memory: its members' arguments that are not
 // members, each once, in order of first use.
 std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop);
+
+// Whether a loop member is a gather: an indexed load of its source (args[0], in memory
+// before the loop) at its indices (args[1]), rather than an element operation.
+bool is_gather_member(const Tape& tape, Var member);
 
 // Throws reel::Error naming an operation that code generation cannot handle. A loop's
 // bodies are planned (cleanup, plan, memory plan) as programs of their own, with

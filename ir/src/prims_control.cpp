@@ -4,11 +4,25 @@
 // branch's values with this branch's operations.
 #include <fmt/format.h>
 
+#include "batching.hpp"
 #include "prims.hpp"
 
 namespace reel::prims {
 
 namespace {
+
+// Batched: the guard holds when it holds for every batch element, so one guard checks
+// that no element differs from `expected` (how many are zero, or nonzero); the call's
+// result is the batched condition, through which (as through a guard) no gradient flows.
+Results<Var> guard_batch(TapeBuilder& b, const BatchArgs& a) {
+  Var cond = a.args[0];
+  if (!is_float(b.type(cond).dtype)) cond = b.call("cast", {cond}, {{"dtype", DType::f64}});
+  const bool expected = a.attrs.boolean("expected");
+  const Var zero = b.scalar(0.0, b.type(cond).dtype);
+  const Var differs = b.call("sum", {b.call(expected ? "eq" : "ne", {cond, zero})});
+  b.call("guard", {b.call("eq", {differs, b.scalar(0.0, b.type(differs).dtype)})}, {{"expected", true}});
+  return b.call("nodiff", {a.args[0]});
+}
 
 Primitive guard_p() {
   return {
@@ -33,6 +47,7 @@ Primitive guard_p() {
       .tangent = no_tangent,
       .structure = Structure::check,
       .effect = true,
+      .batch = guard_batch,
   };
 }
 
@@ -63,6 +78,14 @@ Primitive guard_value_p() {
       .tangent = no_tangent,
       .structure = Structure::opaque,
       .effect = true,
+      // Batched: every batch element holds the values read (no gradient flows, as above).
+      .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
+        const std::vector<double> one = a.attrs.reals("values");
+        std::vector<double> all;
+        for (int64_t j = 0; j < a.size; ++j) all.insert(all.end(), one.begin(), one.end());
+        b.call("guard_value", {a.args[0]}, {{"values", all}});
+        return b.call("nodiff", {a.args[0]});
+      },
   };
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "batching.hpp"
 #include "prims.hpp"
 
 namespace reel::prims {
@@ -151,6 +152,13 @@ Tensor updated_copy(const Tensor& target, const Tensor& values, const Indexed& g
   return out;
 }
 
+// The batching rule of a primitive of one argument along `axis`: the same call, the axis
+// behind the batch (slice, unslice).
+Results<Var> batch_along_axis(TapeBuilder& b, const BatchArgs& a, const char* name) {
+  const int64_t axis = axis_behind_batch(a.attrs, "axis", a.types[0].shape.size());
+  return b.call(name, {a.args[0]}, with_attr(a.attrs, "axis", axis));
+}
+
 // slice(x, axis, start, stop, step): x's elements start, start + step, ... < stop
 // along axis (0 <= start <= stop <= n; reel::slice normalizes Python-style bounds).
 Primitive slice_p() {
@@ -176,6 +184,7 @@ Primitive slice_p() {
       .any_dtype = true,
       .linear = true,
       .structure = Structure::opaque,
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_along_axis(b, a, "slice"); },
   };
 }
 
@@ -219,6 +228,7 @@ Primitive unslice_p() {
       .any_dtype = true,
       .linear = true,
       .structure = Structure::opaque,
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_along_axis(b, a, "unslice"); },
   };
 }
 
@@ -275,6 +285,11 @@ Primitive permute_p() {
       .any_dtype = true,
       .linear = true,
       .structure = Structure::opaque,
+      .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
+        Shape perm{0};
+        for (int64_t p : a.attrs.ints("perm")) perm.push_back(p + 1);
+        return b.call("permute", {a.args[0]}, {{"perm", perm}});
+      },
   };
 }
 
@@ -349,6 +364,12 @@ Primitive concat_p() {
         return b.call("concat", parts, a.attrs);
       },
       .structure = Structure::opaque,
+      // Batched: every part batched (shared ones broadcast), joined behind the batch.
+      .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
+        std::vector<Var> parts;
+        for (std::size_t i = 0; i < a.args.size(); ++i) parts.push_back(batched_arg(b, a, i));
+        return b.call("concat", parts, {{"axis", axis_behind_batch(a.attrs, "axis", a.types[0].shape.size())}});
+      },
   };
 }
 
@@ -366,6 +387,21 @@ Tensor gather_eager(std::span<const Tensor> in, const Attrs& a) {
     for_each_indexed(g, idx, [&](int64_t xi, int64_t oi) { o[oi] = x[xi]; });
   });
   return out;
+}
+
+// Batched gather: shared indices gather along the axis behind the batch; batched indices
+// from a shared x land where the axis was (then moved in front); both batched, x's axis is
+// folded into the batch and the indices offset into it.
+Results<Var> gather_batch(TapeBuilder& b, const BatchArgs& a) {
+  const Var x = a.args[0], idx = a.args[1];
+  const int64_t ax = axis_behind_batch(a.attrs, "axis", a.types[0].shape.size());  // in batched x
+  const auto ni = static_cast<int64_t>(a.types[1].shape.size());
+  if (!a.batched[1]) return b.call("gather", {x, idx}, {{"axis", ax}});
+  if (!a.batched[0]) return move_axes(b, b.call("gather", {x, idx}, {{"axis", ax - 1}}), ax - 1, 1, 0);
+  const int64_t n = a.types[0].shape[static_cast<std::size_t>(ax - 1)];
+  // [B, indices..., x's axes before ax, after ax] -> [B, before, indices..., after]
+  const Var g = b.call("gather", {fold_into_batch(b, x, ax), offset_indices(b, idx, n)}, {{"axis", int64_t{0}}});
+  return move_axes(b, g, 1, ni, ax);
 }
 
 Primitive gather_p() {
@@ -387,6 +423,29 @@ Primitive gather_p() {
         return b.call("gather", {a.tangents[0], a.args[1]}, a.attrs);
       },
       .structure = Structure::gather,
+      .batch = gather_batch,
+  };
+}
+
+// Batched scatter_add and index_update: target and values batched (shared ones
+// broadcast); shared indices act along the axis behind the batch; batched ones index
+// the target's axis folded into the batch, offset per batch element.
+std::function<Results<Var>(TapeBuilder&, const BatchArgs&)> indexed_batch(const char* name) {
+  return [name](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
+    const Var target = batched_arg(b, a, 0), values = batched_arg(b, a, 2), idx = a.args[1];
+    const int64_t ax = axis_behind_batch(a.attrs, "axis", a.types[0].shape.size());  // in batched target
+    if (!a.batched[1]) return b.call(name, {target, idx, values}, {{"axis", ax}});
+    const Shape& ts = a.types[0].shape;
+    const int64_t n = ts[static_cast<std::size_t>(ax - 1)];
+    const auto ni = static_cast<int64_t>(a.types[1].shape.size());
+    // values [B, before, indices..., after] -> [B, indices..., before, after]
+    const Var r = b.call(name, {fold_into_batch(b, target, ax), offset_indices(b, idx, n),
+                                move_axes(b, values, ax, ni, 1)}, {{"axis", int64_t{0}}});
+    // [B n, before, after] -> [B, n, before, after] -> [B, before, n, after]
+    Shape s = b.type(r).shape;
+    s[0] = n;
+    s.insert(s.begin(), a.size);
+    return move_axes(b, b.reshape(r, s), 1, 1, ax);
   };
 }
 
@@ -413,6 +472,7 @@ Primitive scatter_add_p() {
       .index_args = {1},
       .tangent = indexed_tangent("scatter_add"),
       .structure = Structure::scatter,
+      .batch = indexed_batch("scatter_add"),
   };
 }
 
@@ -450,6 +510,7 @@ Primitive index_update_p() {
       .index_args = {1},
       .tangent = indexed_tangent("index_update"),
       .structure = Structure::opaque,
+      .batch = indexed_batch("index_update"),
   };
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "batching.hpp"
 #include "prims.hpp"
 #include "reel/kernels.hpp"
 
@@ -108,6 +109,14 @@ Primitive reduction(const char* name, ReduceOp op, double (*scale)(int64_t count
   p.reduce_op = op;
   p.reduce_target = [name](const VarType& x, const Attrs& a) { return keep_shape(name, x, a); };
   p.reduce_scale = [name, scale](const VarType& x, const Attrs& a) { return scale(reduced_count(name, x, a)); };
+  // Batched: the same axes, behind the batch (every axis but the batch's, without any).
+  p.batch = [name](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
+    const std::vector<bool> reduced = reduced_axes(name, a.types[0], a.attrs);
+    Shape axes;
+    for (std::size_t d = 0; d < reduced.size(); ++d)
+      if (reduced[d]) axes.push_back(static_cast<int64_t>(d) + 1);
+    return b.call(name, {a.args[0]}, {{"axes", axes}, {"keepdims", keepdims(a.attrs)}});
+  };
   return p;
 }
 
@@ -218,6 +227,12 @@ Primitive arg_extremum(const char* name, bool largest) {
       .adjoint = no_adjoint(),
       .tangent = no_tangent,
       .structure = Structure::opaque,
+      // Batched: the axis behind the batch; without one, of each batch element flattened.
+      .batch = [name](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
+        if (a.attrs.has("axis"))
+          return b.call(name, {a.args[0]}, {{"axis", axis_behind_batch(a.attrs, "axis", a.types[0].shape.size())}});
+        return b.call(name, {b.reshape(a.args[0], {a.size, numel(a.types[0].shape)})}, {{"axis", int64_t{1}}});
+      },
   };
 }
 
@@ -240,6 +255,14 @@ Primitive sum_to_p() {
       .structure = Structure::reduction,
       .reduce_target = [](const VarType&, const Attrs& a) { return a.shape("shape"); },
       .reduce_scale = [](const VarType&, const Attrs&) { return 1.0; },
+      // Batched: summed to [B, 1, ..., 1] + shape (the batch kept), then the ones dropped.
+      .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
+        const Shape to = a.attrs.shape("shape");
+        Shape keep{a.size};
+        keep.insert(keep.end(), a.types[0].shape.size() - to.size(), 1);
+        keep.insert(keep.end(), to.begin(), to.end());
+        return b.reshape(b.sum_to(a.args[0], keep), with_batch(a.size, to));
+      },
   };
 }
 

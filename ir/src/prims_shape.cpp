@@ -2,6 +2,7 @@
 // batch_matmul.
 #include <fmt/format.h>
 
+#include "batching.hpp"
 #include "prims.hpp"
 #include "reel/blas.hpp"
 #include "reel/elementwise.hpp"
@@ -31,6 +32,9 @@ Primitive reshape_p() {
       .any_dtype = true,
       .linear = true,
       .structure = Structure::view,
+      .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
+        return b.reshape(a.args[0], with_batch(a.size, a.attrs.shape("shape")));
+      },
   };
 }
 
@@ -51,6 +55,10 @@ Primitive broadcast_to_p() {
       .any_dtype = true,
       .linear = true,
       .structure = Structure::broadcast,
+      .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
+        const Shape to = a.attrs.shape("shape");
+        return b.broadcast_to(align_batched(b, a.args[0], a.size, a.types[0].shape, to.size()), with_batch(a.size, to));
+      },
   };
 }
 
@@ -66,6 +74,7 @@ Primitive transpose_p() {
       .any_dtype = true,
       .linear = true,
       .structure = Structure::permutation,
+      .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> { return permuted(b, a.args[0], {0, 2, 1}); },
   };
 }
 
@@ -94,6 +103,38 @@ std::vector<Var> matmul_adjoint(TapeBuilder& b, const AdjointArgs& a) {
   return out;
 }
 
+// Products of matrices with batch dimensions ([..., m, k] x [..., k, n], broadcast):
+// outer products (k = 1) are a broadcast mul; small matrices (m k n <= 64) a broadcast mul
+// and a sum over k, which compiled code fuses (measured 1.5 to 9 times faster than a gemm
+// call per matrix at those sizes, slower above); larger ones one batch_matmul.
+Var matrix_products(TapeBuilder& b, Var A, Var W) {
+  Shape sa = b.type(A).shape, sw = b.type(W).shape;
+  const int64_t m = sa[sa.size() - 2], k = sa.back(), n = sw.back();
+  if (k == 1) return b.mul(A, W);
+  if (m * k * n > 64) return b.call("batch_matmul", {A, W});
+  sa.push_back(1);             // [..., m, k, 1]
+  sw.insert(sw.end() - 2, 1);  // [..., 1, k, n]
+  const Var p = b.mul(b.reshape(A, sa), b.reshape(W, sw));
+  return b.call("sum", {p}, {{"axes", Shape{static_cast<int64_t>(b.type(p).shape.size()) - 2}}});
+}
+
+// Batched: where the right-hand side is shared, the batch folds into the rows of one
+// matmul ([B m, k] x W); a batched vector with a shared matrix is one matmul too (X A^T);
+// otherwise matrix_products (a shared A broadcasts over W's batch).
+Results<Var> matmul_batch(TapeBuilder& b, const BatchArgs& a) {
+  const Var A = a.args[0], W = a.args[1];
+  const int64_t m = a.types[0].shape[0], k = a.types[0].shape[1];
+  const bool vector = a.types[1].shape.size() == 1;
+  if (!a.batched[1]) {
+    Shape out{a.size, m};
+    if (!vector) out.push_back(a.types[1].shape[1]);
+    return b.reshape(b.matmul(b.reshape(A, {a.size * m, k}), W), out);
+  }
+  if (!vector) return matrix_products(b, A, W);
+  if (!a.batched[0]) return b.matmul(W, b.transpose(A));
+  return b.reshape(matrix_products(b, A, b.reshape(W, {a.size, k, 1})), {a.size, m});
+}
+
 Primitive matmul_p() {
   return {
       .name = "matmul",
@@ -108,6 +149,7 @@ Primitive matmul_p() {
         return da == kNoVar ? db : db == kNoVar ? da : b.add(da, db);
       },
       .structure = Structure::contraction,
+      .batch = matmul_batch,
   };
 }
 
@@ -156,6 +198,24 @@ Var swap_last(TapeBuilder& b, Var x) {
   return b.call("permute", {x}, {{"perm", perm}});
 }
 
+// Batched: the batch becomes one more (leading) batch dimension of the batched arguments,
+// and a shared matrix W (no batch dimensions) takes every row of A in one matmul.
+Results<Var> batch_matmul_batch(TapeBuilder& b, const BatchArgs& a) {
+  const Shape &sa = a.types[0].shape, &sw = a.types[1].shape;
+  if (!a.batched[1] && sw.size() == 2) {
+    Shape out = with_batch(a.size, sa);
+    out.back() = 1;
+    const int64_t rows = numel(out);
+    out.back() = sw[1];
+    return b.reshape(b.matmul(b.reshape(a.args[0], {rows, sa.back()}), a.args[1]), out);
+  }
+  const std::size_t rank = std::max(sa.size(), sw.size());
+  std::vector<Var> args;
+  for (std::size_t i = 0; i < 2; ++i)
+    args.push_back(a.batched[i] ? align_batched(b, a.args[i], a.size, a.types[i].shape, rank) : a.args[i]);
+  return matrix_products(b, args[0], args[1]);
+}
+
 Primitive batch_matmul_p() {
   return {
       .name = "batch_matmul",
@@ -184,6 +244,7 @@ Primitive batch_matmul_p() {
         return da == kNoVar ? db : db == kNoVar ? da : b.add(da, db);
       },
       .structure = Structure::opaque,
+      .batch = batch_matmul_batch,
   };
 }
 

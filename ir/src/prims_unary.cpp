@@ -249,6 +249,7 @@ Primitive cast_p() {
         return b.call("cast", {a.tangents[0]}, a.attrs);
       },
       .structure = Structure::opaque,
+      .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> { return b.call("cast", {a.args[0]}, a.attrs); },
   };
 }
 

@@ -7,6 +7,7 @@
 // batch (correct for every primitive, but one call per element).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "reel/ir/builder.hpp"
@@ -143,6 +144,12 @@ Tape vmap_tape(const Tape& f, std::span<const bool> batched, int64_t size) {
   }
   b.set_outputs(std::move(final_outs));
   return cleanup(b.finish());
+}
+
+Tape vmap_tape(const Tape& f, const std::vector<bool>& batched, int64_t size) {
+  auto flags = std::make_unique<bool[]>(batched.size());
+  std::copy(batched.begin(), batched.end(), flags.get());
+  return vmap_tape(f, std::span<const bool>(flags.get(), batched.size()), size);
 }
 
 Tape batch_body(const Tape& body, std::span<const bool> batched, int64_t size) {

@@ -114,24 +114,15 @@ auto vmap(F f, Axes in_axes = 0, Axes out_axes = 0) {
     static_assert(detail::is_tree<R>(),
                   "reel::vmap: f must return tensors: a Tensor, or a struct (REEL_FIELDS), std::vector, "
                   "std::array, tuple, pair or optional of them");
-    Tape body;
-    std::vector<Tensor> captured;
-    std::optional<R> like;
-    {
-      detail::TraceScope scope(/*lift_captures=*/true);
-      scope.lift_tracked();
-      std::size_t next = 0;
-      // Braced initialisation evaluates left to right: the inputs are the leaves in order.
-      std::tuple<decltype(detail::vmap_wrap(scope, args, in, next))...> wrapped{
-          detail::vmap_wrap(scope, args, in, next)...};
-      like.emplace(std::apply(f, wrapped));
-      scope.output_tree(*like);
-      captured = scope.captured();
-      body = scope.finish();
-    }
-    const std::vector<Tensor> out = detail::run_vmap(body, in, captured, out_axes);
     std::size_t next = 0;
-    return detail::refill(*like, out, next, "vmap");
+    // Braced initialisation evaluates left to right: the inputs are the leaves in order.
+    detail::TracedCall<R> t = detail::trace_call<R>(f, [&](detail::TraceScope& scope) {
+      return std::tuple<decltype(detail::vmap_wrap(scope, args, in, next))...>{
+          detail::vmap_wrap(scope, args, in, next)...};
+    });
+    const std::vector<Tensor> out = detail::run_vmap(t.tape, in, t.captured, out_axes);
+    next = 0;
+    return detail::refill(*t.like, out, next, "vmap");
   };
 }
 

@@ -31,7 +31,8 @@ Tape forward_mode(const Tape& tape);
 Tape jvp_tape(const Tape& tape);
 
 // Vector-mode forward: jvp_tape with k tangents per input, each input's stacked on a
-// new leading axis (k x the input's type; i64 inputs take none), and each output's k
+// new leading axis ([k] + the input's type; an i64 input's are read by nothing, as in
+// jvp_tape), and each output's k
 // tangents stacked the same way after the outputs: all k directional derivatives in
 // one pass (the forward-mode tape batched over its tangents).
 Tape jvp_tape(const Tape& tape, int64_t k);
@@ -49,6 +50,7 @@ struct BatchedTape {
 };
 BatchedTape batch_tape(const Tape& tape, std::span<const bool> batched, int64_t size);
 Tape vmap_tape(const Tape& tape, std::span<const bool> batched, int64_t size);
+Tape vmap_tape(const Tape& tape, const std::vector<bool>& batched, int64_t size);
 
 // Common-subexpression elimination: calls with equal primitive, arguments (in either
 // order for add and mul) and attributes, and constants of equal type and value, are

@@ -47,24 +47,14 @@ auto checkpoint(F f) {
     static_assert(detail::is_tree<R>(),
                   "reel::checkpoint: f must return tensors: a Tensor, or a struct (REEL_FIELDS), std::vector, "
                   "std::array, tuple, pair or optional of them");
-    Tape body;
-    std::vector<Tensor> captured;
-    std::optional<R> like;
-    {
-      detail::TraceScope scope(/*lift_captures=*/true);
-      scope.lift_tracked();
-      // Braced initialisation evaluates left to right: the inputs are the leaves in order.
-      std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
-      like.emplace(std::apply(f, wrapped));
-      scope.output_tree(*like);
-      captured = scope.captured();
-      body = scope.finish();
-    }
+    // Braced initialisation evaluates left to right: the inputs are the leaves in order.
+    detail::TracedCall<R> t = detail::trace_call<R>(
+        f, [&](detail::TraceScope& scope) { return std::tuple<decltype(scope.wrap(args))...>{scope.wrap(args)...}; });
     std::vector<Tensor> leaves;
     (detail::append_leaves(leaves, args), ...);
-    const std::vector<Tensor> out = detail::run_checkpoint(std::move(body), leaves, captured);
+    const std::vector<Tensor> out = detail::run_checkpoint(std::move(t.tape), leaves, t.captured);
     std::size_t next = 0;
-    return detail::refill(*like, out, next, "checkpoint");
+    return detail::refill(*t.like, out, next, "checkpoint");
   };
 }
 

@@ -11,6 +11,7 @@
 // them, a struct listed with REEL_FIELDS; its leaves are the outputs. Traces nest: tracing a
 // function that itself traces (e.g. calls grad) keeps each trace's tape separate; an
 // operation is recorded on every active trace that one of its inputs belongs to.
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -83,6 +84,31 @@ struct Traced {
   Tape tape;
   std::vector<Tensor> captured;  // values of the lifted inputs, in order
 };
+
+// A traced call of f (a loop body, a checkpoint, a vmapped function): its tape, the
+// tensors lifted into it (its captures and the tracked params it reads), and f's result
+// as traced (its structure, to refill with the call's results).
+template <class R>
+struct TracedCall {
+  Tape tape;
+  std::vector<Tensor> captured;
+  std::optional<R> like;
+};
+
+// Traces f on the arguments wrap(scope) makes (a tuple of the wrapped arguments, the
+// tensors among them inputs of `scope`, in order), lifting captures and tracked params.
+template <class R, class F, class Wrap>
+TracedCall<R> trace_call(const F& f, Wrap&& wrap) {
+  TracedCall<R> t;
+  TraceScope scope(/*lift_captures=*/true);
+  scope.lift_tracked();
+  auto wrapped = wrap(scope);
+  t.like.emplace(std::apply(f, wrapped));
+  scope.output_tree(*t.like);
+  t.captured = scope.captured();
+  t.tape = scope.finish();
+  return t;
+}
 
 template <class F, class... Args>
 Traced trace_lifting(bool lift_captures, F&& f, const Args&... args) {
