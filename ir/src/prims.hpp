@@ -57,8 +57,6 @@ Tape batch_loop_body(const Tape& body, const std::vector<bool>& in, const std::v
 // is updated). Returns the outputs' flags: a carry's as its input's, any other output's
 // whether it depends on a batched input.
 std::vector<bool> batch_carries(const Tape& body, std::vector<bool>& in, std::size_t first, std::size_t K);
-// v with its axis `from` moved to position `to` (a permute; v itself when from == to).
-Var move_axis(TapeBuilder& b, Var v, std::size_t from, std::size_t to);
 // v batched ([size] + its type) if it is not already (flag false): a broadcast.
 Var ensure_batched(TapeBuilder& b, Var v, bool batched, int64_t size);
 

@@ -18,7 +18,7 @@
 #include <memory>
 #include <optional>
 
-#include "prims.hpp"
+#include "batching.hpp"
 #include "reel/ir/evaluate.hpp"
 
 namespace reel::prims {
@@ -115,16 +115,6 @@ std::vector<bool> batch_carries(const Tape& body, std::vector<bool>& in, std::si
   }
   for (std::size_t c = 0; c < K; ++c) out[c] = in[first + c];
   return out;
-}
-
-Var move_axis(TapeBuilder& b, Var v, std::size_t from, std::size_t to) {
-  if (from == to) return v;
-  const std::size_t rank = b.type(v).shape.size();
-  Shape perm;
-  for (std::size_t i = 0; i < rank; ++i)
-    if (i != from) perm.push_back(static_cast<int64_t>(i));
-  perm.insert(perm.begin() + static_cast<std::ptrdiff_t>(to), static_cast<int64_t>(from));
-  return b.call("permute", {v}, {{"perm", perm}});
 }
 
 Var ensure_batched(TapeBuilder& b, Var v, bool batched, int64_t size) {
@@ -856,13 +846,13 @@ Results<Var> scan_batch(TapeBuilder& b, const BatchArgs& a) {
   for (std::size_t c = 0; c < s.K; ++c)
     if (in[s.first_carry() + c]) args[s.C + c] = ensure_batched(b, args[s.C + c], a.batched[s.C + c], a.size);
   for (std::size_t j = 0; j < s.X; ++j)
-    if (a.batched[s.C + s.K + j]) args[s.C + s.K + j] = move_axis(b, args[s.C + s.K + j], 0, 1);
+    if (a.batched[s.C + s.K + j]) args[s.C + s.K + j] = move_axes(b, args[s.C + s.K + j], 0, 1, 1);
   std::vector<Var> res = b.call_results(
       primitive("scan"), std::move(args),
       with_body(a.attrs, batch_loop_body(body, in, out, a.size, *a.transforms), s.C, s.K));
   for (std::size_t c = 0; c < s.K; ++c) res[c] = ensure_batched(b, res[c], out[c], a.size);
   for (std::size_t j = 0; j < s.Y; ++j)
-    res[s.K + j] = out[s.K + j] ? move_axis(b, res[s.K + j], 1, 0) : ensure_batched(b, res[s.K + j], false, a.size);
+    res[s.K + j] = out[s.K + j] ? move_axes(b, res[s.K + j], 1, 1, 0) : ensure_batched(b, res[s.K + j], false, a.size);
   return res;
 }
 

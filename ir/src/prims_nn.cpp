@@ -18,7 +18,7 @@
 #include <cstring>
 #include <limits>
 
-#include "prims.hpp"
+#include "batching.hpp"
 #include "reel/blas.hpp"
 
 namespace reel::prims {
@@ -255,7 +255,7 @@ Var split_batch(TapeBuilder& b, Var v, std::size_t at, const char* name, const B
   Attrs attrs = a.attrs;
   Shape s = infer_call(primitive(name), a.types, attrs).shape;
   s.insert(s.begin() + static_cast<std::ptrdiff_t>(at), a.size);
-  return move_axis(b, b.reshape(v, s), at, 0);
+  return move_axes(b, b.reshape(v, s), static_cast<int64_t>(at), 1, 0);
 }
 
 // Batching a window operation whose arguments all take the batch into N: the unbatched
@@ -275,7 +275,7 @@ Results<Var> batch_conv(TapeBuilder& b, const char* name, const BatchArgs& a, st
   if (a.batched[0] && a.batched[1]) return batch_by_scan(b, primitive(name), a);
   const std::size_t i = a.batched[0] ? 0 : 1;
   std::vector<Var> args(a.args.begin(), a.args.end());
-  args[i] = merge_axes(b, move_axis(b, args[i], 0, into[i]), into[i]);
+  args[i] = merge_axes(b, move_axes(b, args[i], 0, 1, static_cast<int64_t>(into[i])), into[i]);
   return split_batch(b, b.call(name, std::move(args), a.attrs), out[i], name, a);
 }
 

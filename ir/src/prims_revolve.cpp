@@ -27,7 +27,7 @@
 #include <limits>
 #include <memory>
 
-#include "prims.hpp"
+#include "batching.hpp"
 #include "reel/ir/evaluate.hpp"
 #include "reel/ir/revolve.hpp"
 
@@ -267,7 +267,7 @@ Results<Var> revolve_batch(TapeBuilder& b, const BatchArgs& a) {
   };
   auto xs = [&](std::size_t arg0, std::size_t n) {
     for (std::size_t j = 0; j < n; ++j)
-      if (a.batched[arg0 + j]) args[arg0 + j] = move_axis(b, args[arg0 + j], 0, 1);
+      if (a.batched[arg0 + j]) args[arg0 + j] = move_axes(b, args[arg0 + j], 0, 1, 1);
   };
   carries(L.C, c0 + L.C, L.K, fin);
   xs(L.C + L.K, L.X);
@@ -283,7 +283,7 @@ Results<Var> revolve_batch(TapeBuilder& b, const BatchArgs& a) {
   std::vector<Var> res = b.call_results(primitive("revolve"), std::move(args), std::move(attrs));
   for (std::size_t c = 0; c < L.BK; ++c) res[c] = ensure_batched(b, res[c], bout[c], a.size);
   for (std::size_t y = L.BK; y < res.size(); ++y)
-    res[y] = bout[y] ? move_axis(b, res[y], 1, 0) : ensure_batched(b, res[y], false, a.size);
+    res[y] = bout[y] ? move_axes(b, res[y], 1, 1, 0) : ensure_batched(b, res[y], false, a.size);
   return res;
 }
 
