@@ -20,8 +20,9 @@
 // for any element, and each iteration keeps the carries of the elements whose cond no
 // longer holds (a `where` on cond's per-element value; a gather for i64 carries), so
 // element j ends with the carries after its own trip count, as the loop of one element
-// would. Every carry is then batched, cond is evaluated twice per iteration (once for
-// "any element goes on", once for the mask), and the loop has no `trips`: its trip
+// would. Every carry is then batched, the mask (cond per element, evaluated before the
+// loop and after each iteration, as often as the unbatched loop does) is one more carry,
+// and the loop has no `trips`: its trip
 // count, the largest of the batch, is not known when it is batched, so reverse mode
 // through it (grad of vmap) is an error asking for trips. vmap of grad of a while_loop
 // sees the scan of `trips` iterations that reverse mode made, whose guards then hold
@@ -280,21 +281,29 @@ Results<Var> while_batch(TapeBuilder& b, const BatchArgs& a) {
     std::copy(in.begin(), in.end(), flags.get());
     const std::span<const bool> fl(flags.get(), in.size());
     const Tape C = tr.batch(*w.cond, fl, a.size), B = tr.batch(*w.body, fl, a.size);
+    // One more carry, last: the mask of the elements that go on (cond on the carries,
+    // 1 or 0), computed once before the loop and once per iteration.
+    args.push_back(goes_on(b, b.inline_tape(C, args)[0], a.size));
+    const VarType mask_type = b.type(args.back());
     TapeBuilder kc, kb;
     std::vector<Var> cin, bin;
     for (Var v : C.inputs()) cin.push_back(kc.input(C.type(v))), bin.push_back(kb.input(C.type(v)));
+    const Var cmask = kc.input(mask_type), mask = kb.input(mask_type);
     // cond: some element goes on.
-    kc.set_outputs({kc.call("sum", {goes_on(kc, kc.inline_tape(C, cin)[0], a.size)})});
-    // body: the next carries of the elements that go on, the others' as they are.
-    const Var mask = goes_on(kb, kb.inline_tape(C, bin)[0], a.size);
+    kc.set_outputs({kc.call("sum", {cmask})});
+    // body: the next carries of the elements that go on, the others' as they are; the next mask.
     std::vector<Var> next = kb.inline_tape(B, bin);
     for (std::size_t c = 0; c < w.K; ++c) next[c] = freeze(kb, mask, next[c], bin[w.C + c], a.size);
+    std::vector<Var> consts_and_next(bin.begin(), bin.begin() + static_cast<std::ptrdiff_t>(w.C));
+    consts_and_next.insert(consts_and_next.end(), next.begin(), next.end());
+    next.push_back(kb.mul(mask, goes_on(kb, kb.inline_tape(C, consts_and_next)[0], a.size)));
     kb.set_outputs(std::move(next));
     cond = tr.cleanup(kc.finish()), body = tr.cleanup(kb.finish());
   }
   attrs.set("cond", TapeRef{std::make_shared<const Tape>(std::move(cond))});
   attrs.set("body", TapeRef{std::make_shared<const Tape>(std::move(body))});
   std::vector<Var> res = b.call_results(primitive("while_loop"), std::move(args), std::move(attrs));
+  res.resize(w.K);  // (without the mask)
   for (std::size_t c = 0; c < w.K; ++c) res[c] = ensure_batched(b, res[c], out[c], a.size);
   return res;
 }
