@@ -1,4 +1,4 @@
-// GradBench's ht: the hand-tracking residuals and their Jacobian (forward mode).
+// GradBench's ht: the hand-tracking residuals and their Jacobian (vector-mode forward).
 #include "evals.hpp"
 
 #include <algorithm>
@@ -19,6 +19,7 @@ struct HandModel {
   std::vector<Tensor> base_relatives, inverse_base_absolutes;  // [4, 4] each
   Tensor positions;                                            // [4, V]
   Tensor weights;                                              // [bones, V]
+  Tensor skin;  // [4 bones, V]: row 4b + j, column v = weights[b, v] positions[j, v]
   bool mirrored = false;
   Tensor corr_a, corr_b, corr_c;  // i64 [c]: vertex indices (a only, without us)
   Tensor points;                  // [3, c]
@@ -83,9 +84,9 @@ Tensor hand_residuals(const HandModel& model, const Tensor& theta, const Tensor&
         reel::matmul(absolutes[static_cast<std::size_t>(i)], model.inverse_base_absolutes[static_cast<std::size_t>(i)]), 0, 0,
         3));
   }
-  // Skinning: sum over bones of (transform x base positions) weighted per vertex.
-  const Tensor moved = reel::matmul(reel::stack(transforms), model.positions);       // [bones, 3, V]
-  Tensor positions = reel::sum(moved * reel::expand_dims(model.weights, 1), 0);      // [3, V]
+  // Skinning: sum over bones of (transform x base positions) weighted per vertex, as one
+  // product [3, 4 bones] x [4 bones, V] (model.skin: the weighted base positions).
+  Tensor positions = reel::matmul(reel::concat(transforms, 1), model.skin);  // [3, V]
   if (model.mirrored) positions = positions * reel::tensor({-1, 1, 1}, {3, 1});
   // Global transform: rotation (columns scaled by pose[1], ones), then translation.
   const Tensor R = angle_axis_to_rotation(pose[0]) * reel::expand_dims(pose[1], 0);
@@ -160,6 +161,15 @@ std::shared_ptr<HtInput> ht_input(const json& input) {
   m.positions = from_rows(rows_of(field(model, "base_positions"), "base_positions", 4), 4, true);  // [4, V]
   m.weights = from_rows(rows_of(field(model, "weights"), "weights", bones), bones, true);        // [bones, V]
   if (m.weights.shape()[1] != m.positions.shape()[1]) throw reel::Error("ht: expected one weights row per vertex");
+  {
+    const int64_t V = m.positions.shape()[1];
+    m.skin = reel::zeros({4 * bones, V});
+    double* skin = m.skin.mutable_data<double>();
+    const double *w = m.weights.data<double>(), *pos = m.positions.data<double>();
+    for (int64_t b = 0; b < bones; ++b)
+      for (int64_t j = 0; j < 4; ++j)
+        for (int64_t v = 0; v < V; ++v) skin[(4 * b + j) * V + v] = w[b * V + v] * pos[j * V + v];
+  }
   const json& mirrored = field(model, "is_mirrored");
   if (!mirrored.is_boolean()) throw reel::Error(fmt::format("ht: \"is_mirrored\" must be true or false, got {}", mirrored.dump()));
   m.mirrored = mirrored.get<bool>();
@@ -212,36 +222,35 @@ Prepared ht_objective(const json& input) {
   return each_run([=] { return (*f)({in->theta, in->us}).at(0); }, vector_json);
 }
 
-// The Jacobian by forward mode: one Jacobian-vector product per theta entry (a column
-// of 3c values) and, with us, two more with every point's u_0 (u_1) tangent 1 (each
-// residual depends on its own point's us only).
+// The Jacobian by vector-mode forward: all its columns in one pass (jvp_tape(tape, k)),
+// one per theta entry and, with us, two more with every point's u_0 (u_1) tangent 1
+// (each residual depends on its own point's us only, so those two columns hold the us
+// part of the Jacobian, compressed).
 Prepared ht_jacobian(const json& input) {
   auto in = ht_input(input);
+  const int64_t extra = in->model.complicated ? 2 : 0, cols = 26 + extra;
   auto f = std::make_shared<reel::CompiledFunction>(reel::compile(reel::jvp_tape(
       reel::trace([m = &in->model](const Tensor& theta, const Tensor& us) { return hand_residuals(*m, theta, us); },
-                  in->theta, in->us))));
-  const int64_t extra = in->model.complicated ? 2 : 0, cols = 26 + extra;
-  auto tangent_sets = std::make_shared<std::vector<std::vector<Tensor>>>();
+                  in->theta, in->us),
+      cols)));
+  // The k tangents of theta [cols, 26] and us [cols, c, 2], made before the timed runs.
+  Tensor tt = reel::zeros({cols, 26}), tu = reel::zeros({cols, in->c, 2});
   for (int64_t k = 0; k < cols; ++k) {
-    Tensor tt = reel::zeros({26}), tu = reel::zeros({in->c, 2});
     if (k < extra) {
-      for (int64_t i = 0; i < in->c; ++i) tu.mutable_data<double>()[i * 2 + k] = 1.0;
+      for (int64_t i = 0; i < in->c; ++i) tu.mutable_data<double>()[(k * in->c + i) * 2 + k] = 1.0;
     } else {
-      tt.mutable_data<double>()[k - extra] = 1.0;
+      tt.mutable_data<double>()[k * 26 + (k - extra)] = 1.0;
     }
-    tangent_sets->push_back({in->theta, in->us, tt, tu});
   }
-  auto columns = std::make_shared<std::vector<Tensor>>(static_cast<std::size_t>(cols));
-  return {[=] {
-            for (std::size_t k = 0; k < columns->size(); ++k) (*columns)[k] = (*f)((*tangent_sets)[k]).at(1);
-          },
+  auto inputs = std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{in->theta, in->us, tt, tu});
+  auto columns = std::make_shared<Tensor>();  // [cols, 3c]
+  return {[=] { *columns = (*f)(*inputs).at(1); },
           [=] {
-            std::vector<std::vector<double>> values;
-            for (const Tensor& col : *columns) values.push_back(col.values());
+            const double* v = columns->data<double>();
             json rows = json::array();
             for (int64_t r = 0; r < 3 * in->c; ++r) {
               std::vector<double> row;
-              for (const auto& col : values) row.push_back(col[static_cast<std::size_t>(r)]);
+              for (int64_t k = 0; k < cols; ++k) row.push_back(v[k * 3 * in->c + r]);
               rows.push_back(row);
             }
             return rows;

@@ -30,8 +30,31 @@ Prepared kmeans_cost_fn(const json& input) {
   return each_run([=] { return f(*P, *C); }, scalar_json);
 }
 
-// J H^-1 with J = d cost / dC and H's diagonal from forward over reverse: the Hessian
-// with respect to C is diagonal, so H times a vector of ones is its diagonal.
+// The tape of J = d cost / dC and H's diagonal: forward over reverse with the points held
+// constant (nodiff: no gradient for them, and no tangent flows from them), keeping only
+// dC and its tangent along C's tangent. The Hessian with respect to C is diagonal, so H
+// times ones is its diagonal: with the argmin mask constant, that is one pass that adds
+// 2 x each centroid's count to the gradient's matmul (no other product).
+reel::Tape kmeans_dir_tape(const Tensor& P, const Tensor& C) {
+  const reel::Tape g =
+      reel::grad_tape(reel::trace([](const Tensor& p, const Tensor& c) { return kmeans_cost(reel::nodiff(p), c); }, P, C));
+  // g: P, C -> value, dP, dC; only dC kept.
+  reel::TapeBuilder b;
+  const reel::Var p = b.input(g.type(g.inputs()[0])), c = b.input(g.type(g.inputs()[1]));
+  const std::vector<reel::Var> ins{p, c};
+  b.set_outputs({b.inline_tape(g, ins).at(2)});
+  // P, C, their tangents -> dC, its tangent; P's tangent ones, C's ones.
+  const reel::Tape j = reel::jvp_tape(reel::cleanup(b.finish()));
+  reel::TapeBuilder d;
+  const reel::Var dp = d.input(j.type(j.inputs()[0])), dc = d.input(j.type(j.inputs()[1]));
+  const std::vector<reel::Var> jins{dp, dc, d.broadcast_to(d.scalar(0.0, P.dtype()), P.shape()),
+                                    d.broadcast_to(d.scalar(1.0, C.dtype()), C.shape())};
+  const std::vector<reel::Var> r = d.inline_tape(j, jins);
+  d.set_outputs({d.div(r.at(0), r.at(1))});
+  return reel::cleanup(d.finish());
+}
+
+// Newton's direction J H^-1, one compiled pass.
 Prepared kmeans_dir(const json& input) {
   static std::mutex mutex;
   static std::map<std::pair<reel::Shape, reel::Shape>, reel::CompiledFunction> compiled;
@@ -43,21 +66,12 @@ Prepared kmeans_dir(const json& input) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto [it, is_new] = compiled.try_emplace({P->shape(), C->shape()});
-    if (is_new) {
-      // Inputs of the tangent tape: P, C, then their tangents; outputs: value, dP, dC,
-      // then the tangents of those.
-      it->second = reel::compile(reel::jvp_tape(reel::grad_tape(reel::trace(kmeans_cost, *P, *C))));
-    }
+    if (is_new) it->second = reel::compile(kmeans_dir_tape(*P, *C));
     fn = it->second;
   }
-  auto tangents = std::make_shared<std::vector<Tensor>>(
-      std::vector<Tensor>{*P, *C, reel::zeros(P->shape()), reel::ones(C->shape())});
+  auto args = std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{*P, *C});
   auto out = std::make_shared<Tensor>();
-  return {[=] {
-            const std::vector<Tensor> r = fn(*tangents);
-            *out = r.at(2) / r.at(5);
-          },
-          [=] { return matrix_json(*out); }};
+  return {[=] { *out = fn(*args).at(0); }, [=] { return matrix_json(*out); }};
 }
 
 }  // namespace
