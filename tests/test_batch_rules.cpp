@@ -267,7 +267,9 @@ bool check_sample(const Sample& s) {
     test::check_round_trip(vt);
     check_outputs(play(vt, batched), want, 1e-12, what + " interpreted");
     check_outputs(compile(vt)(batched), want, 1e-11, what + " compiled");
-    fell_back = fell_back || count_calls(vt, "scan") > scans;
+    // (A convolution with both arguments batched runs one call per element on purpose: prims_nn.cpp.)
+    const bool both_conv = s.prim.starts_with("conv2d") && m == 3;
+    fell_back = fell_back || (count_calls(vt, "scan") > scans && !both_conv);
   }
   // Batches of one and of none, every input batched.
   std::vector<bool> all(n, true);
@@ -381,6 +383,8 @@ TEST_CASE("batching rules: gradients through batched tapes equal each element's 
   for (const Sample& s : samples()) {
     const Primitive& p = primitive(s.prim);
     if (!p.batch || s.tape.outputs.empty()) continue;
+    // Per-element trip counts have no static trip count for reverse mode (prims_while.cpp).
+    if (s.what == "while_loop (per-element trip counts)") continue;
     bool any_float = false;
     for (Var o : s.tape.outputs) any_float = any_float || is_float(s.tape.type(o).dtype);
     if (!any_float) continue;

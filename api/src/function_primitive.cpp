@@ -27,8 +27,9 @@ const Primitive& define_function_primitive(const std::string& name, int arity,
   // The value: f itself (reel::apply runs eager functions with no trace active, so
   // nothing inside f is recorded).
   p.eager = [f](std::span<const Tensor> in, const Attrs&) { return f(std::vector<Tensor>(in.begin(), in.end())); };
-  // The rules: f traced on placeholders, then the pass's own transformation of that
-  // tape, inlined. `out` is recomputed inside the inlined tape (CSE does not see it).
+  // The rules (reverse, forward, batching): f traced on placeholders, then the pass's
+  // own transformation of that tape, inlined. `out` is recomputed inside the inlined
+  // tape (CSE does not see it).
   auto traced = [f](const TapeBuilder& b, std::span<const Var> args) {
     return detail::trace_on_zeros(b, args, [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{f(in)}; });
   };
@@ -55,6 +56,13 @@ const Primitive& define_function_primitive(const std::string& name, int arity,
                                            : b.broadcast_to(b.scalar(0.0, b.type(a.args[i]).dtype),
                                                             b.type(a.args[i]).shape));
     return b.inline_tape(j, in)[1];
+  };
+  // Batching: f traced on the unbatched arguments' types, batched by the pass, inlined.
+  p.batch = [traced](TapeBuilder& b, const BatchArgs& a) {
+    TapeBuilder types;
+    std::vector<Var> vars;
+    for (const VarType& t : a.types) vars.push_back(types.input(t));
+    return b.inline_tape(vmap_tape(traced(types, vars), a.batched, a.size), a.args)[0];
   };
   return register_primitive(std::move(p));
 }

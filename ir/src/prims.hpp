@@ -43,6 +43,23 @@ Tensor slice_at(const Tensor& x, int64_t k);
 void store_at(Tensor& stack, int64_t k, const Tensor& slice);
 void add_revolve(std::vector<Primitive>& table);  // prims_revolve.cpp
 
+// Batching loops (prims_loops.cpp). depends_on: which outputs of `tape` depend on an
+// input flagged in `in` (one flag per input). batch_loop_body: `body` with the inputs
+// where in[i] carrying a leading batch axis of `size`, and the outputs where out[o]
+// batched (through transforms.batch); the other outputs, which must depend on no
+// batched input, stay as they are. Cleaned up.
+std::vector<bool> depends_on(const Tape& tape, const std::vector<bool>& in);
+Tape batch_loop_body(const Tape& body, const std::vector<bool>& in, const std::vector<bool>& out, int64_t size,
+                     const Transforms& transforms);
+// A loop body's batching flags: `in` (per body input) holds the carries at [first,
+// first + K), whose next values are the body's outputs [0, K). A carry is batched if it
+// starts batched or its next value depends on a batched input (to a fixed point: `in`
+// is updated). Returns the outputs' flags: a carry's as its input's, any other output's
+// whether it depends on a batched input.
+std::vector<bool> batch_carries(const Tape& body, std::vector<bool>& in, std::size_t first, std::size_t K);
+// v batched ([size] + its type) if it is not already (flag false): a broadcast.
+Var ensure_batched(TapeBuilder& b, Var v, bool batched, int64_t size);
+
 // "(f64[3], i64[])": a list of types, for errors.
 std::string types_str(std::span<const VarType> types);
 // The tape without the inputs nothing reads, and the positions of the inputs kept.

@@ -12,7 +12,8 @@
 // to its backward part, and the body's forward computation runs again inside that
 // call. A `checkpoint` is what reel::checkpoint records; a `call` is what its adjoint
 // emits. The tangent of either is the same primitive over the body's jvp (primal and
-// tangents together), so a reverse pass over a forward one still recomputes.
+// tangents together), so a reverse pass over a forward one still recomputes. Batching
+// (vmap) is the same primitive over the batched body (every result batched).
 #include <fmt/format.h>
 
 #include "prims.hpp"
@@ -147,6 +148,14 @@ std::function<Results<Var>(TapeBuilder&, const TangentArgs&)> call_tangent(const
   };
 }
 
+// Batching: the same primitive over the body batched with the same flags.
+std::function<Results<Var>(TapeBuilder&, const BatchArgs&)> call_batch(const char* name) {
+  return [name](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
+    const Tape B = a.transforms->batch(a.attrs.tape("body"), a.batched, a.size);
+    return call_tape(b, name, B, std::vector<Var>(a.args.begin(), a.args.end()));
+  };
+}
+
 Primitive call_like(const char* name) {
   return {
       .name = name,
@@ -159,6 +168,7 @@ Primitive call_like(const char* name) {
       .results = kVariadic,
       .tangent = call_tangent(name),
       .structure = Structure::loop,
+      .batch = call_batch(name),
   };
 }
 

@@ -9,14 +9,16 @@
 // `reverse` runs k = N-1 .. 0; with `index`, the body's first input is an i64 counter
 // holding I + k. Its reverse mode is in two halves (adjoint_forward): the forward scan
 // also stacks the residuals the body's adjoint reads, and a reversed scan runs the
-// adjoint; forward mode is one scan over the body's jvp.
+// adjoint; forward mode is one scan over the body's jvp; batching (vmap) is one scan
+// over the batched body (scan_batch).
 #include <fmt/format.h>
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <optional>
 
-#include "prims.hpp"
+#include "batching.hpp"
 #include "reel/ir/evaluate.hpp"
 
 namespace reel::prims {
@@ -40,6 +42,85 @@ void store_at(Tensor& stack, int64_t k, const Tensor& slice) {
   if (slice.nbytes() > 0)
     std::memcpy(static_cast<char*>(stack.mutable_raw()) + static_cast<std::size_t>(k) * slice.nbytes(), slice.raw(),
                 slice.nbytes());
+}
+
+// Per variable of `tape`: whether it depends on an input flagged in `in`.
+std::vector<bool> depends_per_var(const Tape& tape, const std::vector<bool>& in) {
+  std::vector<bool> dep(static_cast<std::size_t>(tape.size()) + 1, false);
+  const std::vector<Var> inputs = tape.inputs();
+  for (std::size_t i = 0; i < inputs.size(); ++i) dep[inputs[i]] = in[i];
+  for (Var v = 1; v <= tape.size(); ++v)
+    for (Var x : tape.op(v).args) dep[v] = dep[v] || dep[x];
+  return dep;
+}
+
+std::vector<bool> depends_on(const Tape& tape, const std::vector<bool>& in) {
+  const std::vector<bool> dep = depends_per_var(tape, in);
+  std::vector<bool> out;
+  for (Var o : tape.outputs) out.push_back(dep[o]);
+  return out;
+}
+
+Tape batch_loop_body(const Tape& body, const std::vector<bool>& in, const std::vector<bool>& out, int64_t size,
+                     const Transforms& transforms) {
+  TapeBuilder k;
+  const std::vector<Var> inputs = body.inputs();
+  std::vector<Var> vin;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const VarType& t = body.type(inputs[i]);
+    vin.push_back(k.input(in[i] ? with_leading(size, t) : t));
+  }
+  std::vector<int> batched;
+  for (std::size_t o = 0; o < out.size(); ++o)
+    if (out[o]) batched.push_back(static_cast<int>(o));
+  std::vector<Var> outs(body.outputs.size(), kNoVar);
+  if (!batched.empty()) {
+    auto flags = std::make_unique<bool[]>(in.size());
+    std::copy(in.begin(), in.end(), flags.get());
+    const Tape B = transforms.batch(select_outputs(body, batched), std::span<const bool>(flags.get(), in.size()), size);
+    const std::vector<Var> bo = k.inline_tape(B, vin);
+    for (std::size_t q = 0; q < batched.size(); ++q) outs[static_cast<std::size_t>(batched[q])] = bo[q];
+  }
+  if (batched.size() < out.size()) {
+    // The unbatched outputs: the body's operations that read no batched input, as they are.
+    const std::vector<bool> dep = depends_per_var(body, in);
+    std::vector<Var> map(static_cast<std::size_t>(body.size()) + 1, kNoVar);
+    for (std::size_t i = 0; i < inputs.size(); ++i) map[inputs[i]] = vin[i];
+    for (Var v = 1; v <= body.size(); ++v) {
+      const Op& op = body.op(v);
+      if (op.kind == OpKind::input || dep[v]) continue;
+      std::vector<Var> args;
+      for (Var x : op.args) args.push_back(map[x]);
+      map[v] = op.kind == OpKind::constant ? k.constant(op.value) : k.copy(op, std::move(args));
+    }
+    for (std::size_t o = 0; o < out.size(); ++o) {
+      if (out[o]) continue;
+      if (dep[body.outputs[o]])
+        throw Error(fmt::format("vmap: output {} of a loop body depends on a batched input but was to stay unbatched "
+                                "(internal error)", o + 1));
+      outs[o] = map[body.outputs[o]];
+    }
+  }
+  k.set_outputs(std::move(outs));
+  return transforms.cleanup(k.finish());
+}
+
+std::vector<bool> batch_carries(const Tape& body, std::vector<bool>& in, std::size_t first, std::size_t K) {
+  std::vector<bool> out;
+  for (bool changed = true; changed;) {
+    changed = false;
+    out = depends_on(body, in);
+    for (std::size_t c = 0; c < K; ++c)
+      if (out[c] && !in[first + c]) in[first + c] = changed = true;
+  }
+  for (std::size_t c = 0; c < K; ++c) out[c] = in[first + c];
+  return out;
+}
+
+Var ensure_batched(TapeBuilder& b, Var v, bool batched, int64_t size) {
+  if (batched) return v;
+  const VarType t = b.type(v);
+  return b.broadcast_to(v, with_leading(size, t).shape);
 }
 
 namespace {
@@ -750,6 +831,31 @@ Results<Var> scan_tangent(TapeBuilder& b, const TangentArgs& a) {
   return tangents;
 }
 
+// Batching: one scan over the batched body. Its batched consts and xs carry the batch
+// (xs behind the length axis: [length, size, ...], so that each iteration's slice has it
+// in front); a carry is batched if it starts batched or its next value depends on a
+// batched input (a fixed point: it then starts batched, broadcast); a y is batched if it
+// depends on one. The rest stays unbatched inside the loop and is broadcast after it.
+Results<Var> scan_batch(TapeBuilder& b, const BatchArgs& a) {
+  const ScanLayout s = scan_layout(a.attrs, a.args.size());
+  const Tape& body = *s.body;
+  std::vector<bool> in(body.inputs().size(), false);
+  for (std::size_t i = 0; i < s.C + s.K + s.X; ++i) in[s.first_const() + i] = a.batched[i];
+  const std::vector<bool> out = batch_carries(body, in, s.first_carry(), s.K);
+  std::vector<Var> args(a.args.begin(), a.args.end());
+  for (std::size_t c = 0; c < s.K; ++c)
+    if (in[s.first_carry() + c]) args[s.C + c] = ensure_batched(b, args[s.C + c], a.batched[s.C + c], a.size);
+  for (std::size_t j = 0; j < s.X; ++j)
+    if (a.batched[s.C + s.K + j]) args[s.C + s.K + j] = move_axes(b, args[s.C + s.K + j], 0, 1, 1);
+  std::vector<Var> res = b.call_results(
+      primitive("scan"), std::move(args),
+      with_body(a.attrs, batch_loop_body(body, in, out, a.size, *a.transforms), s.C, s.K));
+  for (std::size_t c = 0; c < s.K; ++c) res[c] = ensure_batched(b, res[c], out[c], a.size);
+  for (std::size_t j = 0; j < s.Y; ++j)
+    res[s.K + j] = out[s.K + j] ? move_axes(b, res[s.K + j], 1, 1, 0) : ensure_batched(b, res[s.K + j], false, a.size);
+  return res;
+}
+
 Primitive scan_p() {
   return {
       .name = "scan",
@@ -770,6 +876,7 @@ Primitive scan_p() {
       .tangent = scan_tangent,
       .structure = Structure::loop,
       .adjoint_forward = scan_forward,
+      .batch = scan_batch,
   };
 }
 
@@ -781,3 +888,24 @@ void add_loops(std::vector<Primitive>& t) {
 }
 
 }  // namespace reel::prims
+
+namespace reel {
+
+Results<Var> batch_by_scan(TapeBuilder& b, const Primitive& p, const BatchArgs& a) {
+  TapeBuilder body;
+  std::vector<Var> consts, xs, inner(a.args.size(), kNoVar);
+  for (std::size_t i = 0; i < a.args.size(); ++i)
+    if (!a.batched[i]) consts.push_back(a.args[i]), inner[i] = body.input(a.types[i]);
+  for (std::size_t i = 0; i < a.args.size(); ++i)
+    if (a.batched[i]) xs.push_back(a.args[i]), inner[i] = body.input(a.types[i]);
+  body.set_outputs(body.call_results(p, inner, a.attrs));
+  std::vector<Var> args = consts;
+  args.insert(args.end(), xs.begin(), xs.end());
+  Attrs attrs{{"body", TapeRef{std::make_shared<const Tape>(body.finish())}},
+              {"length", a.size},
+              {"num_consts", static_cast<int64_t>(consts.size())},
+              {"num_carry", int64_t{0}}};
+  return b.call_results(primitive("scan"), std::move(args), std::move(attrs));
+}
+
+}  // namespace reel

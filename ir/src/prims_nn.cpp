@@ -3,12 +3,22 @@
 // and ∇conv_filter), each with rules of its own so that second derivatives work;
 // max_pool2d (with max_pool2d_grad and max_pool2d_gather) and avg_pool2d (with
 // avg_pool2d_grad). Convolutions go through im2col and one CBLAS gemm per image.
+//
+// Batching (vmap): a batch of the images (x, dy) folds into N, [B,N,...] -> [B*N,...];
+// a batch of only the weights folds into their output channels (conv2d, and
+// conv2d_filter_grad's dy) or input channels (conv2d_data_grad), or a batch of only x
+// into conv2d_filter_grad's input channels: one call either way. A convolution with
+// both arguments batched (per-example weight gradients, conv2d_filter_grad(x, dy) under
+// vmap of grad) has no one-call form without B times the work: it runs one call per
+// batch element (a scan). Pools fold the batch into N; max_pool2d_grad and
+// max_pool2d_gather broadcast an unbatched argument first.
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
 #include <limits>
 
-#include "prims.hpp"
+#include "batching.hpp"
 #include "reel/blas.hpp"
 
 namespace reel::prims {
@@ -231,6 +241,44 @@ std::function<Var(TapeBuilder&, const TangentArgs&)> bilinear_tangent(const char
   };
 }
 
+// v's axes `at` and at + 1 merged into one.
+Var merge_axes(TapeBuilder& b, Var v, std::size_t at) {
+  Shape s = b.type(v).shape;
+  s[at] *= s[at + 1];
+  s.erase(s.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+  return b.reshape(v, s);
+}
+// The call's result `v` with the batch merged into its axis `at`: [size] + the
+// unbatched result's shape (inferred from the unbatched arguments), as the batch rule
+// returns it.
+Var split_batch(TapeBuilder& b, Var v, std::size_t at, const char* name, const BatchArgs& a) {
+  Attrs attrs = a.attrs;
+  Shape s = infer_call(primitive(name), a.types, attrs).shape;
+  s.insert(s.begin() + static_cast<std::ptrdiff_t>(at), a.size);
+  return move_axes(b, b.reshape(v, s), static_cast<int64_t>(at), 1, 0);
+}
+
+// Batching a window operation whose arguments all take the batch into N: the unbatched
+// ones broadcast, all folded, one call, unfolded.
+Results<Var> batch_into_n(TapeBuilder& b, const char* name, const BatchArgs& a) {
+  std::vector<Var> args;
+  for (std::size_t i = 0; i < a.args.size(); ++i)
+    args.push_back(merge_axes(b, ensure_batched(b, a.args[i], a.batched[i], a.size), 0));
+  return split_batch(b, b.call(name, std::move(args), a.attrs), 0, name, a);
+}
+
+// The three convolutions, one argument batched: its batch moves next to the axis
+// `into[i]` of it (N or a channel axis) and merges with it, and the call's result has
+// it merged into its axis `out[i]`, which splits back. Both batched: one call per element.
+Results<Var> batch_conv(TapeBuilder& b, const char* name, const BatchArgs& a, std::array<std::size_t, 2> into,
+                        std::array<std::size_t, 2> out) {
+  if (a.batched[0] && a.batched[1]) return batch_by_scan(b, primitive(name), a);
+  const std::size_t i = a.batched[0] ? 0 : 1;
+  std::vector<Var> args(a.args.begin(), a.args.end());
+  args[i] = merge_axes(b, move_axes(b, args[i], 0, 1, static_cast<int64_t>(into[i])), into[i]);
+  return split_batch(b, b.call(name, std::move(args), a.attrs), out[i], name, a);
+}
+
 // conv2d(x [N,C,H,W], w [O,C,KH,KW], stride, padding, dilation) -> [N,O,OH,OW].
 Primitive conv2d_p() {
   return {
@@ -252,6 +300,7 @@ Primitive conv2d_p() {
       },
       .tangent = bilinear_tangent("conv2d"),
       .structure = Structure::opaque,
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_conv(b, "conv2d", a, {0, 0}, {0, 1}); },
   };
 }
 
@@ -291,6 +340,7 @@ Primitive conv2d_data_grad_p() {
       },
       .tangent = bilinear_tangent("conv2d_data_grad"),
       .structure = Structure::opaque,
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_conv(b, "conv2d_data_grad", a, {0, 1}, {0, 1}); },
   };
 }
 
@@ -328,6 +378,7 @@ Primitive conv2d_filter_grad_p() {
       },
       .tangent = bilinear_tangent("conv2d_filter_grad"),
       .structure = Structure::opaque,
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_conv(b, "conv2d_filter_grad", a, {1, 1}, {1, 0}); },
   };
 }
 
@@ -360,6 +411,7 @@ Primitive max_pool2d_p() {
         return b.call("max_pool2d_gather", {a.args[0], a.tangents[0]}, a.attrs);
       },
       .structure = Structure::opaque,
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_into_n(b, "max_pool2d", a); },
   };
 }
 
@@ -405,6 +457,7 @@ Primitive max_pool_route(bool grad) {
         return a.tangents[1] == kNoVar ? kNoVar : b.call(name, {a.args[0], a.tangents[1]}, a.attrs);
       },
       .structure = Structure::opaque,
+      .batch = [name](TapeBuilder& b, const BatchArgs& a) { return batch_into_n(b, name, a); },
   };
 }
 
@@ -475,6 +528,9 @@ Primitive avg_pool(bool grad) {
       .adjoint = [grad](TapeBuilder& b, const AdjointArgs& a) { return avg_pool_adjoint(grad, b, a); },
       .linear = true,
       .structure = Structure::opaque,
+      .batch = [grad](TapeBuilder& b, const BatchArgs& a) {
+        return batch_into_n(b, grad ? "avg_pool2d_grad" : "avg_pool2d", a);
+      },
   };
 }
 

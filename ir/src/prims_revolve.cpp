@@ -18,12 +18,16 @@
 // with N.
 //
 // Its derivatives (second order through a binomial scan) are those of the store-all
-// pair it equals, built and differentiated in its rules (so they store all).
+// pair it equals, built and differentiated in its rules (so they store all). Batching
+// (vmap of a gradient through a binomial scan) is one revolve over the batched bodies,
+// flagged as scan's are (carries to a fixed point; the backward body's residual inputs
+// batched where the forward body's residuals are).
 #include <fmt/format.h>
 
 #include <limits>
+#include <memory>
 
-#include "prims.hpp"
+#include "batching.hpp"
 #include "reel/ir/evaluate.hpp"
 #include "reel/ir/revolve.hpp"
 
@@ -245,6 +249,44 @@ Results<Var> revolve_tangent(TapeBuilder& b, const TangentArgs& a) {
   return call_tangents(a, E, b.inline_tape(j.J, j.operands));
 }
 
+Results<Var> revolve_batch(TapeBuilder& b, const BatchArgs& a) {
+  const RevolveLayout L = revolve_layout(a.attrs, a.args.size());
+  const std::size_t c0 = L.counter(), b0 = L.C + L.K + L.X;
+  std::vector<bool> fin(L.forward->inputs().size(), false), bin(L.backward->inputs().size(), false);
+  for (std::size_t i = 0; i < L.C + L.K + L.X; ++i) fin[c0 + i] = a.batched[i];
+  const std::vector<bool> fout = batch_carries(*L.forward, fin, c0 + L.C, L.K);
+  for (std::size_t i = 0; i < L.BC + L.BK; ++i) bin[c0 + i] = a.batched[b0 + i];
+  for (std::size_t r = 0; r < L.R; ++r) bin[c0 + L.BC + L.BK + r] = fout[L.K + L.Y + r];
+  for (std::size_t j = 0; j < L.BX; ++j) bin[c0 + L.BC + L.BK + L.R + j] = a.batched[b0 + L.BC + L.BK + j];
+  const std::vector<bool> bout = batch_carries(*L.backward, bin, c0 + L.BC, L.BK);
+  std::vector<Var> args(a.args.begin(), a.args.end());
+  // Carries batched where their flags say; xs with the batch behind the length axis.
+  auto carries = [&](std::size_t arg0, std::size_t in0, std::size_t n, const std::vector<bool>& in) {
+    for (std::size_t c = 0; c < n; ++c)
+      if (in[in0 + c]) args[arg0 + c] = ensure_batched(b, args[arg0 + c], a.batched[arg0 + c], a.size);
+  };
+  auto xs = [&](std::size_t arg0, std::size_t n) {
+    for (std::size_t j = 0; j < n; ++j)
+      if (a.batched[arg0 + j]) args[arg0 + j] = move_axes(b, args[arg0 + j], 0, 1, 1);
+  };
+  carries(L.C, c0 + L.C, L.K, fin);
+  xs(L.C + L.K, L.X);
+  carries(b0 + L.BC, c0 + L.BC, L.BK, bin);
+  xs(b0 + L.BC + L.BK, L.BX);
+  const Transforms& tr = *a.transforms;
+  auto tape = [](Tape t) { return TapeRef{std::make_shared<const Tape>(std::move(t))}; };
+  Attrs attrs = a.attrs;
+  attrs.set("forward", tape(batch_loop_body(*L.forward, fin, fout, a.size, tr)));
+  const std::vector<bool> carry_flags(fout.begin(), fout.begin() + static_cast<std::ptrdiff_t>(L.K));
+  attrs.set("advance", tape(batch_loop_body(*L.advance, fin, carry_flags, a.size, tr)));
+  attrs.set("backward", tape(batch_loop_body(*L.backward, bin, bout, a.size, tr)));
+  std::vector<Var> res = b.call_results(primitive("revolve"), std::move(args), std::move(attrs));
+  for (std::size_t c = 0; c < L.BK; ++c) res[c] = ensure_batched(b, res[c], bout[c], a.size);
+  for (std::size_t y = L.BK; y < res.size(); ++y)
+    res[y] = bout[y] ? move_axes(b, res[y], 1, 1, 0) : ensure_batched(b, res[y], false, a.size);
+  return res;
+}
+
 Primitive revolve_p() {
   return {
       .name = "revolve",
@@ -268,6 +310,7 @@ Primitive revolve_p() {
       .results = kVariadic,
       .tangent = revolve_tangent,
       .structure = Structure::opaque,  // (compiled code calls the driver; its tapes are not one `body`)
+      .batch = revolve_batch,
   };
 }
 

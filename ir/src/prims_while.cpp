@@ -11,7 +11,25 @@
 // count raises reel::GuardFailure (reel::jit and reel::simplegrad(f) retrace) and scan's
 // two-half reverse mode does the rest. Forward mode is a while_loop over the body's jvp
 // whose cond reads the primal carries.
+//
+// Batching (vmap): when cond depends on no batched value every batch element runs the
+// same number of iterations, and the batched loop is one while_loop over the batched
+// body (a carry batched if it starts batched or its next value depends on a batched
+// input; the rest stays unbatched and is broadcast after the loop). When cond is batched
+// each batch element has a trip count of its own: the batched loop runs while cond holds
+// for any element, and each iteration keeps the carries of the elements whose cond no
+// longer holds (a `where` on cond's per-element value; a gather for i64 carries), so
+// element j ends with the carries after its own trip count, as the loop of one element
+// would. Every carry is then batched, the mask (cond per element, evaluated before the
+// loop and after each iteration, as often as the unbatched loop does) is one more carry,
+// and the loop has no `trips`: its trip
+// count, the largest of the batch, is not known when it is batched, so reverse mode
+// through it (grad of vmap) is an error asking for trips. vmap of grad of a while_loop
+// sees the scan of `trips` iterations that reverse mode made, whose guards then hold
+// only if every element has the traced trip count (else reel::GuardFailure).
 #include <fmt/format.h>
+
+#include <memory>
 
 #include "prims.hpp"
 #include "reel/ir/evaluate.hpp"
@@ -124,7 +142,8 @@ ForwardHalf while_forward(TapeBuilder& b, const ForwardArgs& a) {
   const WhileLayout w = while_layout(a.attrs, a.args.size());
   if (!w.has_trips)
     throw Error("grad: while_loop has no trip count (its attribute trips, which reel::while_loop records when it is "
-                "traced); reverse mode runs the loop as a scan of that many iterations, so give trips=N");
+                "traced, and which a while_loop batched by vmap with a trip count per batch element lacks); reverse "
+                "mode runs the loop as a scan of that many iterations, so give trips=N");
   auto state = std::make_shared<WhileGrad>();
   state->scan_attrs = guarded_scan(w);
   ForwardHalf half = primitive("scan").adjoint_forward(
@@ -211,6 +230,84 @@ Results<Var> while_tangent(TapeBuilder& b, const TangentArgs& a) {
   return tangents;
 }
 
+// Per batch element: whether the batched cond `go` ([size] + one element) holds, as 1 or
+// 0 of a float dtype, shape [size] (nonzero holds, NaN too, as run_while_loop reads it).
+Var goes_on(TapeBuilder& k, Var go, int64_t size) {
+  if (k.type(go).dtype == DType::i64) go = k.call("cast", {go}, {{"dtype", DType::f64}});
+  go = k.reshape(go, {size});
+  return k.call("ne", {go, k.scalar(0.0, k.type(go).dtype)});
+}
+
+// The carry `next` where mask (1/0, [size]) holds, else `old` (both [size] + type).
+Var freeze(TapeBuilder& k, Var mask, Var next, Var old, int64_t size) {
+  const VarType t = k.type(old);
+  if (is_float(t.dtype)) {
+    if (k.type(mask).dtype != t.dtype) mask = k.call("cast", {mask}, {{"dtype", t.dtype}});
+    Shape shape(t.shape.size(), 1);
+    shape[0] = size;
+    return k.call("where", {k.reshape(mask, shape), next, old});
+  }
+  // i64 (where takes floats): row j of [old; next] at j + size * mask[j].
+  std::vector<double> iota(static_cast<std::size_t>(size));
+  for (std::size_t j = 0; j < iota.size(); ++j) iota[j] = static_cast<double>(j);
+  const DType md = k.type(mask).dtype;
+  const Var rows = k.add(k.constant(tensor(iota, {size}, md)), k.mul(mask, static_cast<double>(size)));
+  const Var stacked = k.call("concat", {old, next}, {{"axis", int64_t{0}}});
+  return k.call("gather", {stacked, k.call("cast", {rows}, {{"dtype", DType::i64}})}, {{"axis", int64_t{0}}});
+}
+
+Results<Var> while_batch(TapeBuilder& b, const BatchArgs& a) {
+  const WhileLayout w = while_layout(a.attrs, a.args.size());
+  const Transforms& tr = *a.transforms;
+  std::vector<bool> in(a.batched.begin(), a.batched.end());
+  (void)batch_carries(*w.body, in, w.C, w.K);
+  const bool per_element = depends_on(*w.cond, in)[0];
+  if (per_element)
+    for (std::size_t c = 0; c < w.K; ++c) in[w.C + c] = true;
+  const std::vector<bool> out(in.begin() + static_cast<std::ptrdiff_t>(w.C), in.end());
+  std::vector<Var> args(a.args.begin(), a.args.end());
+  for (std::size_t c = 0; c < w.K; ++c)
+    if (in[w.C + c]) args[w.C + c] = ensure_batched(b, args[w.C + c], a.batched[w.C + c], a.size);
+  Attrs attrs;
+  Tape cond, body;
+  if (!per_element) {
+    attrs = a.attrs;
+    cond = batch_loop_body(*w.cond, in, {false}, a.size, tr);
+    body = batch_loop_body(*w.body, in, out, a.size, tr);
+  } else {
+    for (const auto& [name, value] : a.attrs.items())
+      if (name != "trips") attrs.set(name, value);
+    auto flags = std::make_unique<bool[]>(in.size());
+    std::copy(in.begin(), in.end(), flags.get());
+    const std::span<const bool> fl(flags.get(), in.size());
+    const Tape C = tr.batch(*w.cond, fl, a.size), B = tr.batch(*w.body, fl, a.size);
+    // One more carry, last: the mask of the elements that go on (cond on the carries,
+    // 1 or 0), computed once before the loop and once per iteration.
+    args.push_back(goes_on(b, b.inline_tape(C, args)[0], a.size));
+    const VarType mask_type = b.type(args.back());
+    TapeBuilder kc, kb;
+    std::vector<Var> cin, bin;
+    for (Var v : C.inputs()) cin.push_back(kc.input(C.type(v))), bin.push_back(kb.input(C.type(v)));
+    const Var cmask = kc.input(mask_type), mask = kb.input(mask_type);
+    // cond: some element goes on.
+    kc.set_outputs({kc.call("sum", {cmask})});
+    // body: the next carries of the elements that go on, the others' as they are; the next mask.
+    std::vector<Var> next = kb.inline_tape(B, bin);
+    for (std::size_t c = 0; c < w.K; ++c) next[c] = freeze(kb, mask, next[c], bin[w.C + c], a.size);
+    std::vector<Var> consts_and_next(bin.begin(), bin.begin() + static_cast<std::ptrdiff_t>(w.C));
+    consts_and_next.insert(consts_and_next.end(), next.begin(), next.end());
+    next.push_back(kb.mul(mask, goes_on(kb, kb.inline_tape(C, consts_and_next)[0], a.size)));
+    kb.set_outputs(std::move(next));
+    cond = tr.cleanup(kc.finish()), body = tr.cleanup(kb.finish());
+  }
+  attrs.set("cond", TapeRef{std::make_shared<const Tape>(std::move(cond))});
+  attrs.set("body", TapeRef{std::make_shared<const Tape>(std::move(body))});
+  std::vector<Var> res = b.call_results(primitive("while_loop"), std::move(args), std::move(attrs));
+  res.resize(w.K);  // (without the mask)
+  for (std::size_t c = 0; c < w.K; ++c) res[c] = ensure_batched(b, res[c], out[c], a.size);
+  return res;
+}
+
 Primitive while_loop_p() {
   return {
       .name = "while_loop",
@@ -227,6 +324,7 @@ Primitive while_loop_p() {
       .tangent = while_tangent,
       .structure = Structure::loop,
       .adjoint_forward = while_forward,
+      .batch = while_batch,
   };
 }
 

@@ -44,25 +44,6 @@ Results<Var> batch_elementwise(TapeBuilder& b, const Primitive& p, const BatchAr
   return b.call(p, std::move(args), a.attrs);
 }
 
-// The fallback: scan(unbatched args as consts, batched args as xs) {the call}, whose ys
-// are the call's results stacked over the batch.
-Results<Var> batch_by_loop(TapeBuilder& b, const Op& op, const BatchArgs& a) {
-  TapeBuilder body;
-  std::vector<Var> consts, xs, inner(a.args.size(), kNoVar);
-  for (std::size_t i = 0; i < a.args.size(); ++i)
-    if (!a.batched[i]) consts.push_back(a.args[i]), inner[i] = body.input(a.types[i]);
-  for (std::size_t i = 0; i < a.args.size(); ++i)
-    if (a.batched[i]) xs.push_back(a.args[i]), inner[i] = body.input(a.types[i]);
-  body.set_outputs(body.call_results(*op.prim, inner, op.attrs));
-  std::vector<Var> args = consts;
-  args.insert(args.end(), xs.begin(), xs.end());
-  Attrs attrs{{"body", TapeRef{std::make_shared<const Tape>(body.finish())}},
-              {"length", a.size},
-              {"num_consts", static_cast<int64_t>(consts.size())},
-              {"num_carry", int64_t{0}}};
-  return b.call_results(primitive("scan"), std::move(args), std::move(attrs));
-}
-
 void check_batch_size(int64_t size) {
   if (size < 0) throw Error(fmt::format("vmap: expected a batch size >= 0, got {}", size));
 }
@@ -114,7 +95,7 @@ BatchedTape batch_tape(const Tape& f, std::span<const bool> batched, int64_t siz
     } else if (op.prim->structure == Structure::elementwise && op.results == 1) {
       res = batch_elementwise(b, *op.prim, a, op.type);
     } else {
-      res = batch_by_loop(b, op, a);
+      res = batch_by_scan(b, *op.prim, a);  // (ir/src/prims_loops.cpp)
     }
     if (res.size() != static_cast<std::size_t>(op.results))
       throw Error(fmt::format("vmap: the batching rule of '{}' gave {} results, expected {}", op.prim->name,

@@ -108,6 +108,23 @@ const Primitive& define_primitive(PrimitiveDef def) {
       return out[0];
     };
   }
+  if (def.batch) {
+    p.batch = [name = def.name, batch = def.batch, infer = p.infer](TapeBuilder& b, const BatchArgs& a) {
+      Attrs attrs = a.attrs;
+      VarType want = infer(a.types, attrs)[0];
+      want.shape.insert(want.shape.begin(), a.size);
+      const std::vector<bool> flags(a.batched.begin(), a.batched.end());
+      const std::vector<Var> out = trace_rule(b, a.args, [&](const std::vector<Tensor>& in) {
+        const Tensor r = batch(in, flags, a.size, a.attrs);
+        if (!r.defined() || r.dtype() != want.dtype || r.shape() != want.shape)
+          throw Error(fmt::format("{}: the batch rule returned {}, expected {} (the result with the batch of {} in front)",
+                                  name, r.defined() ? type_str(r.dtype(), r.shape()) : "an undefined tensor",
+                                  type_str(want), a.size));
+        return std::vector<Tensor>{r};
+      });
+      return out[0];
+    };
+  }
   return register_primitive(std::move(p));
 }
 

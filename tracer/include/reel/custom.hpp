@@ -48,6 +48,15 @@ struct PrimitiveDef {
   // False for a primitive whose equal calls may differ (random numbers, outside
   // state): CSE then never merges two of its calls.
   bool pure = true;
+  // Batching (vmap, optional): the result for a whole batch at once, written with Reel
+  // operations. args[i] has a leading batch axis of `size` in front of the argument's
+  // type where batched[i] (at least one is), else the argument's type; the rule returns
+  // the result with a leading batch axis of `size` (row j: the primitive on the
+  // arguments' rows j). Without one, vmap runs the primitive once per batch element
+  // (a scan over the batch). Traced once per batched tape, like the other rules.
+  std::function<Tensor(const std::vector<Tensor>& args, const std::vector<bool>& batched, int64_t size,
+                       const Attrs&)>
+      batch;
 };
 
 // Registers the primitive; throws reel::Error if the name is taken, or the eager
