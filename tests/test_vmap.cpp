@@ -180,3 +180,33 @@ TEST_CASE("vmap: bad input is a reel::Error naming what was expected and given")
   CHECK_ERROR(vmap_tape(t, std::vector<bool>{true}, -2), "vmap", "batch size >= 0", "-2");
   CHECK_ERROR(vmap_tape(t, std::vector<bool>{}, 2), "vmap", "expected 1 batched flags", "got 0");
 }
+
+TEST_CASE("vmap: values read inside f, guards in loop bodies, empty batches, no directions") {
+  // A value read with item() is the first element's: a guard that every element has it.
+  auto f = [](const Tensor& x) { return x * x.item(); };
+  CHECK_THROWS_AS(vmap(f)(tensor({1.0, 2.0, 3.0})), GuardFailure);
+  test::check_close(vmap(f)(tensor({2.0, 2.0})), tensor({4.0, 4.0}), 0, 0, "equal elements");
+  // A guard inside a loop body that reads a batched value holds for every element, even
+  // where no carry is batched.
+  auto g = [](const Tensor& w) {
+    return fori_loop(0, 3, [&](const Tensor& i, const Tensor& c) {
+      return (sum(w) - cast(i, DType::f64) > 0.0) ? c + 1.0 : c - 1.0;
+    }, scalar(0.0));
+  };
+  CHECK(vmap(g)(tensor({10.0, 20.0})).values() == std::vector<double>{3, 3});
+  CHECK_THROWS_AS(vmap(g)(tensor({10.0, 0.5})), GuardFailure);
+  CHECK_THROWS_AS(jit(vmap(g))(tensor({10.0, 0.5})), GuardFailure);
+  // reel::vmap traces f on an element: an empty batch is an error (vmap_tape takes any size).
+  CHECK_ERROR(vmap(f)(zeros({0})), "vmap", "at least one element", "size 0");
+  // Vector-mode forward and Jacobians with no directions, through a loop.
+  auto h = [](const Tensor& x) {
+    return fori_loop(0, 3, [](const Tensor&, const Tensor& c) { return sin(c) + c; }, x);
+  };
+  const Tape t = trace(h, randn({3}, 20));
+  const auto out = test::run_checked(jvp_tape(t, 0), {randn({3}, 21), zeros({0, 3})});
+  test::check_close(out[0], h(randn({3}, 21)), 0, 0, "value");
+  CHECK(out[1].shape() == Shape{0, 3});
+  CHECK(jacfwd(h, zeros({0})).jacobian.shape() == Shape{0, 0});
+  CHECK(jacrev(h, zeros({0})).jacobian.shape() == Shape{0, 0});
+  CHECK_ERROR(SparseJacobian{}.dense(), "dense", "empty");
+}

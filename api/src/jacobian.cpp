@@ -164,7 +164,8 @@ Tape jacrev_tape(const Tape& f, const Layout& l) {
   ins.push_back(b.constant(tensor(eye, {l.m, l.m}, dt)));
   const std::vector<Var> outs = b.inline_tape(r.tape, ins);
   Var value = outs[0];  // [m]; batched (all rows equal) when computed with the seeds
-  if (r.batched[0]) value = b.reshape(slice_rows(b, value, 0, 1), {l.m});
+  if (r.batched[0])  // (no output element: no row to take; the value is empty)
+    value = l.m == 0 ? b.reshape(value, {0}) : b.reshape(slice_rows(b, value, 0, 1), {l.m});
   std::vector<Var> result;
   for (std::size_t o = 0; o < l.outs.size(); ++o)
     result.push_back(b.reshape(slice_rows(b, value, l.out_offset[o], l.out_offset[o] + numel(l.outs[o].shape)),
@@ -255,6 +256,8 @@ Colouring colour_columns(const Sparsity& p) {
 }
 
 Tensor SparseJacobian::dense() const {
+  if (!pattern || !nonzeros.defined())
+    throw Error("SparseJacobian::dense: expected a sparse Jacobian from reel::sparse_jacobian, got an empty one (no pattern)");
   std::vector<double> d(static_cast<std::size_t>(pattern->rows * pattern->cols), 0.0);
   const std::vector<double> nz = nonzeros.values();
   std::size_t next = 0;

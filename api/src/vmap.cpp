@@ -68,6 +68,11 @@ void VmapInputs::add(const Tensor& t, std::optional<int64_t> axis, std::size_t a
 void VmapInputs::finish() {
   if (size < 0)
     throw Error("vmap: expected at least one batched argument (in_axes are all none, or no argument holds tensors)");
+  // f is traced on a batch element: with none, its values (and so its loops' trip
+  // counts, its guards) would be made up.
+  if (size == 0)
+    throw Error("vmap: expected a batch of at least one element (f is traced on the first), got a batch of size 0; "
+                "reel::vmap_tape batches a tape for any size");
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     const Tensor& t = leaves[i];
     if (!axes[i]) {
@@ -77,13 +82,7 @@ void VmapInputs::finish() {
     }
     const Tensor front = move_axis(t, *axes[i], 0);
     fronts.push_back(front);
-    if (size > 0) {
-      examples.push_back(index(plain(front), 0));
-    } else {
-      Shape s = t.shape();
-      s.erase(s.begin() + *axes[i]);
-      examples.push_back(zeros(s, t.dtype()));
-    }
+    examples.push_back(index(plain(front), 0));
   }
 }
 

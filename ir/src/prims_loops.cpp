@@ -74,7 +74,13 @@ Tape batch_loop_body(const Tape& body, const std::vector<bool>& in, const std::v
   for (std::size_t o = 0; o < out.size(); ++o)
     if (out[o]) batched.push_back(static_cast<int>(o));
   std::vector<Var> outs(body.outputs.size(), kNoVar);
-  if (!batched.empty()) {
+  // A check (a guard) that reads a batched value is batched too, even where no output
+  // is: it must hold for every batch element.
+  const std::vector<bool> dep = depends_per_var(body, in);
+  bool batched_effect = false;
+  for (Var v = 1; v <= body.size(); ++v)
+    batched_effect = batched_effect || (body.op(v).kind == OpKind::call && body.op(v).prim->effect && dep[v]);
+  if (!batched.empty() || batched_effect) {
     auto flags = std::make_unique<bool[]>(in.size());
     std::copy(in.begin(), in.end(), flags.get());
     const Tape B = transforms.batch(select_outputs(body, batched), std::span<const bool>(flags.get(), in.size()), size);
@@ -83,7 +89,6 @@ Tape batch_loop_body(const Tape& body, const std::vector<bool>& in, const std::v
   }
   if (batched.size() < out.size()) {
     // The unbatched outputs: the body's operations that read no batched input, as they are.
-    const std::vector<bool> dep = depends_per_var(body, in);
     std::vector<Var> map(static_cast<std::size_t>(body.size()) + 1, kNoVar);
     for (std::size_t i = 0; i < inputs.size(); ++i) map[inputs[i]] = vin[i];
     for (Var v = 1; v <= body.size(); ++v) {

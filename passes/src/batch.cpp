@@ -158,6 +158,19 @@ Tape batch_body(const Tape& body, std::span<const bool> batched, int64_t size) {
 
 Tape jvp_tape(const Tape& tape, int64_t k) {
   if (k < 0) throw Error(fmt::format("jvp: expected a number of tangents k >= 0, got {}", k));
+  if (k == 0) {
+    // No directions: the values, and empty tangents (a loop batched over none would
+    // give no row to take the values from).
+    verify("jvp", tape);
+    TapeBuilder b;
+    std::vector<Var> ins;
+    for (Var in : tape.inputs()) ins.push_back(b.input(tape.type(in)));
+    for (Var in : tape.inputs()) b.input(batched_type(tape.type(in), 0));
+    std::vector<Var> outs = b.inline_tape(tape, ins);
+    for (Var o : tape.outputs) outs.push_back(b.or_zeros(kNoVar, batched_type(tape.type(o), 0)));
+    b.set_outputs(std::move(outs));
+    return cleanup(b.finish());
+  }
   const Tape j = jvp_tape(tape);
   // j's inputs: the tape's, then one tangent per input (the i64 ones have none).
   const std::size_t all = j.inputs().size(), primal = tape.inputs().size();

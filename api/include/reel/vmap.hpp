@@ -16,7 +16,8 @@
 //
 // How it works: f is traced once, on the first batch element (so, as with any trace, a
 // branch on a value is a guard: one taken otherwise by another batch element raises
-// reel::GuardFailure), the batching pass (reel::vmap_tape) rewrites its tape for the
+// reel::GuardFailure; and a value f reads with item() or values() is a guard that every
+// element has the first one's value), the batching pass (reel::vmap_tape) rewrites its tape for the
 // whole batch, and the batched tape is played on the arguments. Playing records into an
 // enclosing trace, so vmap composes: grad of a vmapped function, vmap of grad (per-example
 // gradients), vmap of vmap, and reel::jit / simplegrad compile and cache it. Called on
@@ -119,7 +120,7 @@ auto vmap(F f, Axes in_axes = 0, Axes out_axes = 0) {
     detail::TracedCall<R> t = detail::trace_call<R>(f, [&](detail::TraceScope& scope) {
       return std::tuple<decltype(detail::vmap_wrap(scope, args, in, next))...>{
           detail::vmap_wrap(scope, args, in, next)...};
-    });
+    }, /*value_guards=*/true);
     const std::vector<Tensor> out = detail::run_vmap(t.tape, in, t.captured, out_axes);
     next = 0;
     return detail::refill(*t.like, out, next, "vmap");

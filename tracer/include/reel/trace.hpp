@@ -97,10 +97,12 @@ struct TracedCall {
 
 // Traces f on the arguments wrap(scope) makes (a tuple of the wrapped arguments, the
 // tensors among them inputs of `scope`, in order), lifting captures and tracked params.
+// value_guards: values f reads (item(), values()) become guards on those values (a
+// function traced on one element and run on others: reel::vmap).
 template <class R, class F, class Wrap>
-TracedCall<R> trace_call(const F& f, Wrap&& wrap) {
+TracedCall<R> trace_call(const F& f, Wrap&& wrap, bool value_guards = false) {
   TracedCall<R> t;
-  TraceScope scope(/*lift_captures=*/true);
+  TraceScope scope(/*lift_captures=*/true, value_guards);
   scope.lift_tracked();
   auto wrapped = wrap(scope);
   t.like.emplace(std::apply(f, wrapped));
