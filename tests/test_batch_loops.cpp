@@ -16,18 +16,6 @@ using reel::test::run_checked;
 
 namespace {
 
-// How many calls of `prim` the tape has, looking into loop bodies too.
-int count_calls(const Tape& t, std::string_view prim) {
-  int n = 0;
-  for (const Op& op : t.ops) {
-    if (op.kind != OpKind::call) continue;
-    n += op.prim->name == prim;
-    for (const auto& [name, value] : op.attrs.items())
-      if (const auto* ref = std::get_if<TapeRef>(&value)) n += count_calls(*ref->tape, prim);
-  }
-  return n;
-}
-
 // Top-level calls of `prim`.
 int top_calls(const Tape& t, std::string_view prim) {
   int n = 0;
@@ -211,7 +199,7 @@ TEST_CASE("vmap of while_loop: i64 carries are frozen too; a cond no batched val
     return x + cast(k, DType::f64);
   };
   const Tape v = check_vmap(f, {tensor({0.5, 4.0, 100.0, 1e4}, {4}), tensor({1.0}, {})}, {true, false}, "i64 carry");
-  CHECK(count_calls(v, "gather") >= 1);
+  CHECK(test::count_calls(v, "gather", true) >= 1);
   // cond reads only the counter: one trip count for all; the body's batched carry
   // batched, the counter not.
   const Fn g = [](const std::vector<Tensor>& a) {
@@ -246,7 +234,7 @@ TEST_CASE("vmap of checkpoint and call: the body batched once") {
     return reel::grad([&](const Tensor& x) { return sum(f({x, a[1]})); }, a[0]).grads[0];
   };
   const Tape w = check_vmap(g, {randn({3, 4}, 34), randn({4}, 35)}, {true, false}, "grad of checkpoint");
-  CHECK(count_calls(w, "call") >= 1);
+  CHECK(test::count_calls(w, "call", true) >= 1);
   CHECK(!has_fallback(w, "call"));
 }
 
@@ -338,7 +326,7 @@ TEST_CASE("vmap of grad and grad of vmap through a scan, with every checkpoint p
     check_all_subsets(per_example, {h0, index(xs, 0), W}, 3, "vmap of grad, " + what, [&](unsigned, const Tape& v) {
       CHECK(!has_fallback(v, "scan"));
       CHECK(!has_fallback(v, "revolve"));
-      CHECK((count_calls(v, "revolve") > 0) == (cp.kind == Checkpoint::Kind::binomial));
+      CHECK((test::count_calls(v, "revolve", true) > 0) == (cp.kind == Checkpoint::Kind::binomial));
     });
     // grad of vmap: the summed losses' gradient is the per-example gradients' sum.
     const auto g = reel::grad(

@@ -81,17 +81,6 @@ Sample traced(const std::string& prim, const std::string& what, const test::Fn& 
   return {prim, what, gradient ? grad_tape(t) : t, args};
 }
 
-int count_calls(const Tape& t, std::string_view name) {
-  int n = 0;
-  for (const Op& op : t.ops) {
-    if (op.kind != OpKind::call) continue;
-    n += op.prim->name == name;
-    for (const auto& [attr, value] : op.attrs.items())
-      if (const auto* ref = std::get_if<TapeRef>(&value)) n += count_calls(*ref->tape, name);
-  }
-  return n;
-}
-
 Tensor scan_net(const Tensor& W, const Tensor& y0, const Tensor& xs, Checkpoint checkpoint = {}) {
   ScanOptions o;
   o.checkpoint = checkpoint;
@@ -241,7 +230,7 @@ bool check_sample(const Sample& s) {
   const std::vector<Tensor> shared = s.args(7);
   std::vector<std::vector<Tensor>> slices;
   for (int64_t j = 0; j < kBatch; ++j) slices.push_back(s.args(100 + static_cast<uint64_t>(j)));
-  const int scans = count_calls(s.tape, "scan");
+  const int scans = test::count_calls(s.tape, "scan", true);
   bool fell_back = false;
   for (std::size_t m = 1; m < (std::size_t{1} << n); ++m) {
     std::vector<bool> flags_v(n);
@@ -269,7 +258,7 @@ bool check_sample(const Sample& s) {
     check_outputs(compile(vt)(batched), want, 1e-11, what + " compiled");
     // (A convolution with both arguments batched runs one call per element on purpose: prims_nn.cpp.)
     const bool both_conv = s.prim.starts_with("conv2d") && m == 3;
-    fell_back = fell_back || (count_calls(vt, "scan") > scans && !both_conv);
+    fell_back = fell_back || (test::count_calls(vt, "scan", true) > scans && !both_conv);
   }
   // Batches of one and of none, every input batched.
   std::vector<bool> all(n, true);
@@ -401,7 +390,7 @@ TEST_CASE("batching rules: every built-in primitive, each subset of its argument
   std::vector<std::string> loops;
   for (const Sample& s : all) {
     CAPTURE(s.what);
-    REQUIRE_MESSAGE(count_calls(s.tape, s.prim) > 0, s.what, ": the sample does not call ", s.prim);
+    REQUIRE_MESSAGE(test::count_calls(s.tape, s.prim, true) > 0, s.what, ": the sample does not call ", s.prim);
     ++sampled[s.prim];
     const Primitive& p = primitive(s.prim);
     const bool fell_back = check_sample(s);
@@ -427,23 +416,23 @@ TEST_CASE("batching rules: matmul with a batched left side is one matmul; a batc
   };
   for (Shape w : {Shape{5, 6}, Shape{5}}) {
     const Tape left = batch({3, 5}, w, {true, false});
-    CHECK(count_calls(left, "matmul") == 1);
-    CHECK(count_calls(left, "batch_matmul") == 0);
-    CHECK(count_calls(left, "permute") + count_calls(left, "transpose") == 0);  // reshapes only
+    CHECK(test::count_calls(left, "matmul", true) == 1);
+    CHECK(test::count_calls(left, "batch_matmul", true) == 0);
+    CHECK(test::count_calls(left, "permute", true) + test::count_calls(left, "transpose", true) == 0);  // reshapes only
   }
-  CHECK(count_calls(batch({3, 5}, {5}, {false, true}), "matmul") == 1);  // X A^T
-  CHECK(count_calls(batch({3, 5}, {5, 6}, {false, true}), "batch_matmul") == 1);
-  CHECK(count_calls(batch({3, 5}, {5, 6}, {true, true}), "batch_matmul") == 1);
+  CHECK(test::count_calls(batch({3, 5}, {5}, {false, true}), "matmul", true) == 1);  // X A^T
+  CHECK(test::count_calls(batch({3, 5}, {5, 6}, {false, true}), "batch_matmul", true) == 1);
+  CHECK(test::count_calls(batch({3, 5}, {5, 6}, {true, true}), "batch_matmul", true) == 1);
   // Small matrices: a broadcast mul and a sum over k (compiled fused), not a gemm call each.
   for (const std::vector<bool>& flags : {std::vector<bool>{false, true}, std::vector<bool>{true, true}}) {
     const Tape small = batch({4, 4}, {4, 4}, flags);
-    CHECK(count_calls(small, "batch_matmul") + count_calls(small, "matmul") == 0);
-    CHECK(count_calls(small, "sum") == 1);
+    CHECK(test::count_calls(small, "batch_matmul", true) + test::count_calls(small, "matmul", true) == 0);
+    CHECK(test::count_calls(small, "sum", true) == 1);
   }
   // Outer products (a matrix-vector product's gradient): a broadcast multiplication.
   const Tape outer = batch({3, 1}, {1, 6}, {true, true});
-  CHECK(count_calls(outer, "batch_matmul") + count_calls(outer, "matmul") == 0);
-  CHECK(count_calls(outer, "mul") == 1);
+  CHECK(test::count_calls(outer, "batch_matmul", true) + test::count_calls(outer, "matmul", true) == 0);
+  CHECK(test::count_calls(outer, "mul", true) == 1);
 }
 
 TEST_CASE("batching rules: vmap of grad (per-example gradients of a small MLP) vs a loop, without a scan") {
@@ -462,7 +451,7 @@ TEST_CASE("batching rules: vmap of grad (per-example gradients of a small MLP) v
   for (int64_t j = 0; j < 5; ++j) want.push_back(per_example(W1, W2, index(xs, j)));
   test::check_close(got, stack(want), 1e-12, 1e-12, "vmap(grad)");
   const Tape t = trace([&](const Tensor& a, const Tensor& b, const Tensor& c) { return batched(a, b, c); }, W1, W2, xs);
-  CHECK(count_calls(t, "scan") == 0);
+  CHECK(test::count_calls(t, "scan", true) == 0);
   test::check_close(compile(t)({W1, W2, xs})[0], stack(want), 1e-11, 1e-11, "vmap(grad) compiled");
 }
 
@@ -473,7 +462,7 @@ TEST_CASE("batching rules: a guard holds for the batch when it holds for every e
   const Tensor mixed = index_update(pos, tensor({2.0}, {1}, DType::i64), reshape(tensor({-5.0, -5.0, -5.0}), {1, 3}));
   CHECK_THROWS_AS(vmap(f)(mixed), GuardFailure);
   const Tape t = trace([&](const Tensor& x) { return vmap(f)(x); }, pos);
-  CHECK(count_calls(t, "scan") == 0);
+  CHECK(test::count_calls(t, "scan", true) == 0);
   const CompiledFunction compiled = compile(t);
   test::check_close(compiled({pos})[0], pos * 2.0, 0, 0, "compiled, all positive");
   CHECK_THROWS_AS(compiled({mixed}), GuardFailure);

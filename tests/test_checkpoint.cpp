@@ -42,12 +42,6 @@ Tensor counted_sin(const Tensor& x) {
   return reel::apply("test_counted_sin", std::vector<Tensor>{x});
 }
 
-int count_calls(const Tape& t, std::string_view name) {
-  int n = 0;
-  for (const Op& op : t.ops) n += op.kind == OpKind::call && op.prim->name == name;
-  return n;
-}
-
 // The largest leading axis among the values of rank >= 2 on a tape (not inside bodies): the stacks.
 int64_t largest_stack(const Tape& t) {
   int64_t n = 0;
@@ -141,12 +135,12 @@ TEST_CASE("checkpoint: the gradient tape recomputes (a call of the body's gradie
     return sum(g(g(x0)));
   };
   const Tape t = trace(f, W, x);
-  CHECK(count_calls(t, "checkpoint") == 2);
+  CHECK(test::count_calls(t, "checkpoint") == 2);
   test::check_round_trip(t);
   const Tape gt = grad_tape(t);
-  CHECK(count_calls(gt, "checkpoint") == 2);  // the forward part
-  CHECK(count_calls(gt, "call") == 2);        // the backward part: each body again, and its gradient
-  CHECK(count_calls(gt, "test_counted_sin") == 0);
+  CHECK(test::count_calls(gt, "checkpoint") == 2);  // the forward part
+  CHECK(test::count_calls(gt, "call") == 2);        // the backward part: each body again, and its gradient
+  CHECK(test::count_calls(gt, "test_counted_sin") == 0);
   test::check_round_trip(gt);
   const std::vector<Tensor> args{W, x};
   sin_calls = 0;
@@ -171,7 +165,7 @@ TEST_CASE("checkpoint: grad of grad, jvp and hvp equal the function's") {
   const auto j = jvp(ckpt, {W, x}, {tW, tx}), jp = jvp(plain, {W, x}, {tW, tx});
   test::check_close(j.value, jp.value, 1e-13, 1e-13, "jvp value");
   test::check_close(j.tangent, jp.tangent, 1e-12, 1e-12, "jvp tangent");
-  CHECK(count_calls(jvp_tape(trace(ckpt, W, x)), "checkpoint") == 2);  // the tangent is a checkpoint too
+  CHECK(test::count_calls(jvp_tape(trace(ckpt, W, x)), "checkpoint") == 2);  // the tangent is a checkpoint too
   const auto h = hvp(ckpt, {W, x}, {tW, tx}), hp = hvp(plain, {W, x}, {tW, tx});
   check_all_close(h.grads, hp.grads, 1e-12, "hvp grads");
   check_all_close(h.hvp, hp.hvp, 1e-11, "hvp");
@@ -180,7 +174,7 @@ TEST_CASE("checkpoint: grad of grad, jvp and hvp equal the function's") {
   test::check_close(grad(gsum, x).grads[0], grad(gsum_p, x).grads[0], 1e-11, 1e-11, "grad of grad");
   // The second-order gradient tape still recomputes: calls in it, interpreted = compiled.
   const Tape gg = grad_tape(trace(gsum, x));
-  CHECK(count_calls(gg, "call") >= 2);
+  CHECK(test::count_calls(gg, "call") >= 2);
   test::check_round_trip(gg);
   check_all_close(compile(gg)({x}), play(gg, {x}), 1e-11, "grad of grad compiled");
 }
@@ -286,7 +280,7 @@ TEST_CASE("scan checkpoint policies: the forward part keeps O(N / k) carries and
     CAPTURE(snapshots);
     const Tape bin = grad_tape(trace(run(Checkpoint::binomial(snapshots)), x0));
     CHECK(largest_stack(bin) == 0);
-    CHECK(count_calls(bin, "revolve") == 1);
+    CHECK(test::count_calls(bin, "revolve") == 1);
     test::check_round_trip(bin);
     sin_calls = 0;
     check_all_close(play(bin, {x0}), want, 1e-13, "binomial");

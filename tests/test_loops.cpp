@@ -218,12 +218,6 @@ void check_unrolled(const std::string& what, const F& rolled, const U& unrolled,
   check_unrolled(what, rolled, unrolled, std::vector<Tensor>(args, args + N), std::make_index_sequence<N>{});
 }
 
-int count_calls(const Tape& t, const std::string& name) {
-  int n = 0;
-  for (const Op& op : t.ops) n += op.kind == OpKind::call && op.prim->name == name;
-  return n;
-}
-
 // The trip counts recorded by the while_loops of a tape (not inside bodies).
 std::vector<int64_t> trips_of(const Tape& t) {
   std::vector<int64_t> trips;
@@ -620,10 +614,10 @@ TEST_CASE("while_loop: a hand-written tape runs, prints and parses back; its gra
   // Forward mode needs no trip count; its one loop computes primal and tangent together.
   const Tape j = jvp_tape(t);
   test::check_round_trip(j);
-  CHECK(count_calls(j, "while_loop") == 1);
-  CHECK(count_calls(g, "while_loop") == 0);
-  CHECK(count_calls(g, "scan") == 2);  // forward and backward
-  CHECK(count_calls(g, "guard") == 1);  // after the loop (the other is in the forward scan's body)
+  CHECK(test::count_calls(j, "while_loop") == 1);
+  CHECK(test::count_calls(g, "while_loop") == 0);
+  CHECK(test::count_calls(g, "scan") == 2);  // forward and backward
+  CHECK(test::count_calls(g, "guard") == 1);  // after the loop (the other is in the forward scan's body)
   test::check_close(play(j, {k, x, ones({2}), zeros({2})})[1], scalar(14.0), 1e-12, 1e-12, "jvp along k");
 }
 

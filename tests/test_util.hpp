@@ -7,6 +7,8 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
+#include <variant>
 
 // Checks that `expr` throws a reel::Error whose message holds every one of the given parts.
 #define CHECK_ERROR(expr, ...)                                                   \
@@ -63,6 +65,20 @@ struct NoReroll {
   NoReroll& operator=(const NoReroll&) = delete;
   ~NoReroll() { set_auto_reroll(before); }
 };
+
+// How many calls of the primitive `name` the tape has: on the tape itself, or with
+// into_bodies also inside the tape attributes (loop bodies), recursively.
+inline int count_calls(const Tape& t, std::string_view name, bool into_bodies = false) {
+  int n = 0;
+  for (const Op& op : t.ops) {
+    if (op.kind != OpKind::call) continue;
+    n += op.prim->name == name;
+    if (into_bodies)
+      for (const auto& [attr, value] : op.attrs.items())
+        if (const auto* ref = std::get_if<TapeRef>(&value)) n += count_calls(*ref->tape, name, true);
+  }
+  return n;
+}
 
 // Runs `tape` through the interpreter after checking its text round trip, and checks
 // that the compiled tape gives the same outputs.
