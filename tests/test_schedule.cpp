@@ -169,3 +169,45 @@ TEST_CASE("the schedule gives the same results run by the loop and by a generate
   for (std::size_t k = 0; k < a.size(); ++k) CHECK(a[k].values() == d[k].values());
   check_same(a, play(r, {W, b, x}), "driver vs interpreter");
 }
+
+// Slices and permutations (strided_read) are loads in the loops that read them, and
+// concat (strided_place) a generated loop per part: the values must not change, in
+// every dtype, for steps, empty parts, chains (a slice of a slice or of a permutation),
+// their gradients (unslice, concat's slices), and inside a compiled scan whose carry is
+// rotated (read at shifted positions and written whole: no in-place update).
+TEST_CASE("strided reads and placements agree interpreted and compiled") {
+  for (DType dt : {DType::f64, DType::f32}) {
+    const auto f = [](const Tensor& x) {
+      const Tensor a = sin(slice(x, 0, 1, 5, 2));             // rows 1, 3: [2, 6]
+      const Tensor b = slice(x, 1, 0, 6, 3) * 2.0;            // columns 0, 3: [5, 2]
+      const Tensor c = exp(permute(x, {1, 0}) * 0.1);         // [6, 5]
+      const Tensor d = slice(slice(x, 1, 1, 6), 0, 2, 4);     // [2, 5]
+      const Tensor e = slice(permute(x, {1, 0}), 0, 2, 3);    // [1, 5]
+      const Tensor joined = concat({d, e, slice(d, 0, 1, 1) * 3.0, d * d}, 0);  // [5, 5]
+      const Tensor sideways = concat({b, x, b}, 1);           // [5, 10]
+      return sum(a) + sum(b * b) + sum(c) + sum(joined * joined) + sum(sin(sideways));
+    };
+    const Tensor x = randn({5, 6}, 3, dt);
+    const Tape t = trace(f, x);
+    const std::vector<Tensor> primal = test::run_checked(t, {x});
+    CHECK(primal.at(0).item() == doctest::Approx(f(x).item()).epsilon(1e-5));
+    test::run_checked(grad_tape(t), {x});
+    if (dt == DType::f64)
+      test::check_gradient([&](const std::vector<Tensor>& v) { return f(v[0]); }, {x}, "strided reads", 1e-5, 1e-6);
+    // A rotated carry: c <- concat(c[1:], c[:1]) * 1.5 + x_t.
+    const Tape s = trace(
+        [](const Tensor& c0, const Tensor& xs) {
+          const auto [c, ys] = scan(
+              [](const Tensor& c, const Tensor& xt) {
+                const Tensor next = concat({slice(c, 0, 1, 4), slice(c, 0, 0, 1)}, 0) * 1.5 + xt;
+                return std::pair{next, sum(slice(next, 0, 1, 3))};
+              },
+              c0, xs);
+          return sum(c * c) + sum(ys);
+        },
+        randn({4}, 4, dt), randn({7, 4}, 5, dt));
+    CHECK(plan_text(s).find("one kernel") != std::string::npos);
+    test::run_checked(s, {randn({4}, 6, dt), randn({7, 4}, 7, dt)});
+    test::run_checked(grad_tape(s), {randn({4}, 6, dt), randn({7, 4}, 7, dt)});
+  }
+}

@@ -249,6 +249,7 @@ class Emitter {
         // Every load first: an in-place store may overwrite an element it reads.
         for (const auto& l : k_.loads) {
           Value* at = offset(idx, l.strides);
+          if (l.offset != 0) at = b_.CreateAdd(at, b_.getInt64(l.offset), "", true, true);
           if (!l.fixed.empty()) {  // a constant's, the same throughout this range
             at = b_.getInt64(l.fixed[segment_]);
           } else if (!l.deltas.empty()) {  // a gather's, at constant indices running up in this range
@@ -269,9 +270,12 @@ class Emitter {
           for (int a : inst.args) args.push_back(value[static_cast<std::size_t>(a)]);
           value.push_back(ElementEmitter(b_, m_, elem(inst.dtype)).emit(inst.element->program, args));
         }
-        for (const auto& st : k_.stores)
+        for (const auto& st : k_.stores) {
+          Value* at = offset(idx, st.strides);
+          if (st.offset != 0) at = b_.CreateAdd(at, b_.getInt64(st.offset), "", true, true);
           b_.CreateStore(value[static_cast<std::size_t>(st.value)],
-                         element_ptr(st.param, k_.params[static_cast<std::size_t>(st.param)], offset(idx, st.strides)));
+                         element_ptr(st.param, k_.params[static_cast<std::size_t>(st.param)], at));
+        }
         for (std::size_t i = 0; i < k_.sums.size(); ++i)
           accumulate(acc[i], value[static_cast<std::size_t>(k_.sums[i].value)]);
       }, k_.segments);

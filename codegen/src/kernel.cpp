@@ -57,6 +57,7 @@ std::string make_key(const KernelSpec& s) {
     if (l.index_param >= 0) k += fmt::format(" at {} {} x {}", l.index_param, ints(l.index_strides), l.index_stride);
     if (!l.deltas.empty()) k += " shifted " + ints(l.deltas);
     if (!l.fixed.empty()) k += " fixed " + ints(l.fixed);
+    if (l.offset != 0) k += fmt::format(" +{}", l.offset);
   }
   // An elementwise operation by its element program, not its name: primitives with
   // the same math (a user's logistic and sigmoid) share kernels.
@@ -64,7 +65,9 @@ std::string make_key(const KernelSpec& s) {
     k += i.prim->structure == Structure::elementwise
              ? fmt::format("; {} [{}]({})", dtype_name(i.dtype), i.element->text, fmt::join(i.args, ","))
              : fmt::format("; {} {}({})", dtype_name(i.dtype), i.prim->name, fmt::join(i.args, ","));
-  for (const auto& st : s.stores) k += fmt::format("; store {} {} {}", st.value, st.param, ints(st.strides));
+  for (const auto& st : s.stores)
+    k += fmt::format("; store {} {} {}{}", st.value, st.param, ints(st.strides),
+                     st.offset != 0 ? fmt::format(" +{}", st.offset) : "");
   for (const auto& su : s.sums)
     k += fmt::format("; sum {} {} {} {}", su.value, su.param, su.scale, dtype_name(su.dtype));
   if (s.kind == KernelSpec::Kind::reduce)
@@ -166,7 +169,8 @@ bool update_in_place(LoopKernel& lk, std::vector<KernelSpec>& kernels, std::size
       for (const auto& st_out : k.stores)
         if (st_out.param == w)
           for (const auto& l : k.loads)
-            if (l.param == r && (l.strides != st_out.strides || l.index_param >= 0)) return false;
+            if (l.param == r && (l.strides != st_out.strides || l.offset != st_out.offset || l.index_param >= 0))
+              return false;
     }
   }
   // Safe: rewrite.
@@ -295,13 +299,21 @@ class Scheduler {
     std::map<std::size_t, Var> constant_loads;    // a constant's load -> the constant
     std::vector<Var> plain;
     for (Var m : loop.members)
-      if (!is_gather_member(t_, m))
+      if (!is_indexed_member(t_, m))
         for (Var a : t_.op(m).args) plain.push_back(a);
     for (Var a : loop_inputs(t_, loop)) {
       if (std::find(plain.begin(), plain.end(), a) == plain.end()) continue;
       value[a] = static_cast<int>(k.loads.size());
       if (t_.op(a).kind == OpKind::constant) constant_loads[k.loads.size()] = a;
       k.loads.push_back({param(a), t_.type(a).dtype, broadcast_strides(t_.type(a).shape, loop.shape), -1, {}, 0, {}, {}});
+    }
+    for (Var m : loop.members) {  // strided reads: loads at their source's offset and strides
+      if (!is_strided_member(t_, m)) continue;
+      const Op& op = t_.op(m);
+      const Var x = op.args[0];
+      const StridedMap s = op.prim->strided_read(t_.type(x), op.attrs);
+      value[m] = static_cast<int>(k.loads.size());
+      k.loads.push_back({param(x), t_.type(x).dtype, s.strides, -1, {}, 0, {}, {}, s.offset});
     }
     for (Var m : loop.members) {
       if (!is_gather_member(t_, m)) continue;
@@ -322,7 +334,7 @@ class Scheduler {
       k.loads.push_back(std::move(l));
     }
     for (Var m : loop.members) {
-      if (is_gather_member(t_, m)) continue;
+      if (is_indexed_member(t_, m)) continue;
       const Op& op = t_.op(m);
       KernelSpec::Inst inst{op.prim, {}, {}, op.type.dtype};
       if (op.prim->structure == Structure::elementwise) inst.element = element_rule(op);
@@ -506,6 +518,29 @@ class Scheduler {
                                      .cond = ref_of(cond),
                                      .expected = op.attrs.boolean("expected"),
                                      .label = fmt::format("%{} = guard(%{})", c.guard, cond)});
+  }
+
+  // A strided placement: per argument, a loop copying it into its place in the result.
+  void schedule(const PlaceStep& s) {
+    const Op& op = t_.op(s.out);
+    std::vector<VarType> types;
+    for (Var a : op.args) types.push_back(t_.type(a));
+    const std::vector<StridedMap> places = op.prim->strided_place(types, op.attrs);
+    for (std::size_t i = 0; i < op.args.size(); ++i) {
+      const Var a = op.args[i];
+      if (numel(t_.type(a).shape) == 0) continue;
+      KernelSpec k;
+      k.kind = KernelSpec::Kind::loop;
+      k.params = {t_.type(a).dtype, op.type.dtype};
+      k.dims = t_.type(a).shape;
+      k.loads.push_back({0, t_.type(a).dtype, contiguous(k.dims), -1, {}, 0, {}, {}});
+      k.stores.push_back({0, 1, places.at(i).strides, places.at(i).offset});
+      std::vector<std::vector<int64_t>> strides{k.loads[0].strides, k.stores[0].strides};
+      coalesce(k.dims, strides);
+      k.loads[0].strides = strides[0];
+      k.stores[0].strides = strides[1];
+      add_kernel(std::move(k), {p_.slot_of[a], p_.slot_of[s.out]});
+    }
   }
 
   void schedule(const GatherStep& g) { schedule_indexed(g.out, KernelSpec::Kind::gather); }

@@ -57,6 +57,8 @@ struct KernelSpec {
     // A constant's load along the innermost dimension (strides 0 elsewhere, 1 there) that
     // is the same throughout each of `segments`: per segment, the element read.
     std::vector<int64_t> fixed;
+    // Added to the element read (a strided read's start: a slice's first element).
+    int64_t offset = 0;
   };
   struct Inst {
     const Primitive* prim;  // elementwise or broadcast (a copy)
@@ -67,6 +69,7 @@ struct KernelSpec {
   struct Store {
     int value, param;
     std::vector<int64_t> strides;
+    int64_t offset = 0;  // added to the element written (a part's place in a concatenation)
   };
   struct Sum {
     int value, param;

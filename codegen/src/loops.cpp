@@ -157,14 +157,14 @@ bool has_guards(const LoopPlan& lp) {
 }
 
 bool runs_as_kernel(const LoopPlan& lp) {
-  constexpr std::size_t kMaxSteps = 64;
+  constexpr std::size_t kMaxSteps = 256;
   if (lp.kind != LoopKind::scan || lp.body->plan.steps.size() > kMaxSteps) return false;
   for (const Step& s : lp.body->plan.steps) {
     const auto* inner = std::get_if<LoopCallStep>(&s);
     const auto* loop = std::get_if<LoopStep>(&s);  // its fused gathers' indices checked in C++, or none
     const bool ok = (loop != nullptr && loop->checks.empty()) || std::holds_alternative<ReduceStep>(s) ||
                     std::holds_alternative<TransposeStep>(s) || std::holds_alternative<CopyStep>(s) ||
-                    std::holds_alternative<CheckStep>(s) ||
+                    std::holds_alternative<CheckStep>(s) || std::holds_alternative<PlaceStep>(s) ||
                     (inner != nullptr && runs_as_kernel(*inner->loop) && !has_guards(*inner->loop));
     if (!ok) return false;
   }

@@ -53,6 +53,9 @@ void for_each_access(const Tape& t, const Plan& p, const Step& step, F&& f) {
   } else if (const auto* e = std::get_if<ExternStep>(&step)) {
     for (Var a : t.op(e->out).args) f(a, false);
     for (int i = 0; i < e->results; ++i) f(e->out + i, true);
+  } else if (const auto* ps = std::get_if<PlaceStep>(&step)) {
+    for (Var a : t.op(ps->out).args) f(a, false);
+    f(ps->out, true);
   } else if (const auto* l = std::get_if<LoopCallStep>(&step)) {
     for (Var a : t.op(l->out).args) f(a, false);
     for (int i = 0; i < l->results; ++i)
@@ -214,8 +217,8 @@ MemoryPlan plan_memory(const Tape& t, Plan& p, bool reuse) {
         if (t.type(v).shape != loop->shape || last[slot] != s) disqualified.push_back(slot);
         else candidates.emplace_back(slot, v);
       });
-      for (Var m : loop->members)  // a gather's source is not read element for element
-        if (is_gather_member(t, m) && live_slot(t.op(m).args[0]) >= 0) disqualified.push_back(live_slot(t.op(m).args[0]));
+      for (Var m : loop->members)  // a gather's or strided read's source is not read element for element
+        if (is_indexed_member(t, m) && live_slot(t.op(m).args[0]) >= 0) disqualified.push_back(live_slot(t.op(m).args[0]));
       std::vector<int> taken;
       for (Var m : loop->members) {
         const int ms = workspace(m);
@@ -301,6 +304,10 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
       for (Var m : loop->members)
         if (is_gather_member(t, m)) gathers.push_back(fmt::format("%{} = %{} at %{}", m, t.op(m).args[0], t.op(m).args[1]));
       if (!gathers.empty()) out += fmt::format(" gathers [{}]", fmt::join(gathers, ", "));
+      std::vector<std::string> strided;
+      for (Var m : loop->members)
+        if (is_strided_member(t, m)) strided.push_back(fmt::format("%{} = {}(%{})", m, t.op(m).prim->name, t.op(m).args[0]));
+      if (!strided.empty()) out += fmt::format(" strided reads [{}]", fmt::join(strided, ", "));
       if (!loop->checks.empty()) out += fmt::format(" after checking the indices of [{}]", vars(loop->checks));
     } else if (const auto* r = std::get_if<ReduceStep>(&step)) {
       out += fmt::format("reduce %{} = {}(%{})", r->out, t.op(r->out).prim->name, r->in);
@@ -325,6 +332,9 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
       std::vector<Var> outs;
       for (int i = 0; i < e->results; ++i) outs.push_back(e->out + i);
       out += fmt::format("call {} = {}({}) (eager)", vars(outs), t.op(e->out).prim->name, vars(args));
+    } else if (const auto* ps = std::get_if<PlaceStep>(&step)) {
+      std::vector<Var> args(t.op(ps->out).args.begin(), t.op(ps->out).args.end());
+      out += fmt::format("place %{} = {}({}) (a loop per argument)", ps->out, t.op(ps->out).prim->name, vars(args));
     } else if (const auto* l = std::get_if<LoopCallStep>(&step)) {
       out += loop_text(t, *l);
     }

@@ -93,6 +93,15 @@ class Planner {
                                         op.prim->structure != Structure::loop
                                     ? Structure::opaque
                                     : op.prim->structure;
+    // (A strided read or placement of i64 values calls its eager function.)
+    if (op.prim->strided_read && !touches_i64(op)) return fuse_strided(v);
+    if (op.prim->strided_place && !touches_i64(op)) {
+      close_loop();
+      for (Var a : op.args) need(a);
+      needs_memory_[v] = true;
+      plan_.steps.push_back(PlaceStep{v});
+      return;
+    }
     switch (structure) {
       case Structure::view: view_src_[v] = op.args[0]; return;
       case Structure::elementwise:
@@ -198,6 +207,18 @@ class Planner {
     if (!constant) std::get<LoopStep>(plan_.steps[current_]).checks.push_back(v);
     return true;
   }
+  // A strided read joins the open loop (or opens one) as a load of its source at the
+  // primitive's offset and strides; the source must be in memory before the loop.
+  void fuse_strided(Var v) {
+    const Op& op = t_.op(v);
+    const Var x = op.args[0];
+    const bool fits = current_ >= 0 && std::get<LoopStep>(plan_.steps[current_]).shape == op.type.shape &&
+                      std::get<LoopStep>(plan_.steps[current_]).members.size() < kMaxLoopMembers &&
+                      loop_of_[storage_of(x)] != current_;
+    if (!fits) open_loop(op.type.shape);
+    join(v);
+    need(x);
+  }
   static bool indices_in_range(const Tensor& indices, const Shape& x, const Attrs& attrs) {
     int64_t axis = attrs.has("axis") ? attrs.integer("axis") : 0;
     if (axis < 0) axis += static_cast<int64_t>(x.size());
@@ -291,6 +312,13 @@ class Planner {
 Plan make_plan(const Tape& tape, bool reuse_memory) { return Planner(tape, reuse_memory).run(); }
 
 bool is_gather_member(const Tape& tape, Var member) { return tape.op(member).prim->structure == Structure::gather; }
+bool is_strided_member(const Tape& tape, Var member) {
+  const Op& op = tape.op(member);
+  return op.kind == OpKind::call && op.prim->strided_read && op.prim->structure != Structure::gather;
+}
+bool is_indexed_member(const Tape& tape, Var member) {
+  return is_gather_member(tape, member) || is_strided_member(tape, member);
+}
 
 std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop) {
   auto has = [](const std::vector<Var>& vs, Var v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };

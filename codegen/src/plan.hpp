@@ -9,7 +9,11 @@
 //   mean) of a fused value accumulate in the same loop. A fused value is written to
 //   memory only if something outside its loop reads it. A gather of a float source in
 //   memory joins a loop too, as an indexed load (its indices checked before the loop,
-//   or, a constant's, when planning).
+//   or, a constant's, when planning). A strided read (a slice, a permutation: a
+//   primitive with strided_read) of an f32 or f64 source in memory joins a loop the
+//   same way, as a load at the source's offset and strides.
+// - A strided placement (concat: strided_place) copies each argument into its place in
+//   the result with a generated loop.
 // - matmul is a CBLAS call; a transpose used only by matmuls is folded into the call.
 // - reshape is a view: the same memory, another shape.
 // - Values that must be in memory live in the caller's inputs, the constants table,
@@ -38,7 +42,7 @@ constexpr std::size_t kMaxLoopMembers = 32;
 
 struct LoopStep {
   Shape shape;                  // iteration space
-  std::vector<Var> members;     // elementwise/broadcast calls and gathers, in order, one element each
+  std::vector<Var> members;     // elementwise/broadcast calls, gathers and strided reads, in order, one element each
   std::vector<Var> reductions;  // full reductions of members, accumulated over the loop
   std::vector<Var> checks;      // member gathers whose indices are checked before the loop, each call
 };
@@ -85,8 +89,13 @@ struct LoopCallStep {
   std::shared_ptr<const LoopPlan> loop;  // its bodies, planned
   int scratch = -1;  // the workspace slot of its carries' second buffers, counter and bodies' workspace
 };
+// A strided placement (concat): each argument copied into its place in `out` by a
+// generated loop (Primitive::strided_place).
+struct PlaceStep {
+  Var out;
+};
 using Step = std::variant<LoopStep, ReduceStep, MatmulStep, TransposeStep, CopyStep, ExternStep, GatherStep, ScatterStep,
-                          CheckStep, LoopCallStep>;
+                          CheckStep, LoopCallStep, PlaceStep>;
 
 struct Plan {
   std::vector<Slot> slots;
@@ -105,6 +114,11 @@ std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop);
 // Whether a loop member is a gather: an indexed load of its source (args[0], in memory
 // before the loop) at its indices (args[1]), rather than an element operation.
 bool is_gather_member(const Tape& tape, Var member);
+// Whether a loop member is a strided read: a load of its source (args[0], in memory
+// before the loop) at the primitive's strided_read offset and strides.
+bool is_strided_member(const Tape& tape, Var member);
+// Either: a member that reads its source at other positions than its own element's.
+bool is_indexed_member(const Tape& tape, Var member);
 
 // Throws reel::Error naming an operation that code generation cannot handle. A loop's
 // bodies are planned (cleanup, plan, memory plan) as programs of their own, with

@@ -35,6 +35,13 @@ int64_t checked_axis(const char* op, int64_t axis, std::size_t rank, const VarTy
   return a;
 }
 
+// Element strides of a contiguous tensor of this shape.
+std::vector<int64_t> contiguous_strides(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
 // slice / unslice geometry: along `axis`, elements start, start + step, ... (count m).
 struct Strided {
   int64_t axis, start, step, count;
@@ -185,6 +192,15 @@ Primitive slice_p() {
       .linear = true,
       .structure = Structure::opaque,
       .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_along_axis(b, a, "slice"); },
+      // Compiled: the result's element i is x's at start along the axis + strides . i.
+      .strided_read = [](const VarType& x, const Attrs& a) {
+        const Strided g = slice_geometry(x, a);
+        StridedMap m{0, contiguous_strides(x.shape)};
+        const auto ax = static_cast<std::size_t>(g.axis);
+        m.offset = g.start * m.strides[ax];
+        m.strides[ax] *= g.step;
+        return m;
+      },
   };
 }
 
@@ -290,6 +306,14 @@ Primitive permute_p() {
         for (int64_t p : a.attrs.ints("perm")) perm.push_back(p + 1);
         return b.call("permute", {a.args[0]}, {{"perm", perm}});
       },
+      // Compiled: the result's axis d steps through x's axis perm[d].
+      .strided_read = [](const VarType& x, const Attrs& a) {
+        const Shape& perm = a.ints("perm");
+        const std::vector<int64_t> xs = contiguous_strides(x.shape);
+        StridedMap m;
+        for (int64_t p : perm) m.strides.push_back(xs.at(static_cast<std::size_t>(p)));
+        return m;
+      },
   };
 }
 
@@ -369,6 +393,19 @@ Primitive concat_p() {
         std::vector<Var> parts;
         for (std::size_t i = 0; i < a.args.size(); ++i) parts.push_back(batched_arg(b, a, i));
         return b.call("concat", parts, {{"axis", axis_behind_batch(a.attrs, "axis", a.types[0].shape.size())}});
+      },
+      // Compiled: each part copied to its offset along the axis, in the result's strides.
+      .strided_place = [](std::span<const VarType> in, const Attrs& a) {
+        const VarType out = concat_type(in, a);
+        const auto axis = static_cast<std::size_t>(checked_axis("concat", a.integer("axis"), out.shape.size(), out));
+        const std::vector<int64_t> os = contiguous_strides(out.shape);
+        std::vector<StridedMap> parts;
+        int64_t at = 0;
+        for (const VarType& x : in) {
+          parts.push_back({at * os[axis], os});
+          at += x.shape[axis];
+        }
+        return parts;
       },
   };
 }

@@ -203,6 +203,15 @@ class Results {
   std::size_t size_ = 0;
 };
 
+// Where elements sit, for code generation: element i (a multi-index) of one tensor is
+// element offset + strides . i of another, counted in elements of that one's contiguous
+// layout. A slice of rows is {start * row stride, the other's strides with the sliced
+// axis' times the step}; a concatenation's argument k is placed at its axis' offset.
+struct StridedMap {
+  int64_t offset = 0;
+  std::vector<int64_t> strides;  // one per dimension of the tensor being mapped
+};
+
 struct Primitive {
   // (Fields in this order since before the one rule form: designated initialisers
   // written against it keep compiling.)
@@ -269,6 +278,14 @@ struct Primitive {
   // is batched by aligning its batched arguments' batch axis in front of the broadcast
   // shape; any other primitive by a `scan` over the batch (one call per batch element).
   std::function<Results<Var>(TapeBuilder&, const BatchArgs&)> batch{};
+  // Strided movement (optional; read by code generation, for f32 and f64 values): the
+  // result is argument 0's elements at strided_read(argument 0's type, attrs) (a slice):
+  // compiled code reads them in the loop that uses them, without a copy of its own.
+  std::function<StridedMap(const VarType& arg, const Attrs&)> strided_read{};
+  // Or the result is its arguments placed side by side, covering every element once
+  // (concat): strided_place gives, per argument, where its elements go in the result.
+  // Compiled code copies each argument into place in a generated loop.
+  std::function<std::vector<StridedMap>(std::span<const VarType> args, const Attrs&)> strided_place{};
 
   bool is_index_arg(std::size_t i) const {
     for (int a : index_args)
