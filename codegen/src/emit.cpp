@@ -294,7 +294,8 @@ class Emitter {
     b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), kernels::reduce_identity(op)), acc);
     return acc;
   }
-  void accumulate(llvm::AllocaInst* acc, Value* x, kernels::ReduceOp op = kernels::ReduceOp::sum) {
+  // (Sums and products may be reassociated unless `in_order`.)
+  void accumulate(Value* acc, Value* x, kernels::ReduceOp op = kernels::ReduceOp::sum, bool in_order = false) {
     if (!x->getType()->isDoubleTy()) x = b_.CreateFPExt(x, b_.getDoubleTy());
     Value* a = b_.CreateLoad(b_.getDoubleTy(), acc);
     Value* r = nullptr;
@@ -304,13 +305,13 @@ class Emitter {
       case kernels::ReduceOp::max: r = b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, x); break;
       case kernels::ReduceOp::min: r = b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, x); break;
     }
-    if (op == kernels::ReduceOp::sum || op == kernels::ReduceOp::prod)
+    if (!in_order && (op == kernels::ReduceOp::sum || op == kernels::ReduceOp::prod))
       llvm::cast<llvm::Instruction>(r)->setFastMathFlags(reduction_flags());
     b_.CreateStore(r, acc);
   }
   // Scales the sum (mean: 1/n; of no elements that is 0 * inf = NaN, as interpreted)
   // and stores it at element `at` of parameter `param`.
-  void finish_sum(llvm::AllocaInst* acc, double scale, int param, DType dtype, Value* at) {
+  void finish_sum(Value* acc, double scale, int param, DType dtype, Value* at) {
     Value* total = b_.CreateLoad(b_.getDoubleTy(), acc);
     if (scale != 1.0) total = b_.CreateFMul(total, llvm::ConstantFP::get(b_.getDoubleTy(), scale));
     if (elem(dtype) != total->getType()) total = b_.CreateFPTrunc(total, elem(dtype));
@@ -330,7 +331,7 @@ class Emitter {
       });
       return;
     }
-    const std::vector<std::vector<int64_t>> kept_strides{k_.kept_in, k_.kept_out};
+    if (!k_.kept.empty() && !k_.reduced.empty() && k_.kept_in.back() == 1) return emit_reduce_rows();
     loop_nest(k_.kept, [&](const std::vector<Value*>& k) {
       Value* in_base = offset(k, k_.kept_in);
       Value* out_offset = offset(k, k_.kept_out);
@@ -341,6 +342,57 @@ class Emitter {
       });
       finish_sum(acc, k_.scale, 1, out, out_offset);
     });
+  }
+
+  // A reduction that keeps the input's innermost dimension (a sum over rows: sum_to of a
+  // bias's gradient, a column count) would read down the columns above. Instead blocks
+  // of kReduceBlock kept elements are reduced together, a row segment at a time, into
+  // an array of accumulators: contiguous reads, vectorised across the block. Each
+  // element combines its reduced ones in order (in double, not reassociated), so the
+  // results are the interpreter's, bit for bit.
+  static constexpr int64_t kReduceBlock = 1024;
+  void emit_reduce_rows() {
+    const DType in = k_.params[0], out = k_.params[1];
+    const kernels::ReduceOp op = k_.reduce_op;
+    const std::vector<int64_t> outer(k_.kept.begin(), k_.kept.end() - 1);
+    const std::vector<int64_t> outer_in(k_.kept_in.begin(), k_.kept_in.end() - 1);
+    const std::vector<int64_t> outer_out(k_.kept_out.begin(), k_.kept_out.end() - 1);
+    const int64_t n = k_.kept.back(), out_stride = k_.kept_out.back();
+    llvm::AllocaInst* acc = nullptr;
+    {
+      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      acc = entry.CreateAlloca(llvm::ArrayType::get(b_.getDoubleTy(), static_cast<uint64_t>(std::min(n, kReduceBlock))));
+    }
+    auto slot = [&](Value* t) { return b_.CreateInBoundsGEP(b_.getDoubleTy(), acc, t); };
+    // The block of `len` kept elements from b0 (in the innermost dimension).
+    auto block = [&](Value* in_base, Value* out_base, Value* b0, int64_t len) {
+      loop_nest({len}, [&](const std::vector<Value*>& t) {
+        b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), kernels::reduce_identity(op)), slot(t[0]));
+      });
+      loop_nest(k_.reduced, [&](const std::vector<Value*>& j) {
+        Value* row = b_.CreateAdd(b_.CreateAdd(in_base, offset(j, k_.reduced_in), "", true, true), b0, "", true, true);
+        loop_nest({len}, [&](const std::vector<Value*>& t) {
+          Value* at = b_.CreateAdd(row, t[0], "", true, true);
+          accumulate(slot(t[0]), b_.CreateLoad(elem(in), element_ptr(0, in, at)), op, true);
+        });
+      });
+      loop_nest({len}, [&](const std::vector<Value*>& t) {
+        Value* e = b_.CreateMul(b_.CreateAdd(b0, t[0], "", true, true), b_.getInt64(out_stride), "", true, true);
+        finish_sum(slot(t[0]), k_.scale, 1, out, b_.CreateAdd(out_base, e, "", true, true));
+      });
+    };
+    auto rows = [&](const std::vector<Value*>& k) {
+      Value* in_base = offset(k, outer_in);
+      Value* out_base = offset(k, outer_out);
+      const int64_t full = n / kReduceBlock, rest = n % kReduceBlock;
+      if (full > 0)
+        loop_nest({full}, [&](const std::vector<Value*>& blk) {
+          block(in_base, out_base, b_.CreateMul(blk[0], b_.getInt64(kReduceBlock), "", true, true), kReduceBlock);
+        });
+      if (rest > 0) block(in_base, out_base, b_.getInt64(full * kReduceBlock), rest);
+    };
+    if (outer.empty()) rows({});
+    else loop_nest(outer, rows);
   }
 
   // gather: out[i, j, t] = x[i, idx[j], t]; scatter: out = target, then

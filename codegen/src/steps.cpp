@@ -56,11 +56,17 @@ void check_results(const ExternArgs& call, const std::vector<Tensor>& outs) {
 }
 
 void external(void* const* bases, const ExternArgs& call) {
-  // The eager function gets tensors of its own (copies), which it may keep: views of
-  // the workspace would change under it after the call.
+  // A user's eager function gets tensors of its own (copies), which it may keep: views
+  // of the workspace would change under it after the call. Reel's own keep nothing, so
+  // they read the workspace where it is (an 80 MB argmin argument is not copied).
+  const bool borrow = is_builtin(*call.prim);
   std::vector<Tensor> args;
   args.reserve(call.args.size());
   for (const TypedBuffer& a : call.args) {
+    if (borrow && numel(a.type.shape) > 0) {
+      args.push_back(Tensor::borrow(at<void>(bases, a.ref), a.type.dtype, a.type.shape));
+      continue;
+    }
     args.emplace_back(a.type.dtype, a.type.shape);
     if (args.back().nbytes() > 0) std::memcpy(args.back().mutable_raw(), at<void>(bases, a.ref), args.back().nbytes());
   }
