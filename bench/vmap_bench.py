@@ -24,6 +24,9 @@ import time
 import torch
 from functorch import grad, jacfwd, jacrev, vmap
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gradbench"))
+from protocol import keep_freed_memory  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -94,6 +97,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     args = ap.parse_args()
+    keep_freed_memory()  # PyTorch at its fastest (see gradbench/protocol.py)
     torch.set_num_threads(1)
     exe = os.path.join(args.build, "bench", "vmap_bench")
     out = subprocess.run([exe], capture_output=True, text=True, check=True,

@@ -26,7 +26,7 @@ import statistics
 import subprocess
 import sys
 
-from protocol import Tool, compare
+from protocol import Tool, compare, keep_freed_memory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -198,6 +198,7 @@ def main():
     ap.add_argument("--no-scaling", action="store_true", help="only the GradBench rows")
     ap.add_argument("--json", help="where to write the numbers (default: NEW/bench/goals.json)")
     args = ap.parse_args()
+    keep_freed_memory()  # PyTorch at its fastest (see protocol.py)
     inputs = {label: make() for _, label, make, _, _ in WORKLOADS}
     gb, rows = {}, {}
     for r in range(args.rounds):

@@ -30,7 +30,7 @@ import statistics
 import sys
 
 import run
-from protocol import Tool, compare
+from protocol import Tool, compare, keep_freed_memory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -260,6 +260,7 @@ def main():
     ap.add_argument("--min-seconds", type=float, default=0.3, help="GradBench's min_seconds per evaluate")
     ap.add_argument("--json", help="where to write the numbers (default: NEW/bench/goals20.json)")
     args = ap.parse_args()
+    keep_freed_memory()  # PyTorch at its fastest (see protocol.py)
     import torch
     torch.set_num_threads(1)
     res, order = measure(args.evals.split(","), [("old", args.old), ("new", args.new)], args.rounds, args.min_seconds,
