@@ -238,3 +238,53 @@ TEST_CASE("reductions over rows agree bit for bit interpreted and compiled") {
         CHECK_MESSAGE(max_abs_diff(want[k], got[k]) == 0.0, shape_str(c.shape), " reduction ", k, " ", dtype_name(dt));
     }
 }
+
+// Built-in eager steps read compiled code's workspace in place, but not those that run
+// tapes (revolve here): they hand their arguments on to the tapes' operations, and a
+// user's eager function may keep what it gets (found by review: kept tensors changed
+// when the compiled function ran again).
+namespace {
+std::vector<Tensor>& kept_by_user_primitive() {
+  static std::vector<Tensor> kept;
+  return kept;
+}
+}  // namespace
+
+TEST_CASE("a user's eager function inside a compiled revolve keeps copies, not workspace views") {
+  static const bool once = [] {
+    define_primitive({.name = "test_keep_argument",
+                      .eager = [](std::span<const Tensor> x, const Attrs&) {
+                        kept_by_user_primitive().push_back(x[0]);
+                        return x[0] * 1.0;
+                      },
+                      .vjp = [](const std::vector<Tensor>&, const Tensor&, const Tensor& dout, const Attrs&) {
+                        return std::vector<Tensor>{dout};
+                      }});
+    return true;
+  }();
+  (void)once;
+  auto f = [](const Tensor& w0, const Tensor& x0) {
+    const Tensor w = exp(w0 * 0.5);  // computed: in the workspace
+    const auto [y, ys] = scan(
+        [&](const Tensor& c, const None&) {
+          return std::pair{sin(reel::apply("test_keep_argument", std::vector<Tensor>{c})) * w, none};
+        },
+        sin(x0) * 1.5, none, {.length = 6, .checkpoint = Checkpoint::binomial(2)});
+    return sum(y);
+  };
+  const Tensor w0 = randn({4}, 1), x0 = randn({4}, 2);
+  const Tape g = grad_tape(trace(f, w0, x0));
+  REQUIRE(test::count_calls(g, "revolve") == 1);
+  const CompiledFunction cg = compile(g);
+  kept_by_user_primitive().clear();
+  (void)cg({w0, x0});
+  REQUIRE(!kept_by_user_primitive().empty());
+  std::vector<std::vector<double>> before;
+  for (const Tensor& k : kept_by_user_primitive()) before.push_back(k.values());
+  const std::vector<Tensor> kept = kept_by_user_primitive();
+  (void)cg({w0 * 3.0, x0 * -2.0});  // the same workspace, other values
+  int changed = 0;
+  for (std::size_t i = 0; i < kept.size(); ++i) changed += kept[i].values() != before[i];
+  CHECK_MESSAGE(changed == 0, changed, " of ", kept.size(), " kept tensors changed after another call");
+  kept_by_user_primitive().clear();
+}

@@ -58,8 +58,12 @@ void check_results(const ExternArgs& call, const std::vector<Tensor>& outs) {
 void external(void* const* bases, const ExternArgs& call) {
   // A user's eager function gets tensors of its own (copies), which it may keep: views
   // of the workspace would change under it after the call. Reel's own keep nothing, so
-  // they read the workspace where it is (an 80 MB argmin argument is not copied).
-  const bool borrow = is_builtin(*call.prim);
+  // they read the workspace where it is (an 80 MB argmin argument is not copied), unless
+  // they run tapes (revolve, a loop run eagerly): those pass their arguments on to the
+  // tapes' operations, a user's primitive among them.
+  bool borrow = is_builtin(*call.prim);
+  for (const auto& [name, value] : call.attrs.items())
+    if (std::holds_alternative<TapeRef>(value)) borrow = false;
   std::vector<Tensor> args;
   args.reserve(call.args.size());
   for (const TypedBuffer& a : call.args) {
