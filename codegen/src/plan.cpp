@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "loops.hpp"
 
@@ -197,27 +198,23 @@ class Planner {
     const Op& indices = t_.op(idx);
     const bool constant = indices.kind == OpKind::constant;
     if (constant && !indices_in_range(indices.value, t_.type(x).shape, op.attrs)) return false;
-    const bool fits = current_ >= 0 && std::get<LoopStep>(plan_.steps[current_]).shape == op.type.shape &&
-                      std::get<LoopStep>(plan_.steps[current_]).members.size() < kMaxLoopMembers &&
-                      loop_of_[storage_of(x)] != current_ && loop_of_[storage_of(idx)] != current_;
-    if (!fits) open_loop(op.type.shape);
-    join(v);
-    need(x);
-    need(idx);
+    join_reading_memory(v, {x, idx});
     if (!constant) std::get<LoopStep>(plan_.steps[current_]).checks.push_back(v);
     return true;
   }
   // A strided read joins the open loop (or opens one) as a load of its source at the
   // primitive's offset and strides; the source must be in memory before the loop.
-  void fuse_strided(Var v) {
-    const Op& op = t_.op(v);
-    const Var x = op.args[0];
-    const bool fits = current_ >= 0 && std::get<LoopStep>(plan_.steps[current_]).shape == op.type.shape &&
-                      std::get<LoopStep>(plan_.steps[current_]).members.size() < kMaxLoopMembers &&
-                      loop_of_[storage_of(x)] != current_;
-    if (!fits) open_loop(op.type.shape);
+  void fuse_strided(Var v) { join_reading_memory(v, {t_.op(v).args[0]}); }
+  // Joins v to the open loop if it has v's shape, room, and computes none of `sources`
+  // (which v reads at other positions than its own element's, so from memory written
+  // before the loop); else opens a loop. The sources are kept in memory.
+  void join_reading_memory(Var v, std::initializer_list<Var> sources) {
+    bool fits = current_ >= 0 && std::get<LoopStep>(plan_.steps[current_]).shape == t_.op(v).type.shape &&
+                std::get<LoopStep>(plan_.steps[current_]).members.size() < kMaxLoopMembers;
+    for (Var s : sources) fits = fits && loop_of_[storage_of(s)] != current_;
+    if (!fits) open_loop(t_.op(v).type.shape);
     join(v);
-    need(x);
+    for (Var s : sources) need(s);
   }
   static bool indices_in_range(const Tensor& indices, const Shape& x, const Attrs& attrs) {
     int64_t axis = attrs.has("axis") ? attrs.integer("axis") : 0;
@@ -314,7 +311,7 @@ Plan make_plan(const Tape& tape, bool reuse_memory) { return Planner(tape, reuse
 bool is_gather_member(const Tape& tape, Var member) { return tape.op(member).prim->structure == Structure::gather; }
 bool is_strided_member(const Tape& tape, Var member) {
   const Op& op = tape.op(member);
-  return op.kind == OpKind::call && op.prim->strided_read && op.prim->structure != Structure::gather;
+  return op.kind == OpKind::call && op.prim->strided_read;
 }
 bool is_indexed_member(const Tape& tape, Var member) {
   return is_gather_member(tape, member) || is_strided_member(tape, member);

@@ -267,16 +267,21 @@ VarType permute_type(std::span<const VarType> in, const Attrs& a) {
   return VarType{in[0].dtype, s};
 }
 
+// The result's axis d steps through x's axis perm[d]: x's stride for each result axis.
+StridedMap permute_map(const Shape& x, const Shape& perm) {
+  const std::vector<int64_t> xs = contiguous_strides(x);
+  StridedMap m;
+  for (int64_t p : perm) m.strides.push_back(xs.at(static_cast<std::size_t>(p)));
+  return m;
+}
+
 Tensor permute_eager(std::span<const Tensor> in, const Attrs& a) {
   const Shape& perm = a.ints("perm");
   const Shape& xs = in[0].shape();
   Shape os;
   for (int64_t p : perm) os.push_back(xs[static_cast<std::size_t>(p)]);
   Tensor out(in[0].dtype(), os);
-  const std::size_t rank = xs.size();
-  std::vector<int64_t> xstride(rank, 1), stride(rank);  // x's stride for each result axis
-  for (std::size_t d = rank; d-- > 1;) xstride[d - 1] = xstride[d] * xs[d];
-  for (std::size_t d = 0; d < rank; ++d) stride[d] = xstride[static_cast<std::size_t>(perm[d])];
+  const std::vector<int64_t> stride = permute_map(xs, perm).strides;
   by_dtype(in[0].dtype(), [&](auto t) {
     using T = decltype(t);
     const T* src = in[0].data<T>();
@@ -306,14 +311,8 @@ Primitive permute_p() {
         for (int64_t p : a.attrs.ints("perm")) perm.push_back(p + 1);
         return b.call("permute", {a.args[0]}, {{"perm", perm}});
       },
-      // Compiled: the result's axis d steps through x's axis perm[d].
-      .strided_read = [](const VarType& x, const Attrs& a) {
-        const Shape& perm = a.ints("perm");
-        const std::vector<int64_t> xs = contiguous_strides(x.shape);
-        StridedMap m;
-        for (int64_t p : perm) m.strides.push_back(xs.at(static_cast<std::size_t>(p)));
-        return m;
-      },
+      // Compiled: a load at permute_map's strides.
+      .strided_read = [](const VarType& x, const Attrs& a) { return permute_map(x.shape, a.ints("perm")); },
   };
 }
 
