@@ -586,6 +586,9 @@ class Scheduler {
                     .label = fmt::format("%{} = {}({})", e.out, op.prim->name, fmt::join(argnames, ", "))};
     for (Var a : op.args) call.args.push_back(typed(a));
     for (int i = 0; i < e.results; ++i) call.results.push_back(typed(e.out + i));
+    call.borrow = is_builtin(*op.prim);
+    for (const auto& [name, value] : op.attrs.items())
+      if (std::holds_alternative<TapeRef>(value)) call.borrow = false;
     program_->steps.push_back(std::move(call));
   }
 

@@ -82,6 +82,12 @@ struct ExternArgs {
   std::vector<TypedBuffer> args;
   std::vector<TypedBuffer> results;  // one per result of the primitive
   std::string label;
+  // A user's eager function gets tensors of its own (copies), which it may keep: views
+  // of the workspace would change under it after the call. Reel's own keep nothing, so
+  // they read the workspace where it is (an 80 MB argmin argument is not copied), unless
+  // they run tapes (revolve, a loop run eagerly): those pass their arguments on to the
+  // tapes' operations, a user's primitive among them. Decided when scheduling.
+  bool borrow = false;
 };
 
 // Before a gather or scatter kernel: throws reel::Error for an index out of range (JIT

@@ -56,18 +56,11 @@ void check_results(const ExternArgs& call, const std::vector<Tensor>& outs) {
 }
 
 void external(void* const* bases, const ExternArgs& call) {
-  // A user's eager function gets tensors of its own (copies), which it may keep: views
-  // of the workspace would change under it after the call. Reel's own keep nothing, so
-  // they read the workspace where it is (an 80 MB argmin argument is not copied), unless
-  // they run tapes (revolve, a loop run eagerly): those pass their arguments on to the
-  // tapes' operations, a user's primitive among them.
-  bool borrow = is_builtin(*call.prim);
-  for (const auto& [name, value] : call.attrs.items())
-    if (std::holds_alternative<TapeRef>(value)) borrow = false;
+  // Copies of the arguments, or views of the workspace where call.borrow allows.
   std::vector<Tensor> args;
   args.reserve(call.args.size());
   for (const TypedBuffer& a : call.args) {
-    if (borrow && numel(a.type.shape) > 0) {
+    if (call.borrow && numel(a.type.shape) > 0) {
       args.push_back(Tensor::borrow(at<void>(bases, a.ref), a.type.dtype, a.type.shape));
       continue;
     }
