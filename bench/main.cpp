@@ -28,6 +28,7 @@ struct Options {
   bool scaling = true, quick = false, cache_only = false, help = false, probe = false;
   std::string row_program, probe_dir;  // the child modes, --row and --compile-probe
   int row_steps = 0;
+  int threads = 0;
   bool checkpoint_table = false;
   std::string checkpoint_row[3];  // the child mode --checkpoint-row: POLICY N MODE
 };
@@ -48,6 +49,8 @@ constexpr Flag kFlags[] = {
      [](Options& o, char**) { o.scaling = false; }},
     {"--cache-only", 0, "", "only the rows of cached functions, code caches and Tracker",
      [](Options& o, char**) { o.cache_only = true; }},
+    {"--threads", 1, "N", "run on N threads (reel::set_num_threads; 0, the default: every core); the threads column compares 1 and N",
+     [](Options& o, char** v) { o.threads = std::atoi(v[0]); }},
     {"--out", 1, "FILE", "write the results (JSON) to FILE instead of build/bench/latest.json",
      [](Options& o, char** v) { o.out_path = v[0]; }},
     {"--row", 2, "PROGRAM STEPS",
@@ -85,6 +88,10 @@ bool parse(int argc, char** argv, Options& o) {
     i += flag->args;
   }
   if (o.quick) bench::rounds = {.count = 5, .seconds = 0.002};
+  if (o.threads < 0) {
+    fmt::print(stderr, "reel_bench: --threads expects a count >= 0 (0: every core), given {}\n", o.threads);
+    return false;
+  }
   return true;
 }
 
@@ -147,6 +154,9 @@ int main(int argc, char** argv) {
   if (!o.checkpoint_row[0].empty())
     return bench::checkpoint_row_mode(o.checkpoint_row[0], std::atol(o.checkpoint_row[1].c_str()), o.checkpoint_row[2]);
   if (o.checkpoint_table) return bench::checkpoint_table(o.self, o.quick);
+  reel::set_num_threads(o.threads);
+  bench::threads = reel::num_threads();
+  fmt::print("threads: {} (reel::set_num_threads; CBLAS's too)\n", bench::threads);
   start_jit();
   if (o.cache_only) return cache_rows(o), 0;
   return full_run(o);

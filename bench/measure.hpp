@@ -28,10 +28,17 @@ inline Rounds rounds;
 // Median time of one call of each function, in nanoseconds. Rounds of calibrated
 // batches alternate between the functions, so that a slow spell of the machine hits
 // all of them alike and their ratios stay fair.
+// `before`, if given, runs before each batch of calls[k] (untimed): reel_bench sets the
+// thread count there.
 template <std::size_t N>
-std::array<double, N> median_ns(const std::array<std::function<void()>, N>& calls) {
+std::array<double, N> median_ns(const std::array<std::function<void()>, N>& calls,
+                                const std::array<std::function<void()>, N>& before = {}) {
+  auto prepare = [&](std::size_t k) {
+    if (before[k]) before[k]();
+  };
   std::array<int64_t, N> batch{};
   for (std::size_t k = 0; k < N; ++k) {
+    prepare(k);
     calls[k]();  // warm up
     const auto t0 = Clock::now();
     calls[k]();
@@ -41,6 +48,7 @@ std::array<double, N> median_ns(const std::array<std::function<void()>, N>& call
   std::array<std::vector<double>, N> samples;
   for (int r = 0; r < rounds.count; ++r)
     for (std::size_t k = 0; k < N; ++k) {
+      prepare(k);
       const auto t0 = Clock::now();
       for (int64_t i = 0; i < batch[k]; ++i) calls[k]();
       samples[k].push_back(seconds_since(t0) * 1e9 / static_cast<double>(batch[k]));
@@ -53,6 +61,10 @@ std::array<double, N> median_ns(const std::array<std::function<void()>, N>& call
   }
   return medians;
 }
+
+// The thread count reel_bench runs at (--threads; every core by default), and the one
+// its threads column compares with one thread.
+inline int threads = 0;
 
 // A duration for the tables: "30 ns", "1.2 us", "3.45 ms".
 std::string human(double ns);

@@ -11,18 +11,24 @@
 namespace bench {
 
 void print_workload_table(const std::vector<Result>& results) {
-  fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>11} {:>12} {:>12} {:>10} {:>10}\n", "workload",
-             "dtype", "hand", "interp", "compiled", "compile", "comp/hand", "interp/comp",
-             "no-vec-math", "max rel diff", "workspace", "live bound");
+  const int n = results.empty() ? 1 : results[0].threads;
+  fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>10} {:>9} {:>11} {:>12} {:>12} {:>10} {:>10} {:>10} {:>10} {:>7}\n",
+             "workload", "dtype", "hand", "interp", "compiled", "compile", "comp/hand", "interp/comp",
+             "no-vec-math", "max rel diff", "workspace", "live bound", "1 thread", fmt::format("{} threads", n),
+             "1/n");
   for (const Result& r : results)
-    fmt::print("{:<40} {:>5} {:>10} {:>10} {:>10} {:>7.1f} ms {:>9.2f} {:>11.1f} {:>12} {:>12.1e} {:>10} {:>10}\n",
-               r.workload, reel::dtype_name(r.dtype), human(r.hand_ns), human(r.interp_ns),
-               human(r.compiled_ns), r.compile_ms, r.compiled_ns / r.hand_ns,
-               r.interp_ns / r.compiled_ns, human(r.scalar_math_ns), r.max_rel_diff, r.workspace,
-               r.lower_bound);
+    fmt::print(
+        "{:<40} {:>5} {:>10} {:>10} {:>10} {:>7.1f} ms {:>9.2f} {:>11.1f} {:>12} {:>12.1e} {:>10} {:>10} {:>10} {:>10} "
+        "{:>7.2f}\n",
+        r.workload, reel::dtype_name(r.dtype), human(r.hand_ns), human(r.interp_ns), human(r.compiled_ns),
+        r.compile_ms, r.compiled_ns / r.hand_ns, r.interp_ns / r.compiled_ns, human(r.scalar_math_ns),
+        r.max_rel_diff, r.workspace, r.lower_bound, human(r.one_thread_ns), human(r.threads_ns),
+        r.one_thread_ns / r.threads_ns);
   fmt::print("\nno-vec-math: the compiled gradient with one scalar libm call per element for\n"
              "exp/tanh (CompileOptions{{.vector_math = false}}), for comparison. workspace: bytes of\n"
-             "scratch memory after reuse; live bound: the most bytes alive at one step.\n");
+             "scratch memory after reuse; live bound: the most bytes alive at one step. Everything\n"
+             "runs on {} threads (--threads; CBLAS too), but the threads column: the compiled\n"
+             "gradient on 1 thread and on {}, measured side by side, and 1/n the speedup.\n", n, n);
 }
 
 void print_conv_choice(const ConvChoice& c) {
@@ -72,10 +78,11 @@ int write_results(const std::string& out_path, const std::vector<Result>& result
         "  {{\"workload\": \"{}\", \"dtype\": \"{}\", \"hand_ns\": {:.1f}, \"interp_ns\": {:.1f}, "
         "\"compiled_ns\": {:.1f}, \"compile_ms\": {:.2f}, \"compiled_over_hand\": {:.3f}, "
         "\"interp_over_compiled\": {:.2f}, \"compiled_scalar_math_ns\": {:.1f}, "
-        "\"max_rel_diff\": {:.2e}, \"workspace_bytes\": {}, \"liveness_lower_bound\": {}}},\n",
+        "\"max_rel_diff\": {:.2e}, \"workspace_bytes\": {}, \"liveness_lower_bound\": {}, \"threads\": {}, "
+        "\"one_thread_ns\": {:.1f}, \"threads_ns\": {:.1f}}},\n",
         r.workload, reel::dtype_name(r.dtype), r.hand_ns, r.interp_ns, r.compiled_ns, r.compile_ms,
         r.compiled_ns / r.hand_ns, r.interp_ns / r.compiled_ns, r.scalar_math_ns, r.max_rel_diff,
-        r.workspace, r.lower_bound);
+        r.workspace, r.lower_bound, r.threads, r.one_thread_ns, r.threads_ns);
   }
   for (const RunnerRow& r : runners)
     json += fmt::format("  {{\"runner_workload\": \"{}\", \"steps\": {}, \"loop_ns\": {:.1f}, \"driver_ns\": {:.1f}, "

@@ -63,6 +63,12 @@ Result measure(const std::string& workload, DType dtype, F f, const Hand& hand, 
   r.max_rel_diff = max_rel_diff(std::vector<Tensor>(out.begin(), out.end()), hand.outputs());
   r.workspace = g.compiled().workspace_bytes();
   r.lower_bound = g.compiled().workspace_lower_bound();
+  r.threads = bench::threads;
+  const auto t = median_ns<2>({[&] { g(args...); }, [&] { g(args...); }},
+                              {[] { reel::set_num_threads(1); }, [] { reel::set_num_threads(bench::threads); }});
+  reel::set_num_threads(bench::threads);
+  r.one_thread_ns = t[0];
+  r.threads_ns = t[1];
   return r;
 }
 

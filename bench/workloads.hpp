@@ -18,6 +18,9 @@ struct Result {
   double scalar_math_ns;  // compiled with CompileOptions{.vector_math = false}
   double max_rel_diff;    // compiled vs hand-written, over the value and every gradient
   int64_t workspace = 0, lower_bound = 0;
+  // The compiled gradient on one thread and on `threads` (bench::threads), side by side.
+  int threads = 1;
+  double one_thread_ns = 0, threads_ns = 0;
 };
 
 // The eight workloads (a) to (g), in the table's order.

@@ -1,6 +1,8 @@
-# Debian 12 packages: libfmt-dev, libopenblas-dev, llvm-19-dev (scripts/install-deps.sh).
+# Debian 12 packages: libfmt-dev, libopenblas-dev, libtbb-dev, llvm-19-dev (scripts/install-deps.sh).
 find_package(fmt REQUIRED)
 find_package(Threads REQUIRED)
+# oneTBB: compiled code's thread pool (libtbb-dev).
+find_package(TBB REQUIRED)
 
 find_path(REEL_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas)
 find_library(REEL_CBLAS_LIBRARY NAMES openblas cblas)

@@ -7,11 +7,22 @@ std::vector<Tensor> run_checked(const Tape& tape, const std::vector<Tensor>& arg
   std::vector<Tensor> interpreted = play(tape, args);
   const std::vector<Tensor> compiled = compile(tape)(args);
   REQUIRE(compiled.size() == interpreted.size());
+  // Threads: the same tape with its kernels cut into chunks of a few elements (as large
+  // kernels are) on two threads, then on one: the same bits both times.
+  const CompiledFunction chunked = compile(tape, {.chunk_elements = 4});
+  set_num_threads(2);
+  const std::vector<Tensor> two = chunked(args);
+  set_num_threads(1);
+  const std::vector<Tensor> one = chunked(args);
+  set_num_threads(0);
   for (std::size_t k = 0; k < compiled.size(); ++k) {
     CHECK(compiled[k].dtype() == interpreted[k].dtype());
     const Tolerance tol = compiled_tolerance(interpreted[k].dtype());
     check_close(compiled[k], interpreted[k], tol.rtol, tol.atol,
                 fmt::format("output {} compiled vs interpreted", k));
+    check_close(two[k], interpreted[k], tol.rtol, tol.atol,
+                fmt::format("output {} compiled in chunks on 2 threads vs interpreted", k));
+    check_same_bits(two[k], one[k], fmt::format("output {} compiled in chunks, on 2 threads vs 1", k));
   }
   return interpreted;
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <reel/reel.hpp>
 
+#include <cstring>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -101,6 +102,21 @@ inline void check_close(const Tensor& a, const Tensor& b, double rtol, double at
       FAIL_CHECK(what, ": element ", i, ": ", va[i], " vs ", vb[i]);
       return;
     }
+  }
+}
+
+// The same dtype, shape and bytes (NaNs of one kind equal).
+inline void check_same_bits(const Tensor& a, const Tensor& b, const std::string& what) {
+  REQUIRE_MESSAGE((a.dtype() == b.dtype() && a.shape() == b.shape()), what, ": ", type_str(a.dtype(), a.shape()),
+                  " vs ", type_str(b.dtype(), b.shape()));
+  if (a.nbytes() > 0 && std::memcmp(a.raw(), b.raw(), a.nbytes()) != 0) {
+    const auto va = a.values(), vb = b.values();
+    for (std::size_t i = 0; i < va.size(); ++i)
+      if (std::memcmp(&va[i], &vb[i], sizeof(double)) != 0) {
+        FAIL_CHECK(what, ": element ", i, ": ", va[i], " vs ", vb[i], " (not the same bits)");
+        return;
+      }
+    FAIL_CHECK(what, ": not the same bytes");
   }
 }
 

@@ -11,6 +11,7 @@
 #include "kernel_cache.hpp"
 #include "memory_plan.hpp"
 #include "program.hpp"
+#include "reel/parallel.hpp"
 #include "steps.hpp"
 #include "workspace.hpp"
 
@@ -43,7 +44,7 @@ struct Planned : codegen::ProgramPlan {
 // grad_tape's and jvp_tape's have), plan, memory plan, schedule; loops' bodies alike.
 Planned plan_tape(const Tape& input, const CompileOptions& options) {
   Planned p{codegen::plan_program(input, options.reuse_memory), {}};
-  p.schedule = codegen::make_schedule(p.tape, p.plan);
+  p.schedule = codegen::make_schedule(p.tape, p.plan, options.chunk_elements);
   return p;
 }
 
@@ -77,6 +78,9 @@ void bind_steps(CompiledFunction::Impl& impl, codegen::Schedule schedule, std::v
 }  // namespace
 
 CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
+  // The thread pool is set up here (REEL_NUM_THREADS read, its error thrown), not in a
+  // call of the compiled code, which must not throw from its steps.
+  num_threads();
   Planned p = plan_tape(tape, options);
   auto impl = std::make_shared<CompiledFunction::Impl>();
   impl->options = options;
@@ -217,7 +221,16 @@ std::string dump_ir(const Tape& tape, const CompileOptions& options) {
 
 std::string plan_text(const Tape& tape, const CompileOptions& options) {
   const Planned p = plan_tape(tape, options);
-  return codegen::plan_text(p.tape, p.plan, p.memory);
+  std::string text = codegen::plan_text(p.tape, p.plan, p.memory);
+  std::string chunks;
+  for (const codegen::StepArgs& s : p.schedule.program->steps)
+    if (const auto* k = std::get_if<codegen::ParallelKernelArgs>(&s)) {
+      const std::string& key = p.schedule.kernels[static_cast<std::size_t>(k->kernel)].key;
+      chunks += fmt::format("  {} kernel {}: {} outer iterations in {} chunks of {}\n", key.substr(0, key.find(' ')),
+                            k->kernel, k->extent, (k->extent + k->chunk - 1) / k->chunk, k->chunk);
+    }
+  if (!chunks.empty()) text += "threads: kernels run in chunks on the thread pool\n" + chunks;
+  return text;
 }
 
 std::string jit_cpu() { return codegen::Jit::get().cpu(); }

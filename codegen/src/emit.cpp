@@ -106,15 +106,24 @@ class Emitter {
     Type* ptr = b_.getPtrTy();
     Type* void_t = b_.getVoidTy();
     std::vector<Type*> params(k_.params.size(), ptr);
+    const bool chunked = k_.chunk > 0;
+    if (chunked) params.insert(params.end(), {b_.getInt64Ty(), b_.getInt64Ty(), ptr});  // begin, end, partials
     auto* body_t = llvm::FunctionType::get(void_t, params, false);
     fn_ = llvm::Function::Create(body_t, llvm::Function::InternalLinkage, name + "_body", m_);
     fn_->addFnAttr(llvm::Attribute::AlwaysInline);
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
-    for (unsigned i = 0; i < params.size(); ++i) {
+    for (unsigned i = 0; i < k_.params.size(); ++i) {
       fn_->addParamAttr(i, llvm::Attribute::NoAlias);
       const uint64_t align = k_.align.empty() ? 64 : static_cast<uint64_t>(k_.align[i]);
       fn_->addParamAttr(i, llvm::Attribute::getWithAlignment(ctx_, llvm::Align(align)));
       param_.push_back(fn_->getArg(i));
+    }
+    if (chunked) {
+      const auto n = static_cast<unsigned>(k_.params.size());
+      range_begin_ = fn_->getArg(n);
+      range_end_ = fn_->getArg(n + 1);
+      partials_ = fn_->getArg(n + 2);
+      fn_->addParamAttr(n + 2, llvm::Attribute::NoAlias);
     }
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn_));
     switch (k_.kind) {
@@ -129,11 +138,15 @@ class Emitter {
     return fn_;
   }
 
-  // `void NAME(ptr bases, ptr buffers)`: the parameters' pointers, then the body.
+  // `void NAME(ptr bases, ptr buffers)`: the parameters' pointers, then the body. In
+  // chunks (KernelSpec::chunk), `void NAME(ptr bases, ptr buffers, i64 begin, i64 end,
+  // ptr partials)` (a RangeFn).
   void emit_entry(const std::string& name) {
     Type* ptr = b_.getPtrTy();
     Type* void_t = b_.getVoidTy();
-    auto* entry_t = llvm::FunctionType::get(void_t, {ptr, ptr}, false);
+    std::vector<Type*> entry_params{ptr, ptr};
+    if (k_.chunk > 0) entry_params.insert(entry_params.end(), {b_.getInt64Ty(), b_.getInt64Ty(), ptr});
+    auto* entry_t = llvm::FunctionType::get(void_t, entry_params, false);
     auto* f = llvm::Function::Create(entry_t, llvm::Function::ExternalLinkage, name, m_);
     f->addFnAttr(llvm::Attribute::NoUnwind);
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", f));
@@ -148,6 +161,8 @@ class Emitter {
       Value* base = b_.CreateAlignedLoad(ptr, b_.CreateInBoundsGEP(ptr, f->getArg(0), base_index), llvm::Align(8));
       args.push_back(b_.CreateInBoundsGEP(b_.getInt8Ty(), base, off));
     }
+    if (k_.chunk > 0)
+      for (unsigned a = 2; a < 5; ++a) args.push_back(f->getArg(a));
     b_.CreateCall(fn_, args);
     b_.CreateRetVoid();
   }
@@ -172,9 +187,10 @@ class Emitter {
 
   // for i0 in [0, dims[0]) ... for ik in [0, dims[k]): body(i0..ik). Every dim > 0.
   // With `segments` (ends of ranges of the innermost dimension), the innermost loop is
-  // one loop per range, segment_ naming it while its body is emitted.
+  // one loop per range, segment_ naming it while its body is emitted. `chunk`: i0 runs
+  // over this call's chunk [begin, end) instead (never empty; not with segments on i0).
   void loop_nest(const std::vector<int64_t>& dims, const std::function<void(const std::vector<Value*>&)>& body,
-                 const std::vector<int64_t>& segments = {}) {
+                 const std::vector<int64_t>& segments = {}, bool chunk = false) {
     std::vector<Value*> idx;
     std::function<void(std::size_t)> level = [&](std::size_t d) {
       if (d == dims.size()) {
@@ -183,14 +199,22 @@ class Emitter {
       }
       const bool innermost = d + 1 == dims.size();
       const std::vector<int64_t> ends = innermost && !segments.empty() ? segments : std::vector<int64_t>{dims[d]};
-      int64_t start = 0;
-      for (std::size_t s = 0; s < ends.size(); start = ends[s++]) {
-        segment_ = s;
-        llvm::PHINode* i = open_counted_loop("loop", start);
+      if (chunk && d == 0) {
+        llvm::PHINode* i = open_counted_loop("chunk", range_begin_);
         idx.push_back(i);
         level(d + 1);
         idx.pop_back();
-        close_counted_loop(i, ends[s], "done", innermost && ends[s] - start <= kMaxUnrolledTripCount);
+        close_counted_loop(i, range_end_, "done", false);
+        return;
+      }
+      int64_t start = 0;
+      for (std::size_t s = 0; s < ends.size(); start = ends[s++]) {
+        segment_ = s;
+        llvm::PHINode* i = open_counted_loop("loop", b_.getInt64(start));
+        idx.push_back(i);
+        level(d + 1);
+        idx.pop_back();
+        close_counted_loop(i, b_.getInt64(ends[s]), "done", innermost && ends[s] - start <= kMaxUnrolledTripCount);
       }
     };
     level(0);
@@ -199,20 +223,20 @@ class Emitter {
   // A counted loop: a header block `name` whose counter (the phi returned) starts at
   // `start`; closed after its body by close_counted_loop: counter + 1, back to the
   // header while below `end`, then on in a new block `exit_name`.
-  llvm::PHINode* open_counted_loop(const char* name, int64_t start) {
+  llvm::PHINode* open_counted_loop(const char* name, Value* start) {
     llvm::BasicBlock* before = b_.GetInsertBlock();
     auto* header = llvm::BasicBlock::Create(ctx_, name, fn_);
     b_.CreateBr(header);
     b_.SetInsertPoint(header);
     llvm::PHINode* i = b_.CreatePHI(b_.getInt64Ty(), 2);
-    i->addIncoming(b_.getInt64(start), before);
+    i->addIncoming(start, before);
     return i;
   }
-  void close_counted_loop(llvm::PHINode* i, int64_t end, const char* exit_name, bool may_unroll) {
+  void close_counted_loop(llvm::PHINode* i, Value* end, const char* exit_name, bool may_unroll) {
     auto* exit = llvm::BasicBlock::Create(ctx_, exit_name, fn_);
     Value* next = b_.CreateAdd(i, b_.getInt64(1), "", true, true);
     i->addIncoming(next, b_.GetInsertBlock());
-    auto* br = b_.CreateCondBr(b_.CreateICmpULT(next, b_.getInt64(end)), i->getParent(), exit);
+    auto* br = b_.CreateCondBr(b_.CreateICmpULT(next, end), i->getParent(), exit);
     if (!may_unroll) br->setMetadata(llvm::LLVMContext::MD_loop, no_unroll());
     b_.SetInsertPoint(exit);
   }
@@ -278,11 +302,21 @@ class Emitter {
         }
         for (std::size_t i = 0; i < k_.sums.size(); ++i)
           accumulate(acc[i], value[static_cast<std::size_t>(k_.sums[i].value)]);
-      }, k_.segments);
+      }, k_.segments, k_.chunk > 0);
     }
     for (std::size_t i = 0; i < k_.sums.size(); ++i)
-      finish_sum(acc[i], k_.sums[i].scale, k_.sums[i].param, k_.sums[i].dtype, b_.getInt64(0));
+      if (k_.chunk > 0) store_partial(acc[i], i);
+      else finish_sum(acc[i], k_.sums[i].scale, k_.sums[i].param, k_.sums[i].dtype, b_.getInt64(0));
   }
+
+  // A chunk's partial result of its sum number i, as accumulated (ParallelKernelArgs).
+  void store_partial(llvm::AllocaInst* acc, std::size_t i) {
+    b_.CreateStore(b_.CreateLoad(b_.getDoubleTy(), acc),
+                   b_.CreateInBoundsGEP(b_.getDoubleTy(), partials_, b_.getInt64(static_cast<int64_t>(i))));
+  }
+  Value* range_begin_ = nullptr;  // a chunked kernel's: its outer loop's range, and where its partial sums go
+  Value* range_end_ = nullptr;
+  Value* partials_ = nullptr;
 
   // Sums to one number accumulate in double, as the interpreter's do, for f32 too: an
   // f32 sum of many terms followed by a cancellation can keep only a few good digits.
@@ -332,6 +366,14 @@ class Emitter {
       return;
     }
     if (!k_.kept.empty() && !k_.reduced.empty() && k_.kept_in.back() == 1) return emit_reduce_rows();
+    if (k_.kept.empty() && k_.chunk > 0) {  // a chunk of a reduction to one number: its partial result
+      llvm::AllocaInst* acc = new_accumulator(op);
+      loop_nest(k_.reduced, [&](const std::vector<Value*>& j) {
+        accumulate(acc, b_.CreateLoad(elem(in), element_ptr(0, in, offset(j, k_.reduced_in))), op);
+      }, {}, true);
+      store_partial(acc, 0);
+      return;
+    }
     loop_nest(k_.kept, [&](const std::vector<Value*>& k) {
       Value* in_base = offset(k, k_.kept_in);
       Value* out_offset = offset(k, k_.kept_out);
@@ -341,7 +383,7 @@ class Emitter {
         accumulate(acc, b_.CreateLoad(elem(in), element_ptr(0, in, at)), op);
       });
       finish_sum(acc, k_.scale, 1, out, out_offset);
-    });
+    }, {}, k_.chunk > 0);
   }
 
   // A reduction that keeps the input's innermost dimension (a sum over rows: sum_to of a
@@ -392,7 +434,7 @@ class Emitter {
       if (rest > 0) block(in_base, out_base, b_.getInt64(full * kReduceBlock), rest);
     };
     if (outer.empty()) rows({});
-    else loop_nest(outer, rows);
+    else loop_nest(outer, rows, {}, k_.chunk > 0);
   }
 
   // gather: out[i, j, t] = x[i, idx[j], t]; scatter: out = target, then
@@ -442,7 +484,7 @@ class Emitter {
     for (std::size_t c = 0; c < L.K; ++c)
       if (L.length == 0 || L.in_place[c]) memcpy(param_[result + c], param_[init + c], L.carry_bytes[c]);
     if (L.length == 0) return;
-    llvm::PHINode* i = open_counted_loop("iteration", 0);
+    llvm::PHINode* i = open_counted_loop("iteration", b_.getInt64(0));
     const int64_t n = L.length;
     Value* last_minus_i = b_.CreateSub(b_.getInt64(n - 1), i, "", true, true);
     Value* k = L.reverse ? last_minus_i : i;
@@ -489,7 +531,7 @@ class Emitter {
       for (const BufferRef& r : st.buffers) args.push_back(buffer(r));
       b_.CreateCall(sub[static_cast<std::size_t>(st.kernel)], args);
     }
-    close_counted_loop(i, n, "iterations_done", false);
+    close_counted_loop(i, b_.getInt64(n), "iterations_done", false);
   }
 
   // A guard in a loop kernel: if the first element of `cond` is not nonzero iff
@@ -518,7 +560,7 @@ class Emitter {
     loop_nest({k_.rows, k_.cols}, [&](const std::vector<Value*>& idx) {
       Value* x = b_.CreateLoad(elem(d), element_ptr(0, d, offset(idx, {k_.cols, 1})));
       b_.CreateStore(x, element_ptr(1, d, offset(idx, {1, k_.rows})));
-    });
+    }, {}, k_.chunk > 0);
   }
 
   llvm::LLVMContext& ctx_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <unordered_map>
 
 #include "loops.hpp"
@@ -31,6 +32,46 @@ void coalesce(std::vector<int64_t>& dims, std::vector<std::vector<int64_t>>& str
 }
 
 namespace {
+
+int64_t product(const std::vector<int64_t>& v, std::size_t from = 0) {
+  int64_t p = 1;
+  for (std::size_t i = from; i < v.size(); ++i) p *= v[i];
+  return p;
+}
+
+}  // namespace
+
+SplitExtent split_extent(const KernelSpec& k) {
+  if (k.empty) return {};
+  switch (k.kind) {
+    case KernelSpec::Kind::loop:
+      if (k.dims.empty() || (k.dims.size() == 1 && !k.segments.empty())) return {};
+      return {k.dims[0], product(k.dims, 1)};
+    case KernelSpec::Kind::reduce:
+      if (k.kept.empty()) return k.reduced.empty() ? SplitExtent{} : SplitExtent{k.reduced[0], product(k.reduced, 1)};
+      if (!k.reduced.empty() && k.kept_in.back() == 1)  // by rows (emit.cpp): split the outer kept dimensions
+        return k.kept.size() < 2 ? SplitExtent{} : SplitExtent{k.kept[0], product(k.kept, 1) * product(k.reduced)};
+      return {k.kept[0], product(k.kept, 1) * product(k.reduced)};
+    case KernelSpec::Kind::transpose: return {k.rows, k.cols};
+    default: return {};
+  }
+}
+
+namespace {
+
+// The chunk of a kernel (KernelSpec::chunk): 0 unless it makes at least two chunks of
+// about `elements` (CompileOptions::chunk_elements; 0: none). Depends on the kernel
+// alone, never on the thread count, so the partial sums, and the results, are the same
+// whatever the count.
+int64_t choose_chunk(const KernelSpec& k, int64_t elements) {
+  const auto [extent, inner] = split_extent(k);
+  if (elements <= 0 || extent < 2 || inner <= 0 || extent > std::numeric_limits<int64_t>::max() / inner ||
+      extent * inner < 2 * elements)
+    return 0;
+  int64_t chunk = (elements + inner - 1) / inner;
+  if (inner == 1) chunk = (chunk + 63) / 64 * 64;  // whole cache lines and vectors per chunk
+  return chunk < extent ? chunk : 0;
+}
 
 std::vector<int64_t> contiguous(const Shape& shape) { return broadcast_strides(shape, shape); }
 
@@ -91,6 +132,7 @@ std::string make_key(const KernelSpec& s) {
       for (const BufferRef& r : st.buffers) k += fmt::format(" {}+{}", r.base, r.offset);
     }
   }
+  if (s.chunk > 0) k += fmt::format("; in chunks of {}", s.chunk);  // (a RangeFn)
   return k;
 }
 
@@ -200,9 +242,12 @@ bool update_in_place(LoopKernel& lk, std::vector<KernelSpec>& kernels, std::size
 
 class Scheduler {
  public:
-  Scheduler(const Tape& t, const Plan& p, KernelTable& table, std::vector<int64_t> input_align = {},
-            std::vector<int64_t> output_align = {})
-      : t_(t), p_(p), table_(table), input_align_(std::move(input_align)), output_align_(std::move(output_align)) {}
+  // `chunk_elements` > 0: large kernels run in chunks on the thread pool (0 within a loop
+  // kernel, whose body's kernels are inlined).
+  Scheduler(const Tape& t, const Plan& p, KernelTable& table, int64_t chunk_elements,
+            std::vector<int64_t> input_align = {}, std::vector<int64_t> output_align = {})
+      : t_(t), p_(p), table_(table), split_(chunk_elements), input_align_(std::move(input_align)),
+        output_align_(std::move(output_align)) {}
 
   std::shared_ptr<Program> run() {
     for (Var c : p_.constants) constant_offsets_.push_back(add_constant(t_.op(c).value));
@@ -275,10 +320,26 @@ class Scheduler {
   // A kernel on these buffers, spec.align given (or empty).
   void add_kernel(KernelSpec spec, std::vector<BufferRef> buffers) {
     if (std::all_of(spec.align.begin(), spec.align.end(), [](int64_t a) { return a == 64; })) spec.align.clear();
+    spec.chunk = choose_chunk(spec, split_);
+    ParallelKernelArgs parallel;
+    if (spec.chunk > 0) {
+      parallel.extent = split_extent(spec).extent;
+      parallel.chunk = spec.chunk;
+      for (const KernelSpec::Sum& sum : spec.sums)
+        parallel.sums.push_back({.param = sum.param, .scale = sum.scale, .dtype = sum.dtype, .op = kernels::ReduceOp::sum});
+      if (spec.kind == KernelSpec::Kind::reduce && spec.kept.empty())  // to one number
+        parallel.sums.push_back({.param = 1, .scale = spec.scale, .dtype = spec.params[1], .op = spec.reduce_op});
+    }
     spec.key = make_key(spec);
     auto [it, added] = table_.index.emplace(spec.key, static_cast<int>(table_.kernels.size()));
     if (added) table_.kernels.push_back(std::move(spec));
-    program_->steps.push_back(KernelArgs{.kernel = it->second, .buffers = std::move(buffers)});
+    if (parallel.chunk > 0) {
+      parallel.kernel = it->second;
+      parallel.buffers = std::move(buffers);
+      program_->steps.push_back(std::move(parallel));
+    } else {
+      program_->steps.push_back(KernelArgs{.kernel = it->second, .buffers = std::move(buffers)});
+    }
   }
 
   void schedule(const LoopStep& loop) {
@@ -606,8 +667,8 @@ class Scheduler {
         t_, p_, l, [&](int slot) { return ref(slot); }, [&](int slot) { return align(slot); });
     const LoopPlan& lp = *l.loop;
     if (runs_as_kernel(lp)) return schedule_loop_kernel(lp, b);
-    if (lp.cond) b.args.cond = Scheduler(lp.cond->tape, lp.cond->plan, table_, b.input_align, {64}).run();
-    b.args.body = Scheduler(lp.body->tape, lp.body->plan, table_, b.input_align, b.output_align).run();
+    if (lp.cond) b.args.cond = Scheduler(lp.cond->tape, lp.cond->plan, table_, split_, b.input_align, {64}).run();
+    b.args.body = Scheduler(lp.body->tape, lp.body->plan, table_, split_, b.input_align, b.output_align).run();
     program_->steps.push_back(std::move(b.args));
   }
 
@@ -615,7 +676,7 @@ class Scheduler {
     const LoopArgs& L = b.args;
     KernelTable own;  // the body's kernels are inlined, not called
     const std::shared_ptr<Program> body =
-        Scheduler(lp.body->tape, lp.body->plan, own, b.input_align, b.output_align).run();
+        Scheduler(lp.body->tape, lp.body->plan, own, 0, b.input_align, b.output_align).run();
     auto lk = std::make_shared<LoopKernel>();
     lk->length = L.length;
     lk->reverse = L.reverse;
@@ -668,6 +729,7 @@ class Scheduler {
   const Tape& t_;
   const Plan& p_;
   KernelTable& table_;
+  const int64_t split_;  // chunk_elements
   const std::vector<int64_t> input_align_, output_align_;
   std::vector<int64_t> constant_offsets_;  // per constant: byte offset in the pool
   std::vector<unsigned char> pool_;        // the constant pool, then the loop kernels' bodies' pools
@@ -676,9 +738,9 @@ class Scheduler {
 
 }  // namespace
 
-Schedule make_schedule(const Tape& tape, const Plan& plan) {
+Schedule make_schedule(const Tape& tape, const Plan& plan, int64_t chunk_elements) {
   KernelTable table;
-  std::shared_ptr<Program> program = Scheduler(tape, plan, table).run();
+  std::shared_ptr<Program> program = Scheduler(tape, plan, table, chunk_elements).run();
   return {std::move(table.kernels), std::move(program)};
 }
 

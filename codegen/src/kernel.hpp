@@ -101,6 +101,13 @@ struct KernelSpec {
   // scan: the whole loop, its body's kernels inlined (see LoopKernel).
   std::shared_ptr<const LoopKernel> scan;
 
+  // > 0: a large kernel, run in chunks of this many iterations of its outer loop on the
+  // thread pool (ParallelKernelArgs): emitted as a RangeFn, its sums (and a reduction
+  // to one number) written as partial results. The outer loop is a loop's dims[0], a
+  // reduction's kept[0] (its outer kept dimensions' first, reducing rows; its reduced[0]
+  // when it keeps none) or a transpose's rows (split_extent).
+  int64_t chunk = 0;
+
   std::string key;
 };
 
@@ -147,7 +154,17 @@ struct Schedule {
 
 // The schedule of a planned tape whose memory plan is done; the steps of its loops'
 // bodies (their own programs) call kernels of the same list.
-Schedule make_schedule(const Tape& tape, const Plan& plan);
+// Kernels of at least 2 * chunk_elements elements run in chunks (KernelSpec::chunk);
+// chunk_elements 0: none.
+Schedule make_schedule(const Tape& tape, const Plan& plan, int64_t chunk_elements);
+
+// The extent of the loop a kernel's chunks split and the elements one iteration of it
+// covers; {0, 0} if the kernel cannot be split (a scan, a gather or scatter kernel, a
+// loop over one segmented dimension, a row reduction keeping one dimension only).
+struct SplitExtent {
+  int64_t extent = 0, inner = 0;
+};
+SplitExtent split_extent(const KernelSpec& kernel);
 
 // Coalesces dims: drops size-1 dimensions and merges neighbours that every stride
 // vector walks contiguously.

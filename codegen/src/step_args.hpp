@@ -45,6 +45,27 @@ struct KernelArgs {
   std::vector<BufferRef> buffers;
 };
 
+// A large kernel (KernelSpec::chunk > 0) run in chunks of its outer dimension on the
+// thread pool: code(bases, buffers, begin, end, partials) computes outer iterations
+// [begin, end) and writes each of its sums' partial results (in double, unscaled) to
+// partials[0..sums). The step then combines each sum's partials in chunk order, scales
+// it and stores it. The chunks depend on the kernel's size only, so the result does
+// not depend on how many threads ran them.
+using RangeFn = void (*)(void* const* bases, const BufferRef* buffers, int64_t begin, int64_t end, double* partials);
+struct ParallelKernelArgs {
+  int kernel = -1;
+  std::vector<BufferRef> buffers;
+  int64_t extent = 0, chunk = 0;  // the outer dimension, and the iterations of one chunk
+  struct Sum {
+    int param = 0;  // the buffer it is stored in (its first element)
+    double scale = 1;
+    DType dtype = DType::f64;
+    kernels::ReduceOp op = kernels::ReduceOp::sum;
+  };
+  std::vector<Sum> sums;
+  RangeFn code = nullptr;  // the kernel's code, set when bound
+};
+
 // C = op(A) op(B) through CBLAS (row major), transposes folded into the flags.
 struct GemmArgs {
   DType dtype = DType::f64;  // f32 or f64
@@ -152,7 +173,7 @@ struct LoopGuardArgs {
 };
 
 using StepArgs =
-    std::variant<KernelArgs, GemmArgs, GemvArgs, CopyArgs, ExternArgs, CheckIndicesArgs, GuardArgs, LoopArgs, LoopGuardArgs>;
+    std::variant<KernelArgs, ParallelKernelArgs, GemmArgs, GemvArgs, CopyArgs, ExternArgs, CheckIndicesArgs, GuardArgs, LoopArgs, LoopGuardArgs>;
 
 // The signature of every step (see above).
 using StepFn = void (*)(void* const* bases, const void* args);

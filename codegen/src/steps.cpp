@@ -6,6 +6,7 @@
 
 #include "loops.hpp"
 #include "reel/blas.hpp"
+#include "reel/parallel.hpp"
 
 namespace reel::codegen {
 
@@ -35,6 +36,31 @@ void gemv(void* const* bases, const GemvArgs& g) {
     reel_rt_gemv_f64(ta, g.rows, g.cols, at<double>(bases, g.a), at<double>(bases, g.x), at<double>(bases, g.y));
   else
     reel_rt_gemv_f32(ta, g.rows, g.cols, at<float>(bases, g.a), at<float>(bases, g.x), at<float>(bases, g.y));
+}
+
+void parallel_kernel(void* const* bases, const ParallelKernelArgs& p) {
+  const int64_t chunks = (p.extent + p.chunk - 1) / p.chunk;
+  const auto sums = static_cast<int64_t>(p.sums.size());
+  // Each chunk's partial sums, on the stack when few (not thread_local: a thread waiting
+  // for its chunks may run another step's).
+  double few[64];
+  std::vector<double> many(sums * chunks > 64 ? static_cast<std::size_t>(sums * chunks) : 0);
+  double* partials = many.empty() ? few : many.data();
+  parallel::for_chunks(chunks, [&](int64_t c) {
+    p.code(bases, p.buffers.data(), c * p.chunk, std::min(p.extent, (c + 1) * p.chunk), partials + c * sums);
+  });
+  for (int64_t s = 0; s < sums; ++s) {
+    const ParallelKernelArgs::Sum& sum = p.sums[static_cast<std::size_t>(s)];
+    double total = partials[s];
+    for (int64_t c = 1; c < chunks; ++c) total = kernels::reduce_combine(sum.op, total, partials[c * sums + s]);
+    if (sum.scale != 1.0) total *= sum.scale;
+    const BufferRef& out = p.buffers[static_cast<std::size_t>(sum.param)];
+    switch (sum.dtype) {
+      case DType::f64: *at<double>(bases, out) = total; break;
+      case DType::f32: *at<float>(bases, out) = static_cast<float>(total); break;
+      default: *at<int64_t>(bases, out) = static_cast<int64_t>(total); break;
+    }
+  }
 }
 
 void copy(void* const* bases, const CopyArgs& c) {
@@ -126,19 +152,34 @@ struct Overloaded : F... {
 
 }  // namespace
 
-BoundStep bind_step(const StepArgs& s, const std::vector<StepFn>& kernel_code,
+namespace {
+
+// The code of kernel k, called with `buffers` buffers; throws reel::Error (an internal
+// error) if there is no such kernel or it takes another number.
+StepFn kernel_fn(int k, std::size_t buffers, const std::vector<StepFn>& kernel_code,
+                 const std::vector<std::size_t>& kernel_params) {
+  const auto i = static_cast<std::size_t>(k);
+  if (k < 0 || i >= kernel_code.size() || kernel_params.size() != kernel_code.size())
+    throw Error(fmt::format("compile: internal error: a step calls kernel {} of {}", k, kernel_code.size()));
+  if (buffers != kernel_params[i])
+    throw Error(fmt::format("compile: internal error: a step gives kernel {} {} buffers, it takes {}", k, buffers,
+                            kernel_params[i]));
+  return kernel_code[i];
+}
+
+}  // namespace
+
+BoundStep bind_step(StepArgs& s, const std::vector<StepFn>& kernel_code,
                     const std::vector<std::size_t>& kernel_params) {
   return std::visit(
       Overloaded{
           [&](const KernelArgs& k) -> BoundStep {
-            const auto i = static_cast<std::size_t>(k.kernel);
-            if (k.kernel < 0 || i >= kernel_code.size() || kernel_params.size() != kernel_code.size())
-              throw Error(fmt::format("compile: internal error: a step calls kernel {} of {}", k.kernel,
-                                      kernel_code.size()));
-            if (k.buffers.size() != kernel_params[i])
-              throw Error(fmt::format("compile: internal error: a step gives kernel {} {} buffers, it takes {}",
-                                      k.kernel, k.buffers.size(), kernel_params[i]));
-            return {kernel_code[i], k.buffers.data()};
+            return {kernel_fn(k.kernel, k.buffers.size(), kernel_code, kernel_params), k.buffers.data()};
+          },
+          [&](ParallelKernelArgs& k) -> BoundStep {
+            // (a kernel with chunks is emitted as a RangeFn, emit.hpp)
+            k.code = reinterpret_cast<RangeFn>(reinterpret_cast<void (*)()>(kernel_fn(k.kernel, k.buffers.size(), kernel_code, kernel_params)));
+            return bound<ParallelKernelArgs, parallel_kernel>(k);
           },
           [](const GemmArgs& a) { return bound<GemmArgs, gemm>(a); },
           [](const GemvArgs& a) { return bound<GemvArgs, gemv>(a); },
@@ -159,6 +200,7 @@ namespace {
 std::size_t plain_bytes(const StepArgs& s) {
   return std::visit(Overloaded{
                         [](const KernelArgs& k) { return k.buffers.size() * sizeof(BufferRef); },
+                        [](const ParallelKernelArgs&) { return std::size_t{0}; },
                         [](const ExternArgs&) { return std::size_t{0}; },
                         [](const GuardArgs&) { return std::size_t{0}; },
                         [](const LoopArgs&) { return std::size_t{0}; },
@@ -176,7 +218,7 @@ std::size_t words(std::size_t bytes) { return (bytes + sizeof(int64_t) - 1) / si
 
 }  // namespace
 
-std::vector<BoundStep> bind_steps(const std::vector<StepArgs>& steps, const std::vector<StepFn>& kernel_code,
+std::vector<BoundStep> bind_steps(std::vector<StepArgs>& steps, const std::vector<StepFn>& kernel_code,
                                   const std::vector<std::size_t>& kernel_params, std::vector<int64_t>& arena) {
   std::size_t total = 0;
   for (const StepArgs& s : steps) total += words(plain_bytes(s));
@@ -184,7 +226,7 @@ std::vector<BoundStep> bind_steps(const std::vector<StepArgs>& steps, const std:
   std::vector<BoundStep> calls;
   calls.reserve(steps.size());
   std::size_t at = 0;
-  for (const StepArgs& s : steps) {
+  for (StepArgs& s : steps) {
     BoundStep c = bind_step(s, kernel_code, kernel_params);
     if (const std::size_t bytes = plain_bytes(s); bytes > 0) {
       std::memcpy(arena.data() + at, c.args, bytes);

@@ -26,9 +26,10 @@ struct BoundStep {
 
 // Binds a step: a kernel to its code (kernel_code[k] for KernelArgs{k}, called on its
 // buffers), any other step to the C++ function that reads its kind of arguments.
+// A kernel run in chunks gets its code (ParallelKernelArgs::code).
 // Throws reel::Error (an internal error) if a kernel step names no kernel or has
 // another number of buffers than its kernel has parameters.
-BoundStep bind_step(const StepArgs& step, const std::vector<StepFn>& kernel_code,
+BoundStep bind_step(StepArgs& step, const std::vector<StepFn>& kernel_code,
                     const std::vector<std::size_t>& kernel_params);
 
 // Binds every step (bind_step) and copies the arguments of each step whose arguments
@@ -37,7 +38,7 @@ BoundStep bind_step(const StepArgs& step, const std::vector<StepFn>& kernel_code
 // arguments sequentially from one block (per-step allocations scattered over the heap
 // made a 60,000-step schedule 2.3x slower). Steps holding strings or vectors (external
 // calls, guards) keep pointing into `steps`. `arena` must not be resized afterwards.
-std::vector<BoundStep> bind_steps(const std::vector<StepArgs>& steps, const std::vector<StepFn>& kernel_code,
+std::vector<BoundStep> bind_steps(std::vector<StepArgs>& steps, const std::vector<StepFn>& kernel_code,
                                   const std::vector<std::size_t>& kernel_params, std::vector<int64_t>& arena);
 
 // A schedule ready to run: its steps, bound, with the constants they read. A compiled

@@ -95,6 +95,16 @@ void reduce_into(const Tensor& x, const Shape& keep, double* acc, int64_t n) {
 }
 }  // namespace
 
+double reduce_combine(ReduceOp op, double a, double v) {
+  switch (op) {
+    case ReduceOp::sum: combine<ReduceOp::sum>(a, v); break;
+    case ReduceOp::prod: combine<ReduceOp::prod>(a, v); break;
+    case ReduceOp::max: combine<ReduceOp::max>(a, v); break;
+    case ReduceOp::min: combine<ReduceOp::min>(a, v); break;
+  }
+  return a;
+}
+
 Tensor reduce_to(const Tensor& x, const Shape& keep, ReduceOp op, double scale) {
   Tensor out(x.dtype(), keep);
   const int64_t n = out.numel();

@@ -155,7 +155,9 @@ Tensor custom_vjp(const std::string& name, const std::vector<Tensor>& args,
           .vjp = [pullback](const std::vector<Tensor>& x, const Tensor& out, const Tensor& dout, const Attrs&) {
             return pullback(x, out, dout);
           },
-          .jvp = {}});
+          .jvp = {},
+          .pure = true,
+          .batch = {}});
       mine.insert(name);
     }
   }

@@ -2,6 +2,7 @@
 // Reel: trace C++ numerical code into tapes, differentiate them, run them.
 #include "reel/error.hpp"
 #include "reel/tensor.hpp"
+#include "reel/parallel.hpp"
 #include "reel/format.hpp"
 #include "reel/ir/tape.hpp"
 #include "reel/ir/builder.hpp"

@@ -23,6 +23,12 @@ struct CompileOptions {
   // `automatic` picks what the benchmark measured faster for the schedule's size.
   enum class Runner { automatic, loop, driver };
   Runner runner = Runner::automatic;
+  // Threads (reel/parallel.hpp): a kernel covering at least twice this many elements
+  // runs in chunks of about this many, on the thread pool. The chunks depend on the
+  // kernel's size alone, never on the thread count, so results are the same on any
+  // number of threads. 0: every kernel in one piece. (Smaller values exercise the
+  // chunks on small programs; the default repays waking a thread.)
+  int64_t chunk_elements = 32768;
 };
 
 // The process-wide kernel cache (see docs/codegen.md): each fused loop, reduction or

@@ -25,6 +25,9 @@ constexpr double reduce_identity(ReduceOp op) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   return op == ReduceOp::sum ? 0.0 : op == ReduceOp::prod ? 1.0 : op == ReduceOp::max ? -inf : inf;
 }
+// a combined with v as the reduction `op` does (the partial results of a reduction's
+// chunks, combined in order).
+double reduce_combine(ReduceOp op, double a, double v);
 // x reduced into `keep`, a shape that broadcasts to x's (reduced axes are 1), then
 // multiplied by `scale`.
 Tensor reduce_to(const Tensor& x, const Shape& keep, ReduceOp op, double scale = 1.0);

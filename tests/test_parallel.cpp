@@ -1,0 +1,118 @@
+// Compiled code on several threads (reel/parallel.hpp): large kernels run in chunks on
+// the thread pool, with the same bits on any number of threads and close to the
+// interpreter; the thread count's API and its errors.
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.hpp"
+
+using namespace reel;
+
+namespace {
+
+// Restores every core when a test ends, whatever it set.
+struct EveryCoreAfter {
+  ~EveryCoreAfter() { set_num_threads(0); }
+};
+
+// Programs whose kernels are large enough to run in chunks at the default chunk size:
+// sums and reductions to one number, reductions keeping rows and columns, a transpose.
+struct Program {
+  std::string name;
+  test::Fn fn;
+  std::vector<Tensor> args;
+};
+
+std::vector<Program> large_programs() {
+  return {
+      {"sum(sigmoid(x)), 200000", [](const std::vector<Tensor>& a) { return sum(sigmoid(a[0])); },
+       {randn({200000}, 1)}},
+      {"logsumexp, 150000", [](const std::vector<Tensor>& a) { return logsumexp(a[0]); }, {randn({150000}, 2)}},
+      {"max and min of all, 100000", [](const std::vector<Tensor>& a) { return max(a[0]) - min(a[0]) * 2.0; },
+       {randn({100000}, 3)}},
+      {"sum over rows of [600, 300]", [](const std::vector<Tensor>& a) { return sum(tanh(sum(a[0], 0))); },
+       {randn({600, 300}, 4)}},
+      {"mean over columns of [300, 600]", [](const std::vector<Tensor>& a) { return sum(exp(mean(a[0], 1))); },
+       {randn({300, 600}, 5)}},
+      {"sum over the middle of [40, 300, 20]", [](const std::vector<Tensor>& a) { return sum(sin(sum(a[0], 1))); },
+       {randn({40, 300, 20}, 6)}},
+      {"transpose of [700, 400]", [](const std::vector<Tensor>& a) { return sum(transpose(a[0]) * a[1]); },
+       {randn({700, 400}, 7), randn({400, 700}, 8)}},
+      {"f32 softmax cross-entropy rows, [256, 1000]",
+       [](const std::vector<Tensor>& a) { return mean(logsumexp(a[0], 1)) - mean(a[0]); },
+       {randn({256, 1000}, 9, DType::f32)}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("threads: set_num_threads and num_threads, and their errors") {
+  EveryCoreAfter restore;
+  set_num_threads(3);
+  CHECK(num_threads() == 3);
+  set_num_threads(1);
+  CHECK(num_threads() == 1);
+  set_num_threads(0);
+  const int every = num_threads();
+  CHECK(every >= 1);
+  CHECK(every == static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  try {
+    set_num_threads(-2);
+    FAIL("set_num_threads(-2) did not throw");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    CHECK(m.find("set_num_threads") != std::string::npos);
+    CHECK(m.find("given -2") != std::string::npos);
+  }
+  CHECK(num_threads() == every);  // unchanged by the refused call
+}
+
+TEST_CASE("threads: large kernels run in chunks, the same bits on 1, 2 and 3 threads and on every call") {
+  EveryCoreAfter restore;
+  for (const Program& p : large_programs()) {
+    CAPTURE(p.name);
+    const Tape forward = test::trace_list(p.fn, p.args);
+    const Tape g = grad_tape(forward);
+    const std::string plan = plan_text(g);
+    CHECK_MESSAGE(plan.find("chunks of") != std::string::npos, plan);
+    const CompiledFunction f = compile(g);
+    const CompiledFunction whole = compile(g, {.chunk_elements = 0});
+    CHECK(plan_text(g, {.chunk_elements = 0}).find("chunks of") == std::string::npos);
+    const std::vector<Tensor> interpreted = play(g, p.args);
+    set_num_threads(1);
+    const std::vector<Tensor> one = f(p.args);
+    for (int threads : {2, 3, 2}) {
+      set_num_threads(threads);
+      for (int call = 0; call < 3; ++call) {
+        const std::vector<Tensor> again = f(p.args);
+        for (std::size_t k = 0; k < one.size(); ++k)
+          test::check_same_bits(again[k], one[k], fmt::format("output {} on {} threads, call {}, vs 1 thread", k, threads, call));
+      }
+    }
+    const std::vector<Tensor> in_one_piece = whole(p.args);
+    for (std::size_t k = 0; k < one.size(); ++k) {
+      const test::Tolerance tol = test::compiled_tolerance(one[k].dtype());
+      test::check_close(one[k], interpreted[k], tol.rtol, tol.atol, fmt::format("output {} vs interpreted", k));
+      test::check_close(one[k], in_one_piece[k], tol.rtol, tol.atol, fmt::format("output {} vs in one piece", k));
+    }
+  }
+}
+
+TEST_CASE("threads: a compiled function in chunks called from four threads at once") {
+  EveryCoreAfter restore;
+  set_num_threads(2);
+  const Tensor x = randn({300000}, 11);
+  const Tape g = grad_tape(trace([](const Tensor& v) { return sum(tanh(v) * v); }, x));
+  const CompiledFunction f = compile(g);
+  const std::vector<Tensor> want = f({x});
+  std::vector<std::vector<Tensor>> got(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int call = 0; call < 5; ++call) got[static_cast<std::size_t>(t)] = f({x});
+    });
+  for (std::thread& t : threads) t.join();
+  for (const auto& out : got)
+    for (std::size_t k = 0; k < want.size(); ++k) test::check_same_bits(out[k], want[k], fmt::format("output {}", k));
+}
