@@ -78,8 +78,8 @@ void bind_steps(CompiledFunction::Impl& impl, codegen::Schedule schedule, std::v
 }  // namespace
 
 CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
-  // The thread pool is set up here (REEL_NUM_THREADS read, its error thrown), not in a
-  // call of the compiled code, which must not throw from its steps.
+  // The thread pool is set up here (REEL_NUM_THREADS read), not in a call of the
+  // compiled code.
   num_threads();
   Planned p = plan_tape(tape, options);
   auto impl = std::make_shared<CompiledFunction::Impl>();

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
@@ -55,15 +56,20 @@ void configure(int n) {
   g_threads.store(n, std::memory_order_release);
 }
 
+// REEL_NUM_THREADS, or every core if it is unset; a value that is not a count from 1
+// to 4096 is reported once on standard error (as the code cache's variables are), and
+// every core used.
 int from_environment() {
   const char* s = std::getenv("REEL_NUM_THREADS");
   if (s == nullptr || *s == '\0') return every_core();
-  const std::string text(s);
   char* end = nullptr;
   errno = 0;
   const long n = std::strtol(s, &end, 10);
-  if (end == s || *end != '\0' || errno != 0 || n < 1 || n > 4096)
-    throw Error(fmt::format("REEL_NUM_THREADS: expected a thread count from 1 to 4096, given '{}'", text));
+  if (end == s || *end != '\0' || errno != 0 || n < 1 || n > 4096 || !std::isdigit(static_cast<unsigned char>(*s))) {
+    fmt::print(stderr, "reel: warning: REEL_NUM_THREADS=\"{}\" is not a thread count from 1 to 4096; using every core ({})\n",
+               s, every_core());
+    return every_core();
+  }
   return static_cast<int>(n);
 }
 

@@ -3,7 +3,9 @@
 // and CBLAS runs its matrix products on as many threads.
 //
 //   reel::set_num_threads(n)   n >= 1 threads from now on (0: every core again)
-//   REEL_NUM_THREADS=n         the same, read once when Reel first needs it
+//   REEL_NUM_THREADS=n         the same, read once when Reel first needs it (a value
+//                              that is not a count from 1 to 4096: a warning on
+//                              standard error, and every core)
 //   reel::num_threads()        the count in force (default: every core)
 //
 // Results do not depend on the thread count: a kernel is cut into the same chunks
@@ -16,7 +18,6 @@ namespace reel {
 
 // Throws reel::Error for n < 0.
 void set_num_threads(int n);
-// Throws reel::Error if REEL_NUM_THREADS is set but not a positive integer.
 int num_threads();
 
 namespace parallel {
