@@ -25,7 +25,7 @@ namespace {
 struct Options {
   std::string self;  // this program, run again for the child modes
   std::string out_path = REEL_BENCH_RESULTS;
-  bool scaling = true, quick = false, cache_only = false, help = false, probe = false;
+  bool scaling = true, quick = false, cache_only = false, workloads_only = false, help = false, probe = false;
   std::string row_program, probe_dir;  // the child modes, --row and --compile-probe
   int row_steps = 0;
   int threads = 0;
@@ -47,6 +47,8 @@ constexpr Flag kFlags[] = {
      [](Options& o, char**) { o.quick = true; }},
     {"--no-scaling", 0, "", "skip the scaling table, whose rows take the longest",
      [](Options& o, char**) { o.scaling = false; }},
+    {"--workloads-only", 0, "", "only the workload table (a) to (g) (and its JSON): what bench/torch_bench.py reads",
+     [](Options& o, char**) { o.workloads_only = true; }},
     {"--cache-only", 0, "", "only the rows of cached functions, code caches and Tracker",
      [](Options& o, char**) { o.cache_only = true; }},
     {"--threads", 1, "N", "run on N threads (reel::set_num_threads; 0, the default: every core); the threads column compares 1 and N",
@@ -130,6 +132,7 @@ std::vector<bench::Row> scaling_rows(const Options& o) {
 int full_run(const Options& o) {
   const std::vector<bench::Result> results = bench::run_workloads();
   bench::print_workload_table(results);
+  if (o.workloads_only) return bench::write_results(o.out_path, results, {}, {});
   bench::print_conv_choice(bench::conv_choice());
   cache_rows(o);
   bench::print_runner_header();

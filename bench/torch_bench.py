@@ -1,11 +1,18 @@
 #!/usr/bin/python3
-"""PyTorch's time for bench/'s issue-8 workloads: the value and gradient of the same
-computations as reel_bench rows (e), (f) and (g), eager PyTorch on one thread and on
-all threads, median of repeated runs. Needs Debian's python3-torch
-(scripts/install-bench-deps.sh), run with Debian's /usr/bin/python3. Prints one line per workload; compare with the
-'compiled' column of ./build/bench/reel_bench."""
+"""PyTorch against compiled Reel on bench/'s workloads (e), (f) and (g): the value and
+gradient of the same computations as reel_bench's rows, eager PyTorch and Reel's
+compiled gradient at the same thread count, for each count of --threads (default: 1
+and every core), median of repeated runs. Reel's times come from
+`reel_bench --workloads-only --threads N` run at that point of the same run. Needs
+Debian's python3-torch (scripts/install-bench-deps.sh), run with Debian's
+/usr/bin/python3. Prints a table with Reel/PyTorch per workload and thread count;
+asserts nothing."""
+import argparse
+import json
 import os
 import statistics
+import subprocess
+import tempfile
 import time
 
 import torch
@@ -59,17 +66,39 @@ def conv_layer():
     return "(g) conv2d layer, 32x3x32x32, 16x3x3x3 f32", step
 
 
+def reel_times(build, threads):
+    """Reel's compiled gradient times (seconds) by workload name, from reel_bench."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "reel.json")
+        subprocess.run([os.path.join(build, "bench", "reel_bench"), "--workloads-only", "--threads", str(threads),
+                        "--out", out], check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            rows = json.load(f)
+    return {f"{r['workload']} {r['dtype']}": r["compiled_ns"] * 1e-9 for r in rows if "workload" in r}
+
+
 def main():
-    all_threads = os.cpu_count() or 1
-    print(f"PyTorch {torch.__version__}; median time of value + gradient")
-    print(f"{'workload':<46} {'1 thread':>12} {f'{all_threads} threads':>12}")
-    for make in (softmax_xent, logsumexp, conv_layer):
-        name, step = make()
-        torch.set_num_threads(1)
-        one = median_seconds(step)
-        torch.set_num_threads(all_threads)
-        many = median_seconds(step)
-        print(f"{name:<46} {one * 1e3:>9.2f} ms {many * 1e3:>9.2f} ms")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", default=f"1,{os.cpu_count() or 1}",
+                    help="thread counts, comma-separated (default: 1 and every core)")
+    ap.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build"))
+    args = ap.parse_args()
+    counts = [int(t) for t in args.threads.split(",")]
+    print(f"PyTorch {torch.__version__} against compiled Reel; median time of value + gradient")
+    print(f"{'workload':<46} {'threads':>7} {'PyTorch':>12} {'Reel':>12} {'Reel/PyTorch':>13}")
+    steps = [make() for make in (softmax_xent, logsumexp, conv_layer)]
+    results = []
+    for t in counts:
+        reel = reel_times(args.build, t)
+        torch.set_num_threads(t)
+        for name, step in steps:
+            pt = median_seconds(step)
+            r = reel.get(name)
+            ratio = f"{r / pt:>13.2f}" if r else f"{'-':>13}"
+            reel_ms = f"{r * 1e3:>9.2f} ms" if r else f"{'-':>12}"
+            print(f"{name:<46} {t:>7} {pt * 1e3:>9.2f} ms {reel_ms} {ratio}", flush=True)
+            results.append({"workload": name, "threads": t, "pytorch_s": pt, "reel_s": r})
+    return results
 
 
 if __name__ == "__main__":

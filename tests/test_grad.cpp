@@ -663,6 +663,46 @@ std::vector<double> naive_conv(const Tensor& x, const Tensor& w, int64_t s, int6
 }
 }  // namespace
 
+TEST_CASE("convolution's gradients are its adjoints, images on the thread pool and one after another") {
+  // <conv(x, w), r> is linear in x and in w: its gradients dx, dw satisfy
+  // <dx, u> = <conv(u, w), r> and <dw, v> = <conv(x, v), r>. Small products run each
+  // image on the pool; [2,16,40,40] * [32,16,3,3] (7.4M multiply-adds per image) runs the
+  // images in order, each gemm on CBLAS's threads. Both agree with the definition, and
+  // give the same bits on one thread and on two.
+  struct Case {
+    Shape x, w;
+    int64_t s, p, d;
+  };
+  for (const Case& c : {Case{{5, 3, 9, 8}, {4, 3, 3, 2}, 1, 1, 1}, Case{{3, 2, 11, 7}, {3, 2, 2, 3}, 2, 2, 2},
+                        Case{{2, 16, 40, 40}, {32, 16, 3, 3}, 1, 1, 1}, Case{{2, 16, 33, 35}, {32, 16, 3, 3}, 2, 0, 1}}) {
+    const std::string what = fmt::format("x {} w {} stride {} padding {} dilation {}", shape_str(c.x), shape_str(c.w), c.s, c.p, c.d);
+    CAPTURE(what);
+    const Conv2dOptions o{.stride = {c.s, c.s}, .padding = {c.p, c.p}, .dilation = {c.d, c.d}};
+    const Tensor x = randn(c.x, 91), w = randn(c.w, 92), u = randn(c.x, 93), v = randn(c.w, 94);
+    const Tensor y = conv2d(x, w, o);
+    test::check_close(y, tensor(naive_conv(x, w, c.s, c.p, c.d), y.shape()), 1e-12, 1e-11, what + ": values");
+    const Tensor r = randn(y.shape(), 95);
+    auto loss = [&](const Tensor& a, const Tensor& b) { return sum(conv2d(a, b, o) * r); };
+    for (int threads : {2, 1}) {
+      set_num_threads(threads);
+      const auto g = grad(loss, x, w);
+      const double lhs_x = sum(g.grads[0] * u).item(), rhs_x = sum(conv2d(u, w, o) * r).item();
+      const double lhs_w = sum(g.grads[1] * v).item(), rhs_w = sum(conv2d(x, v, o) * r).item();
+      CHECK_MESSAGE(std::abs(lhs_x - rhs_x) <= 1e-10 * (1 + std::abs(rhs_x)), what, ": <dx, u> ", lhs_x, " vs ", rhs_x);
+      CHECK_MESSAGE(std::abs(lhs_w - rhs_w) <= 1e-10 * (1 + std::abs(rhs_w)), what, ": <dw, v> ", lhs_w, " vs ", rhs_w);
+    }
+    set_num_threads(0);
+    const Tape gt = grad_tape(trace(loss, x, w));
+    const CompiledFunction f = compile(gt);
+    set_num_threads(1);
+    const auto one = f({x, w});
+    set_num_threads(2);
+    const auto two = f({x, w});
+    set_num_threads(0);
+    for (std::size_t k = 0; k < one.size(); ++k) test::check_same_bits(two[k], one[k], fmt::format("{}: output {}", what, k));
+  }
+}
+
 TEST_CASE("convolution and pooling: values, gradients both ways and second derivatives, compiled") {
   const Tensor x = randn({2, 3, 7, 6}, 81), w = randn({4, 3, 3, 2}, 82);
   for (const auto& [s, p, d] : std::vector<std::array<int64_t, 3>>{{1, 0, 1}, {1, 1, 1}, {2, 1, 1}, {1, 2, 2}, {3, 0, 1}}) {

@@ -2,7 +2,8 @@
 // gradients as primitives (conv2d_data_grad, conv2d_filter_grad: Yota's ∇conv_data
 // and ∇conv_filter), each with rules of its own so that second derivatives work;
 // max_pool2d (with max_pool2d_grad and max_pool2d_gather) and avg_pool2d (with
-// avg_pool2d_grad). Convolutions go through im2col and one CBLAS gemm per image.
+// avg_pool2d_grad). Convolutions go through im2col and one CBLAS gemm per image, images on
+// the thread pool when their products are small (per_image_on_pool).
 //
 // Batching (vmap): a batch of the images (x, dy) folds into N, [B,N,...] -> [B*N,...];
 // a batch of only the weights folds into their output channels (conv2d, and
@@ -14,12 +15,15 @@
 // max_pool2d_gather broadcast an unbatched argument first.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #include "batching.hpp"
 #include "reel/blas.hpp"
+#include "reel/parallel.hpp"
 
 namespace reel::prims {
 
@@ -78,38 +82,89 @@ void by_float(DType d, Body&& body) {
   else body(float{});
 }
 
-// im2col of image `img` [C,H,W] into cols [C*KH*KW, OH*OW] (zeros for padding), and
-// its transpose col2im, which adds cols back into img.
+// The columns x of an output row whose input column x * sw + off (off = j * dw - pw, for
+// window column j) lies inside [0, w): [x0, x1), possibly empty.
+std::pair<int64_t, int64_t> inside(const Window& g, int64_t off) {
+  const int64_t x0 = std::min(g.ow, off >= 0 ? 0 : (-off + g.sw - 1) / g.sw);
+  const int64_t last = g.w - 1 - off;  // the largest x * sw allowed
+  const int64_t x1 = last < 0 ? x0 : std::max(x0, std::min(g.ow, last / g.sw + 1));
+  return {x0, x1};
+}
+
+// im2col of image `img` [C,H,W] into cols [C*KH*KW, OH*OW], each row `ld` elements
+// apart (zeros for padding); and its transpose col2im, which adds cols back into img.
+// Each output row's columns inside the image are found once (inside), so the inner
+// loops are copies and adds without a test per element.
 template <class T>
-void im2col(const Window& g, const T* img, T* cols) {
+void im2col(const Window& g, const T* img, T* cols, int64_t ld) {
   for (int64_t c = 0; c < g.c; ++c)
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
-        T* row = cols + ((c * g.kh + i) * g.kw + j) * g.oh * g.ow;
+        T* row = cols + ((c * g.kh + i) * g.kw + j) * ld;
+        const int64_t off = j * g.dw - g.pw;
+        const auto [x0, x1] = inside(g, off);
         for (int64_t y = 0; y < g.oh; ++y) {
+          T* out = row + y * g.ow;
           const int64_t iy = y * g.sh - g.ph + i * g.dh;
-          for (int64_t x = 0; x < g.ow; ++x) {
-            const int64_t ix = x * g.sw - g.pw + j * g.dw;
-            row[y * g.ow + x] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? img[(c * g.h + iy) * g.w + ix] : T(0);
+          if (iy < 0 || iy >= g.h) {
+            std::fill(out, out + g.ow, T(0));
+            continue;
           }
+          const T* line = img + (c * g.h + iy) * g.w;
+          std::fill(out, out + x0, T(0));
+          // (a loop, not std::copy: rows are short, and a call to memmove per row cost more)
+          if (g.sw == 1)
+            for (int64_t x = x0; x < x1; ++x) out[x] = line[x + off];
+          else
+            for (int64_t x = x0; x < x1; ++x) out[x] = line[x * g.sw + off];
+          std::fill(out + x1, out + g.ow, T(0));
         }
       }
 }
 template <class T>
-void col2im(const Window& g, const T* cols, T* img) {
+void col2im(const Window& g, const T* cols, int64_t ld, T* img) {
   for (int64_t c = 0; c < g.c; ++c)
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
-        const T* row = cols + ((c * g.kh + i) * g.kw + j) * g.oh * g.ow;
+        const T* row = cols + ((c * g.kh + i) * g.kw + j) * ld;
+        const int64_t off = j * g.dw - g.pw;
+        const auto [x0, x1] = inside(g, off);
         for (int64_t y = 0; y < g.oh; ++y) {
           const int64_t iy = y * g.sh - g.ph + i * g.dh;
           if (iy < 0 || iy >= g.h) continue;
-          for (int64_t x = 0; x < g.ow; ++x) {
-            const int64_t ix = x * g.sw - g.pw + j * g.dw;
-            if (ix >= 0 && ix < g.w) img[(c * g.h + iy) * g.w + ix] += row[y * g.ow + x];
-          }
+          T* line = img + (c * g.h + iy) * g.w;
+          const T* in = row + y * g.ow;
+          if (g.sw == 1)
+            for (int64_t x = x0; x < x1; ++x) line[x + off] += in[x];
+          else
+            for (int64_t x = x0; x < x1; ++x) line[x * g.sw + off] += in[x];
         }
       }
+}
+
+// Per-image work runs on the thread pool, each image's gemm a small one on its thread,
+// when one image's product has at most kSmallProduct multiply-adds (CBLAS would run it
+// on one thread anyway; the conv2d layer of bench/ has 442,368). Larger ones go image
+// after image, each gemm on CBLAS's threads, which the pool must not multiply.
+constexpr int64_t kSmallProduct = int64_t{1} << 20;
+bool per_image_on_pool(int64_t o, int64_t k, int64_t p) {
+  return o <= kSmallProduct && k <= kSmallProduct && p <= kSmallProduct && o * k * p <= kSmallProduct;
+}
+
+// Runs body(n, cols) for every image n, cols a scratch block of `elements` of its own:
+// on the pool (per_image_on_pool) or in order on this thread.
+template <class T, class Body>
+void for_each_image(int64_t images, bool on_pool, int64_t elements, Body&& body) {
+  const auto size = static_cast<std::size_t>(std::max<int64_t>(elements, 1));
+  if (!on_pool) {
+    const auto cols = std::make_unique_for_overwrite<T[]>(size);
+    for (int64_t n = 0; n < images; ++n) body(n, cols.get());
+    return;
+  }
+  parallel::for_chunks(images, [&](int64_t n) {
+    const auto cols = std::make_unique_for_overwrite<T[]>(size);
+    body(n, cols.get());
+  });
 }
 
 const std::vector<AttrSpec> kConvAttrs = {
@@ -135,18 +190,20 @@ void expect_weights(const char* op, const VarType& x, const VarType& w) {
                             type_str(w)));
 }
 
-// y = conv2d(x, w): per image, W [O, C*KH*KW] times cols.
+// y = conv2d(x, w): per image, W [O, C*KH*KW] times its columns.
 Tensor conv_forward(const Tensor& x, const Tensor& w, const Attrs& a) {
   const Window g = window("conv2d", x.shape(), w.shape()[2], w.shape()[3], a, false);
   const int64_t o = w.shape()[0], k = g.c * g.kh * g.kw, p = g.oh * g.ow;
   Tensor y(x.dtype(), {g.n, o, g.oh, g.ow});
+  if (y.numel() == 0) return y;
   by_float(x.dtype(), [&](auto t) {
     using T = decltype(t);
-    std::vector<T> cols(static_cast<std::size_t>(k * p));
-    for (int64_t n = 0; n < g.n; ++n) {
-      im2col(g, x.data<T>() + n * g.c * g.h * g.w, cols.data());
-      blas::gemm<T>(false, false, o, p, k, w.data<T>(), k, cols.data(), p, y.mutable_data<T>() + n * o * p, p, T(0));
-    }
+    const T* in = x.data<T>();
+    T* out = y.mutable_data<T>();
+    for_each_image<T>(g.n, per_image_on_pool(o, k, p), k * p, [&](int64_t n, T* cols) {
+      im2col(g, in + n * g.c * g.h * g.w, cols, p);
+      blas::gemm<T>(false, false, o, p, k, w.data<T>(), k, cols, p, out + n * o * p, p, T(0));
+    });
   });
   return y;
 }
@@ -159,31 +216,49 @@ Tensor conv_data_grad(const Tensor& dy, const Tensor& w, const Attrs& a) {
   const int64_t o = w.shape()[0], k = g.c * g.kh * g.kw, p = g.oh * g.ow;
   Tensor dx(dy.dtype(), {g.n, g.c, g.h, g.w});
   if (dx.nbytes() > 0) std::memset(dx.mutable_raw(), 0, dx.nbytes());
+  if (dx.numel() == 0 || p == 0) return dx;
   by_float(dy.dtype(), [&](auto t) {
     using T = decltype(t);
-    std::vector<T> cols(static_cast<std::size_t>(k * p));
-    for (int64_t n = 0; n < g.n; ++n) {
-      blas::gemm<T>(true, false, k, p, o, w.data<T>(), k, dy.data<T>() + n * o * p, p, cols.data(), p, T(0));
-      col2im(g, cols.data(), dx.mutable_data<T>() + n * g.c * g.h * g.w);
-    }
+    const T* d = dy.data<T>();
+    T* out = dx.mutable_data<T>();
+    for_each_image<T>(g.n, per_image_on_pool(o, k, p), k * p, [&](int64_t n, T* cols) {
+      blas::gemm<T>(true, false, k, p, o, w.data<T>(), k, d + n * o * p, p, cols, p, T(0));
+      col2im(g, cols, p, out + n * g.c * g.h * g.w);
+    });
   });
   return dx;
 }
 
-// dw = conv2d_filter_grad(x, dy): sum over images of dy [O, P] times cols^T.
+// dw = conv2d_filter_grad(x, dy): the sum over images of dy [O, P] times cols^T. On the
+// pool, each image's product goes to a block of its own, and the blocks are summed in
+// image order afterwards: the same bits on any number of threads.
 Tensor conv_filter_grad(const Tensor& x, const Tensor& dy, const Attrs& a) {
   const Shape& khw = a.ints("kernel_hw");
   const Window g = window("conv2d_filter_grad", x.shape(), khw[0], khw[1], a, false);
   const int64_t o = dy.shape()[1], k = g.c * g.kh * g.kw, p = g.oh * g.ow;
   Tensor dw(x.dtype(), {o, g.c, g.kh, g.kw});
   if (dw.nbytes() > 0) std::memset(dw.mutable_raw(), 0, dw.nbytes());
+  if (dw.numel() == 0 || g.n == 0 || p == 0) return dw;
   by_float(x.dtype(), [&](auto t) {
     using T = decltype(t);
-    std::vector<T> cols(static_cast<std::size_t>(k * p));
-    for (int64_t n = 0; n < g.n; ++n) {
-      im2col(g, x.data<T>() + n * g.c * g.h * g.w, cols.data());
-      blas::gemm<T>(false, true, o, k, p, dy.data<T>() + n * o * p, p, cols.data(), p, dw.mutable_data<T>(), k, T(1));
+    const T* in = x.data<T>();
+    const T* d = dy.data<T>();
+    T* out = dw.mutable_data<T>();
+    const bool on_pool = per_image_on_pool(o, k, p) && g.n > 1;
+    if (!on_pool) {
+      for_each_image<T>(g.n, false, k * p, [&](int64_t n, T* cols) {
+        im2col(g, in + n * g.c * g.h * g.w, cols, p);
+        blas::gemm<T>(false, true, o, k, p, d + n * o * p, p, cols, p, out, k, T(1));
+      });
+      return;
     }
+    const auto blocks = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(g.n * o * k));
+    for_each_image<T>(g.n, true, k * p, [&](int64_t n, T* cols) {
+      im2col(g, in + n * g.c * g.h * g.w, cols, p);
+      blas::gemm<T>(false, true, o, k, p, d + n * o * p, p, cols, p, blocks.get() + n * o * k, k, T(0));
+    });
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t i = 0; i < o * k; ++i) out[i] += blocks[static_cast<std::size_t>(n * o * k + i)];
   });
   return dw;
 }
