@@ -21,13 +21,16 @@ def keep_freed_memory():
 
 
 class Tool:
-    """A GradBench tool process (the protocol over stdin/stdout), one thread; `env`
-    adds environment variables (goals.py turns Reel's disk code cache off)."""
+    """A GradBench tool process (the protocol over stdin/stdout) on `threads` threads
+    (Reel's, OpenBLAS's, OpenMP's; one by default); `env` adds environment variables
+    (goals.py turns Reel's disk code cache off)."""
 
-    def __init__(self, name, exe, env=None):
+    def __init__(self, name, exe, env=None, threads=1):
         self.name = name
+        t = str(threads)
         self.p = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                  env=dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", **(env or {})))
+                                  env=dict(os.environ, OPENBLAS_NUM_THREADS=t, OMP_NUM_THREADS=t, REEL_NUM_THREADS=t,
+                                           **(env or {})))
         self.id = 0
 
     def send(self, msg):

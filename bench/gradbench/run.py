@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """GradBench's evals run through reel-gradbench, side by side in one run with
 hand-written C++ (lse, gmm, lstm, ode: ./build/bench/gradbench_hand) and PyTorch (the same
-computations with torch autograd, one thread, in this process). For each eval and
+computations with torch autograd, in this process), all on one thread, or on each count
+of --threads in turn (--threads 1,2: every tool on 1 thread, then every tool on 2). For each eval and
 workload it times the primal and the derivative (GradBench's rule: runs until
 min_runs and min_seconds are met; the mean `evaluate` time), checks the tools'
 outputs against Reel's with GradBench's comparison, writes results.json and one PNG
@@ -14,7 +15,11 @@ numpy; ba's come from ../shared/data/adbench/ba; ht runs the one input here (han
 the big model, from the recorded transcript), GradBench's other ht data not being in
 ../shared.
 
-  /usr/bin/python3 bench/gradbench/run.py [--quick] [--evals lse,gmm] [--max-seconds 60] [--out DIR]
+With several thread counts each writes results-threads<N>.json and prints its table;
+a count of 1 alone writes results.json (the recorded run). The tables give Reel/PyTorch
+at the largest workload and the worst ratio over every workload all tools ran.
+
+  /usr/bin/python3 bench/gradbench/run.py [--quick] [--evals lse,gmm] [--threads 1,2] [--max-seconds 60] [--out DIR]
 """
 import argparse
 import itertools
@@ -462,13 +467,22 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", help="directory for results.json and the charts (default: BUILD/bench/gradbench; "
                     "bench/gradbench holds the recorded run)")
+    ap.add_argument("--threads", default="1", help="thread counts, comma-separated, each run in turn (default 1)")
     args = ap.parse_args()
     keep_freed_memory()  # PyTorch at its fastest (see protocol.py)
     out_dir = args.out or os.path.join(args.build, "bench", "gradbench")  # a run changes no tracked file
     os.makedirs(out_dir, exist_ok=True)
-    torch.set_num_threads(1)
-    reel = Tool("reel", os.path.join(args.build, "tools", "reel-gradbench"))
-    hand = Tool("hand", os.path.join(args.build, "bench", "gradbench_hand"))
+    counts = [int(t) for t in args.threads.split(",")]
+    for threads in counts:
+        name = "results.json" if counts == [1] else f"results-threads{threads}.json"
+        run_all(args, threads, out_dir, name, charts_too=threads == counts[0])
+
+
+def run_all(args, threads, out_dir, name, charts_too):
+    torch.set_num_threads(threads)
+    print(f"---- every tool on {threads} thread{'s' if threads > 1 else ''} ----", flush=True)
+    reel = Tool("reel", os.path.join(args.build, "tools", "reel-gradbench"), threads=threads)
+    hand = Tool("hand", os.path.join(args.build, "bench", "gradbench_hand"), threads=threads)
     results = {}
     for ev in args.evals.split(","):
         gen, primal, deriv = EVALS[ev]
@@ -515,18 +529,20 @@ def main():
         results[ev] = rows
     reel.close()
     hand.close()
-    # Evals run now replace theirs in results.json; the others' results are kept.
-    out = os.path.join(out_dir, "results.json")
+    # Evals run now replace theirs in the results file; the others' results are kept.
+    out = os.path.join(out_dir, name)
     everything = json.load(open(out)) if os.path.exists(out) else {}
     everything.update(results)
     with open(out, "w") as f:
         json.dump(everything, f, indent=1)
-    charts(results, out_dir)
+    if charts_too:
+        charts(results, out_dir, threads)
+    print(f"\nevery tool on {threads} thread{'s' if threads > 1 else ''}:")
     table(everything)
-    print(f"wrote {out} and {os.path.join(out_dir, '<eval>.png')}")
+    print(f"wrote {out}" + (f" and {os.path.join(out_dir, '<eval>.png')}" if charts_too else ""))
 
 
-def charts(results, out_dir):
+def charts(results, out_dir, threads=1):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -543,7 +559,7 @@ def charts(results, out_dir):
         ax.set_xticks(range(len(rows)))
         ax.set_xticklabels([r["workload"] for r in rows], rotation=60, ha="right", fontsize=7)
         ax.set_ylabel("ms (mean of runs)")
-        ax.set_title(f"GradBench {ev}: Reel, hand-written C++, PyTorch (one thread)")
+        ax.set_title(f"GradBench {ev}: Reel, hand-written C++, PyTorch ({threads} thread{'s' if threads > 1 else ''})")
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(os.path.join(out_dir, f"{ev}.png"), dpi=110)
@@ -551,20 +567,22 @@ def charts(results, out_dir):
 
 
 def table(results):
-    print("\n| eval | largest workload run by all | Reel derivative | hand-written | PyTorch | Reel/hand | Reel/PyTorch | Reel prepare |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| eval | largest workload run by all | Reel derivative | hand-written | PyTorch | Reel/hand | Reel/PyTorch | worst Reel/PyTorch (workload) | Reel prepare |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for ev, rows in results.items():
         tools = ["reel", "torch"] + (["hand"] if ev in HAND_EVALS else [])
         done = [r for r in rows if all("derivative_s" in r.get(t, {}) for t in tools)]
         if not done:
-            print(f"| {ev} | none | | | | | | |")
+            print(f"| {ev} | none | | | | | | | |")
             continue
         r = done[-1]
         rd, td = r["reel"]["derivative_s"], r["torch"]["derivative_s"]
         hd = r["hand"]["derivative_s"] if "hand" in tools else None
+        worst = max(done, key=lambda w: w["reel"]["derivative_s"] / w["torch"]["derivative_s"])
+        wr = worst["reel"]["derivative_s"] / worst["torch"]["derivative_s"]
         print(f"| {ev} | {r['workload']} | {rd * 1e3:.3f} ms | " + (f"{hd * 1e3:.3f} ms" if hd else "-") +
               f" | {td * 1e3:.3f} ms | " + (f"{rd / hd:.2f}" if hd else "-") + f" | {rd / td:.2f} | "
-              f"{r['reel']['prepare_s']:.2f} s |")
+              f"{wr:.2f} ({worst['workload']}) | {r['reel']['prepare_s']:.2f} s |")
 
 
 if __name__ == "__main__":
