@@ -382,3 +382,41 @@ TEST_CASE("compile runs the cleanup passes only on a tape that has not run them 
   CHECK(fs.tape().size() == raw.size());
   test::check_close(fs({x})[0], play(raw, {x})[0], 1e-12, 1e-12, "stale mark");
 }
+
+TEST_CASE("batched matrix products compile to gemms on the matrices where they are, transposes folded in") {
+  struct Case {
+    Shape a, b;
+    bool ta, tb;  // the argument given transposed (its last two axes swapped), as a gradient does
+  };
+  for (const Case& c : {Case{{3, 4, 5}, {3, 5, 2}, false, false}, Case{{3, 5, 4}, {3, 5, 2}, true, false},
+                        Case{{3, 4, 5}, {3, 2, 5}, false, true}, Case{{2, 1, 4, 5}, {3, 2, 5}, false, true},
+                        Case{{4, 5}, {6, 5, 3}, false, false}, Case{{2, 3, 5, 4}, {5, 1}, true, false},
+                        Case{{40, 9, 7}, {40, 7, 8}, false, false}}) {
+    const std::string what = fmt::format("{}{} x {}{}", shape_str(c.a), c.ta ? "^T" : "", shape_str(c.b), c.tb ? "^T" : "");
+    CAPTURE(what);
+    for (DType dtype : {DType::f64, DType::f32}) {
+      const Tensor a = randn(c.a, 101, dtype), b = randn(c.b, 102, dtype);
+      auto f = [&](const Tensor& x, const Tensor& y) {
+        const Tensor l = c.ta ? transpose(x) : x, r = c.tb ? transpose(y) : y;
+        return sum(sin(matmul(l, r)));
+      };
+      const Tape forward = trace(f, a, b);
+      const Tape g = grad_tape(forward);
+      test::run_checked(forward, {a, b});
+      const std::vector<Tensor> got = test::run_checked(g, {a, b});
+      if (dtype == DType::f64) {
+        const auto fd = test::finite_diff([&](const std::vector<Tensor>& v) { return f(v[0], v[1]); }, {a, b});
+        test::check_close(got[1], fd[0], 1e-6, 1e-7, what + ": da");
+        test::check_close(got[2], fd[1], 1e-6, 1e-7, what + ": db");
+      }
+      // No eager product and no copy of a transposed argument: gemms, flags set. (A
+      // transposed argument's gradient is transposed back once, into its output.)
+      const std::string plan = plan_text(g);
+      CHECK_MESSAGE(plan.find("batch_matmul") == std::string::npos, plan);
+      int permutes = 0;
+      for (std::size_t at = plan.find("permute("); at != std::string::npos; at = plan.find("permute(", at + 1)) ++permutes;
+      CHECK_MESSAGE(permutes == (c.ta ? 1 : 0) + (c.tb ? 1 : 0), plan);
+      CHECK_MESSAGE(plan.find("^T") != std::string::npos, plan);
+    }
+  }
+}

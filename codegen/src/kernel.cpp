@@ -611,6 +611,7 @@ class Scheduler {
     const Shape& as = t_.type(m.a).shape;
     const Shape& bs = t_.type(m.b).shape;
     const DType dtype = t_.type(m.out).dtype;
+    if (t_.type(m.out).shape.size() > 2) return schedule_batched(m);
     if (bs.size() == 1) {
       program_->steps.push_back(GemvArgs{.dtype = dtype,
                                       .a = ref_of(m.a),
@@ -634,6 +635,52 @@ class Scheduler {
                                     .lda = as[1],
                                     .ldb = bs[1],
                                     .ldc = N});
+  }
+
+  // batch_matmul (out [..., m, n]): a gemm per batch element on the matrices where they
+  // are (each argument's batch dimensions broadcast to the result's: stride 0).
+  void schedule_batched(const MatmulStep& mm) {
+    const Shape& as = t_.type(mm.a).shape;
+    const Shape& bs = t_.type(mm.b).shape;
+    const Shape& os = t_.type(mm.out).shape;
+    const std::size_t r = os.size();
+    BatchGemmArgs g;
+    g.gemm = GemmArgs{.dtype = t_.type(mm.out).dtype,
+                      .a = ref_of(mm.a),
+                      .b = ref_of(mm.b),
+                      .c = ref_of(mm.out),
+                      .trans_a = mm.trans_a,
+                      .trans_b = mm.trans_b,
+                      .m = os[r - 2],
+                      .n = os[r - 1],
+                      .k = mm.trans_a ? as[as.size() - 2] : as.back(),
+                      .lda = as.back(),
+                      .ldb = bs.back(),
+                      .ldc = os[r - 1]};
+    // Element strides of each operand's matrices along the result's batch dimensions.
+    auto batch_strides = [&](const Shape& s) {
+      std::vector<int64_t> out(r - 2, 0);
+      int64_t stride = s[s.size() - 2] * s.back();
+      for (std::size_t i = 0; i + 2 < s.size(); ++i) {  // s's batch dims from the last
+        const std::size_t d = s.size() - 3 - i, o = r - 3 - i;
+        if (s[d] != 1) out[o] = stride;
+        stride *= s[d];
+      }
+      return out;
+    };
+    g.batch.assign(os.begin(), os.end() - 2);
+    std::vector<std::vector<int64_t>> strides{batch_strides(as), batch_strides(bs), batch_strides(os)};
+    coalesce(g.batch, strides);
+    g.stride_a = strides[0], g.stride_b = strides[1], g.stride_c = strides[2];
+    int64_t count = 1;
+    for (int64_t b : g.batch) count *= b;
+    // Small products (below about 2^16 multiply-adds: CBLAS runs them on one thread) on
+    // the pool, in chunks of about 2^17 multiply-adds; larger ones each on CBLAS's threads.
+    const int64_t macs = g.gemm.m * g.gemm.n * g.gemm.k;
+    if (count > 1 && macs > 0 && macs <= (int64_t{1} << 16))
+      g.chunk = std::max<int64_t>(1, (int64_t{1} << 17) / macs);
+    if (g.chunk >= count) g.chunk = 0;
+    if (count > 0 && g.gemm.m > 0 && g.gemm.n > 0) program_->steps.push_back(std::move(g));
   }
 
   void schedule(const ExternStep& e) {

@@ -41,20 +41,44 @@ class Planner {
     return v;
   }
 
+  // A transpose (or a swap of the last two axes) is folded into the matrix products
+  // reading it if nothing else reads it but other such transposes, themselves folded
+  // (the transpose of a transpose: the matrix as stored). Decided from the last
+  // variable back, so a transpose's readers are decided before it.
   void find_folded_transposes() {
-    std::vector<bool> only_matmul(n_ + 1, true);
-    for (Var o : t_.outputs) only_matmul[o] = false;
-    for (Var v = 1; v <= n_; ++v) {
+    std::vector<std::vector<Var>> readers(n_ + 1);
+    for (Var v = 1; v <= n_; ++v)
+      if (t_.op(v).kind == OpKind::call)
+        for (Var a : t_.op(v).args) readers[a].push_back(v);
+    std::vector<bool> output(n_ + 1, false);
+    for (Var o : t_.outputs) output[o] = true;
+    for (Var v = n_; v >= 1; --v) {
       const Op& op = t_.op(v);
-      if (op.kind != OpKind::call) continue;
-      if (op.prim->structure != Structure::contraction)
-        for (Var a : op.args) only_matmul[a] = false;
+      if (op.kind != OpKind::call || output[v] || !is_float(op.type.dtype) ||
+          (op.prim->structure != Structure::permutation && !swaps_last_two(op)))
+        continue;
+      bool only_products = true;
+      for (Var r : readers[v])
+        only_products = only_products && (t_.op(r).prim->structure == Structure::contraction || folded_[r]);
+      folded_[v] = only_products;
     }
-    for (Var v = 1; v <= n_; ++v) {
-      const Op& op = t_.op(v);
-      folded_[v] = op.kind == OpKind::call && op.prim->structure == Structure::permutation &&
-                   only_matmul[v];
-    }
+  }
+
+  // A strided read whose result is its argument with the last two axes swapped (and
+  // nothing else moved): a batch of transposed matrices, which a batched matrix product
+  // reads as stored, transposed by CBLAS.
+  bool swaps_last_two(const Op& op) const {
+    if (!op.prim->strided_read || op.args.size() != 1) return false;
+    const Shape& in = t_.type(op.args[0]).shape;
+    const std::size_t r = in.size();
+    if (r < 2 || op.type.shape.size() != r) return false;
+    const StridedMap map = op.prim->strided_read(t_.type(op.args[0]), op.attrs);
+    if (map.offset != 0 || map.strides.size() != r) return false;
+    const std::vector<int64_t> contiguous = broadcast_strides(in, in);
+    for (std::size_t d = 0; d + 2 < r; ++d)
+      if (op.type.shape[d] != in[d] || (in[d] != 1 && map.strides[d] != contiguous[d])) return false;
+    return op.type.shape[r - 2] == in[r - 1] && op.type.shape[r - 1] == in[r - 2] &&
+           (in[r - 1] == 1 || map.strides[r - 2] == 1) && (in[r - 2] == 1 || map.strides[r - 1] == in[r - 1]);
   }
 
   // Whether something reads each variable (a `result` operation does not read its call).
@@ -90,6 +114,7 @@ class Planner {
   void place(Var v) {
     const Op& op = t_.op(v);
     if (op.kind != OpKind::call) return;
+    if (folded_[v]) return;  // a transpose read only by matrix products, which transpose as they read
     const Structure structure = touches_i64(op) && op.prim->structure != Structure::view &&
                                         op.prim->structure != Structure::loop
                                     ? Structure::opaque
@@ -135,8 +160,8 @@ class Planner {
       case Structure::contraction: {
         close_loop();
         MatmulStep m{v, op.args[0], op.args[1]};
-        if (folded_[m.a]) m.a = t_.op(m.a).args[0], m.trans_a = true;
-        if (folded_[m.b]) m.b = t_.op(m.b).args[0], m.trans_b = true;
+        for (; folded_[m.a]; m.trans_a = !m.trans_a) m.a = t_.op(m.a).args[0];
+        for (; folded_[m.b]; m.trans_b = !m.trans_b) m.b = t_.op(m.b).args[0];
         need(m.a);
         need(m.b);
         needs_memory_[v] = true;
@@ -176,7 +201,6 @@ class Planner {
         plan_.steps.push_back(ExternStep{v, op.results});
         return;
       case Structure::permutation:
-        if (folded_[v]) return;
         close_loop();
         need(op.args[0]);
         needs_memory_[v] = true;
@@ -299,7 +323,7 @@ class Planner {
   int current_ = -1;            // index of the open loop step, or -1
   std::vector<int> loop_of_;    // per variable: the loop step computing it, or -1
   std::vector<Var> view_src_;   // per variable: the reshaped variable, for views
-  std::vector<bool> folded_;    // transposes folded into matmul calls
+  std::vector<bool> folded_;    // transposes (and swaps of the last two axes) folded into matrix products
   std::vector<bool> needs_memory_;
   std::vector<bool> used_;
 };

@@ -75,6 +75,18 @@ struct GemmArgs {
   int64_t lda = 0, ldb = 0, ldc = 0;
 };
 
+// A batch of products C_i = op(A_i) op(B_i) (batch_matmul): the batch index runs over
+// `batch` (row-major), and each matrix starts at its base plus the batch index dotted
+// with its element strides (0 along a broadcast dimension). No copies: transposed
+// operands (a swap of the last two axes) are read as stored, through the flags.
+struct BatchGemmArgs {
+  GemmArgs gemm;  // one product's shape, leading dimensions and flags; a, b, c: the first matrices
+  std::vector<int64_t> batch, stride_a, stride_b, stride_c;
+  // Small products (each below CBLAS's own threading) run on the thread pool, in chunks
+  // of this many batch elements; 0: one after another, each on CBLAS's threads.
+  int64_t chunk = 0;
+};
+
 // y = op(A) x through CBLAS; A is [rows, cols] as stored.
 struct GemvArgs {
   DType dtype = DType::f64;
@@ -173,7 +185,7 @@ struct LoopGuardArgs {
 };
 
 using StepArgs =
-    std::variant<KernelArgs, ParallelKernelArgs, GemmArgs, GemvArgs, CopyArgs, ExternArgs, CheckIndicesArgs, GuardArgs, LoopArgs, LoopGuardArgs>;
+    std::variant<KernelArgs, ParallelKernelArgs, GemmArgs, BatchGemmArgs, GemvArgs, CopyArgs, ExternArgs, CheckIndicesArgs, GuardArgs, LoopArgs, LoopGuardArgs>;
 
 // The signature of every step (see above).
 using StepFn = void (*)(void* const* bases, const void* args);

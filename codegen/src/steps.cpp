@@ -30,6 +30,38 @@ void gemm(void* const* bases, const GemmArgs& g) {
                      at<float>(bases, g.c), g.ldc);
 }
 
+// The products of batch elements [first, last), each matrix's offset found by counting
+// the batch index up (row-major) from first.
+void batch_gemm_range(void* const* bases, const BatchGemmArgs& g, int64_t first, int64_t last) {
+  const std::size_t dims = g.batch.size();
+  std::vector<int64_t> idx(dims, 0);
+  int64_t rest = first;
+  for (std::size_t d = dims; d-- > 0;) idx[d] = rest % g.batch[d], rest /= g.batch[d];
+  const int64_t elem = g.gemm.dtype == DType::f64 ? 8 : 4;
+  for (int64_t i = first; i < last; ++i) {
+    GemmArgs one = g.gemm;
+    for (std::size_t d = 0; d < dims; ++d) {
+      one.a.offset += idx[d] * g.stride_a[d] * elem;
+      one.b.offset += idx[d] * g.stride_b[d] * elem;
+      one.c.offset += idx[d] * g.stride_c[d] * elem;
+    }
+    gemm(bases, one);
+    for (std::size_t d = dims; d-- > 0;) {  // the next batch index
+      if (++idx[d] < g.batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+void batch_gemm(void* const* bases, const BatchGemmArgs& g) {
+  int64_t count = 1;
+  for (int64_t b : g.batch) count *= b;
+  if (g.chunk <= 0) return batch_gemm_range(bases, g, 0, count);
+  parallel::for_chunks((count + g.chunk - 1) / g.chunk, [&](int64_t c) {
+    batch_gemm_range(bases, g, c * g.chunk, std::min(count, (c + 1) * g.chunk));
+  });
+}
+
 void gemv(void* const* bases, const GemvArgs& g) {
   const auto ta = static_cast<int32_t>(g.trans_a);
   if (g.dtype == DType::f64)
@@ -182,6 +214,7 @@ BoundStep bind_step(StepArgs& s, const std::vector<StepFn>& kernel_code,
             return bound<ParallelKernelArgs, parallel_kernel>(k);
           },
           [](const GemmArgs& a) { return bound<GemmArgs, gemm>(a); },
+          [](const BatchGemmArgs& a) { return bound<BatchGemmArgs, batch_gemm>(a); },
           [](const GemvArgs& a) { return bound<GemvArgs, gemv>(a); },
           [](const CopyArgs& a) { return bound<CopyArgs, copy>(a); },
           [](const ExternArgs& a) { return bound<ExternArgs, external>(a); },
@@ -201,6 +234,7 @@ std::size_t plain_bytes(const StepArgs& s) {
   return std::visit(Overloaded{
                         [](const KernelArgs& k) { return k.buffers.size() * sizeof(BufferRef); },
                         [](const ParallelKernelArgs&) { return std::size_t{0}; },
+                        [](const BatchGemmArgs&) { return std::size_t{0}; },
                         [](const ExternArgs&) { return std::size_t{0}; },
                         [](const GuardArgs&) { return std::size_t{0}; },
                         [](const LoopArgs&) { return std::size_t{0}; },

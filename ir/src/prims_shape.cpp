@@ -243,7 +243,7 @@ Primitive batch_matmul_p() {
         const Var db = tb == kNoVar ? kNoVar : b.broadcast_to(b.call("batch_matmul", {a.args[0], tb}), out);
         return da == kNoVar ? db : db == kNoVar ? da : b.add(da, db);
       },
-      .structure = Structure::opaque,
+      .structure = Structure::contraction,  // compiled: a gemm per batch element, in place (BatchGemmArgs)
       .batch = batch_matmul_batch,
   };
 }

@@ -150,7 +150,7 @@ enum class Structure {
   elementwise,  // each element of the result from the same element of each (broadcast) argument
   broadcast,    // broadcast_to: copies with broadcast indexing
   reduction,    // sums into a smaller shape, then scales (sum, mean, sum_to); see reduce_target
-  contraction,  // matmul: a matrix product
+  contraction,  // matmul, batch_matmul: matrix products (a transpose read only by them is folded in)
   permutation,  // transpose: of a matrix
   view,         // reshape: the same elements in another shape
   gather,       // gather(x, indices, axis): x's elements at i64 indices along axis
