@@ -192,6 +192,11 @@ TEST_CASE("strided reads and placements agree interpreted and compiled") {
     const std::vector<Tensor> primal = test::run_checked(t, {x});
     CHECK(primal.at(0).item() == doctest::Approx(f(x).item()).epsilon(1e-5));
     test::run_checked(grad_tape(t), {x});
+    // The slices' adjoints (unslice) are placements too: zeros, then a loop; no eager step.
+    const std::string gplan = plan_text(grad_tape(t));
+    CHECK_MESSAGE(gplan.find("unslice(") != std::string::npos, gplan);
+    CHECK_MESSAGE(gplan.find("zeros, then") != std::string::npos, gplan);
+    CHECK_MESSAGE(gplan.find("(eager)") == std::string::npos, gplan);
     if (dt == DType::f64)
       test::check_gradient([&](const std::vector<Tensor>& v) { return f(v[0]); }, {x}, "strided reads", 1e-5, 1e-6);
     // A rotated carry: c <- concat(c[1:], c[:1]) * 1.5 + x_t.

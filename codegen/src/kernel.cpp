@@ -587,6 +587,9 @@ class Scheduler {
     std::vector<VarType> types;
     for (Var a : op.args) types.push_back(t_.type(a));
     const std::vector<StridedMap> places = op.prim->strided_place(types, op.attrs);
+    if (!place_covers(t_, s.out))  // (unslice) zeros where no argument goes
+      program_->steps.push_back(ZeroArgs{.to = ref_of(s.out),
+                                         .bytes = numel(op.type.shape) * static_cast<int64_t>(dtype_size(op.type.dtype))});
     for (std::size_t i = 0; i < op.args.size(); ++i) {
       const Var a = op.args[i];
       if (numel(t_.type(a).shape) == 0) continue;

@@ -164,7 +164,8 @@ bool runs_as_kernel(const LoopPlan& lp) {
     const auto* loop = std::get_if<LoopStep>(&s);  // its fused gathers' indices checked in C++, or none
     const bool ok = (loop != nullptr && loop->checks.empty()) || std::holds_alternative<ReduceStep>(s) ||
                     std::holds_alternative<TransposeStep>(s) || std::holds_alternative<CopyStep>(s) ||
-                    std::holds_alternative<CheckStep>(s) || std::holds_alternative<PlaceStep>(s) ||
+                    std::holds_alternative<CheckStep>(s) ||
+                    (std::holds_alternative<PlaceStep>(s) && place_covers(lp.body->tape, std::get<PlaceStep>(s).out)) ||
                     (inner != nullptr && runs_as_kernel(*inner->loop) && !has_guards(*inner->loop));
     if (!ok) return false;
   }

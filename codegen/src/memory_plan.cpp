@@ -334,7 +334,8 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
       out += fmt::format("call {} = {}({}) (eager)", vars(outs), t.op(e->out).prim->name, vars(args));
     } else if (const auto* ps = std::get_if<PlaceStep>(&step)) {
       std::vector<Var> args(t.op(ps->out).args.begin(), t.op(ps->out).args.end());
-      out += fmt::format("place %{} = {}({}) (a loop per argument)", ps->out, t.op(ps->out).prim->name, vars(args));
+      out += fmt::format("place %{} = {}({}) ({}a loop per argument)", ps->out, t.op(ps->out).prim->name, vars(args),
+                         place_covers(t, ps->out) ? "" : "zeros, then ");
     } else if (const auto* l = std::get_if<LoopCallStep>(&step)) {
       out += loop_text(t, *l);
     }

@@ -350,4 +350,10 @@ std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop) {
   return inputs;
 }
 
+bool place_covers(const Tape& t, Var out) {
+  int64_t placed = 0;
+  for (Var a : t.op(out).args) placed += numel(t.type(a).shape);
+  return placed == numel(t.type(out).shape);
+}
+
 }  // namespace reel::codegen

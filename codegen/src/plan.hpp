@@ -89,11 +89,15 @@ struct LoopCallStep {
   std::shared_ptr<const LoopPlan> loop;  // its bodies, planned
   int scratch = -1;  // the workspace slot of its carries' second buffers, counter and bodies' workspace
 };
-// A strided placement (concat): each argument copied into its place in `out` by a
-// generated loop (Primitive::strided_place).
+// A strided placement (concat, unslice): each argument copied into its place in `out`
+// by a generated loop (Primitive::strided_place), after zeros where none goes.
 struct PlaceStep {
   Var out;
 };
+// Whether a placement's arguments cover its result (concat); otherwise (unslice) the
+// rest is zeroed first.
+bool place_covers(const Tape& t, Var out);
+
 using Step = std::variant<LoopStep, ReduceStep, MatmulStep, TransposeStep, CopyStep, ExternStep, GatherStep, ScatterStep,
                           CheckStep, LoopCallStep, PlaceStep>;
 

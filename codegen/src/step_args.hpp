@@ -101,6 +101,12 @@ struct CopyArgs {
   int64_t bytes = 0;
 };
 
+// Zeros over `bytes` (the part of a placement's result no argument covers).
+struct ZeroArgs {
+  BufferRef to;
+  int64_t bytes = 0;
+};
+
 // A buffer with the type it holds.
 struct TypedBuffer {
   BufferRef ref;
@@ -185,7 +191,7 @@ struct LoopGuardArgs {
 };
 
 using StepArgs =
-    std::variant<KernelArgs, ParallelKernelArgs, GemmArgs, BatchGemmArgs, GemvArgs, CopyArgs, ExternArgs, CheckIndicesArgs, GuardArgs, LoopArgs, LoopGuardArgs>;
+    std::variant<KernelArgs, ParallelKernelArgs, GemmArgs, BatchGemmArgs, GemvArgs, CopyArgs, ZeroArgs, ExternArgs, CheckIndicesArgs, GuardArgs, LoopArgs, LoopGuardArgs>;
 
 // The signature of every step (see above).
 using StepFn = void (*)(void* const* bases, const void* args);

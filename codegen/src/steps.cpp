@@ -95,6 +95,10 @@ void parallel_kernel(void* const* bases, const ParallelKernelArgs& p) {
   }
 }
 
+void zero(void* const* bases, const ZeroArgs& z) {
+  if (z.bytes > 0) std::memset(at<char>(bases, z.to), 0, static_cast<std::size_t>(z.bytes));
+}
+
 void copy(void* const* bases, const CopyArgs& c) {
   if (c.bytes > 0) std::memcpy(at<char>(bases, c.to), at<char>(bases, c.from), static_cast<std::size_t>(c.bytes));
 }
@@ -217,6 +221,7 @@ BoundStep bind_step(StepArgs& s, const std::vector<StepFn>& kernel_code,
           [](const BatchGemmArgs& a) { return bound<BatchGemmArgs, batch_gemm>(a); },
           [](const GemvArgs& a) { return bound<GemvArgs, gemv>(a); },
           [](const CopyArgs& a) { return bound<CopyArgs, copy>(a); },
+          [](const ZeroArgs& a) { return bound<ZeroArgs, zero>(a); },
           [](const ExternArgs& a) { return bound<ExternArgs, external>(a); },
           [](const CheckIndicesArgs& a) { return bound<CheckIndicesArgs, check_indices>(a); },
           [](const GuardArgs& a) { return bound<GuardArgs, guard>(a); },

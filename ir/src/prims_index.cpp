@@ -245,6 +245,18 @@ Primitive unslice_p() {
       .linear = true,
       .structure = Structure::opaque,
       .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_along_axis(b, a, "unslice"); },
+      // Compiled: zeros, then y's element i at start along the axis + strides . i (the
+      // elements placed are fewer than the result's: the rest is zero).
+      .strided_place = [](std::span<const VarType> in, const Attrs& a) {
+        const Strided g = unslice_geometry(in[0], a);
+        Shape full = in[0].shape;
+        full[static_cast<std::size_t>(g.axis)] = a.integer("size");
+        StridedMap m{0, contiguous_strides(full)};
+        const auto ax = static_cast<std::size_t>(g.axis);
+        m.offset = g.start * m.strides[ax];
+        m.strides[ax] *= g.step;
+        return std::vector<StridedMap>{m};
+      },
   };
 }
 

@@ -282,9 +282,10 @@ struct Primitive {
   // result is argument 0's elements at strided_read(argument 0's type, attrs) (a slice):
   // compiled code reads them in the loop that uses them, without a copy of its own.
   std::function<StridedMap(const VarType& arg, const Attrs&)> strided_read{};
-  // Or the result is its arguments placed side by side, covering every element once
-  // (concat): strided_place gives, per argument, where its elements go in the result.
-  // Compiled code copies each argument into place in a generated loop.
+  // Or the result is its arguments placed in it, no element twice (concat, covering
+  // every element; unslice, the rest zeros): strided_place gives, per argument, where its
+  // elements go in the result. Compiled code zeroes the result if the arguments have
+  // fewer elements, then copies each argument into place in a generated loop.
   std::function<std::vector<StridedMap>(std::span<const VarType> args, const Attrs&)> strided_place{};
 
   bool is_index_arg(std::size_t i) const {
