@@ -1,6 +1,7 @@
 // Compiled code on several threads (reel/parallel.hpp): large kernels run in chunks on
 // the thread pool, with the same bits on any number of threads and close to the
 // interpreter; the thread count's API and its errors.
+#include <limits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,23 +50,47 @@ std::vector<Program> large_programs() {
 
 TEST_CASE("threads: set_num_threads and num_threads, and their errors") {
   EveryCoreAfter restore;
-  set_num_threads(3);
-  CHECK(num_threads() == 3);
+  set_num_threads(0);
+  const int every = num_threads();  // the cores this process may run on
+  CHECK(every >= 1);
   set_num_threads(1);
   CHECK(num_threads() == 1);
-  set_num_threads(0);
-  const int every = num_threads();
-  CHECK(every >= 1);
-  CHECK(every == static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  try {
-    set_num_threads(-2);
-    FAIL("set_num_threads(-2) did not throw");
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    CHECK(m.find("set_num_threads") != std::string::npos);
-    CHECK(m.find("given -2") != std::string::npos);
+  set_num_threads(2);
+  CHECK(num_threads() == std::min(2, every));
+  set_num_threads(4096);  // more threads than cores are not used
+  CHECK(num_threads() == every);
+  for (int bad : {-2, 4097}) {
+    try {
+      set_num_threads(bad);
+      FAIL("set_num_threads(", bad, ") did not throw");
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      CHECK(m.find("set_num_threads") != std::string::npos);
+      CHECK(m.find(fmt::format("given {}", bad)) != std::string::npos);
+    }
   }
-  CHECK(num_threads() == every);  // unchanged by the refused call
+  CHECK(num_threads() == every);  // unchanged by the refused calls
+}
+
+TEST_CASE("threads: chunks run in the caller's floating-point settings") {
+  // Flush-to-zero and denormals-are-zero (MXCSR bits 15 and 6) on the calling thread: a
+  // sum of subnormals is 0 on one thread, and must be on two (TBB's workers would keep
+  // the settings of the thread that first entered the pool).
+  EveryCoreAfter restore;
+  const Tensor x = full({200000}, 1e-310);
+  const CompiledFunction f = compile(trace([](const Tensor& v) { return sum(v * 1.0); }, x));
+  unsigned csr = 0;
+  asm volatile("stmxcsr %0" : "=m"(csr));
+  const unsigned flushing = csr | (1u << 15) | (1u << 6);
+  std::vector<double> got;
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    asm volatile("ldmxcsr %0" : : "m"(flushing));
+    got.push_back(f({x})[0].item());
+    asm volatile("ldmxcsr %0" : : "m"(csr));
+  }
+  CHECK(got[0] == got[1]);
+  CHECK(f({x})[0].item() > 0);  // the usual settings again: subnormals add up
 }
 
 TEST_CASE("threads: large kernels run in chunks, the same bits on 1, 2 and 3 threads and on every call") {
@@ -115,4 +140,12 @@ TEST_CASE("threads: a compiled function in chunks called from four threads at on
   for (std::thread& t : threads) t.join();
   for (const auto& out : got)
     for (std::size_t k = 0; k < want.size(); ++k) test::check_same_bits(out[k], want[k], fmt::format("output {}", k));
+}
+
+TEST_CASE("threads: a negative chunk size is an error; a huge one leaves kernels whole") {
+  const Tape t = trace([](const Tensor& v) { return sum(exp(v)); }, randn({100000}, 12));
+  CHECK_THROWS_WITH_AS(compile(t, {.chunk_elements = -5}),
+                       "compile: CompileOptions::chunk_elements must be >= 0 (0: no chunks), given -5", Error);
+  CHECK(plan_text(t, {.chunk_elements = std::numeric_limits<int64_t>::max()}).find("chunks of") == std::string::npos);
+  CHECK(plan_text(t).find("chunks of") != std::string::npos);
 }

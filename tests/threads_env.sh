@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# REEL_NUM_THREADS: a count sets the threads; unset, every core; a bad value warns once
-# on standard error (naming it) and uses every core. Each run's compiled results match
-# one thread's bit for bit. Usage: threads_env.sh <threads_probe binary>
+# REEL_NUM_THREADS: a count sets the threads (at most one per core; 0: every core);
+# unset, every core; a bad value warns once on standard error (naming it) and uses every
+# core. Each run's compiled results match one thread's bit for bit.
+# Usage: threads_env.sh <threads_probe binary>
 set -euo pipefail
 probe=$1
 cores=$(nproc)
@@ -22,16 +23,17 @@ run() {
 run -
 grep -qx "threads $cores" <<< "$out" || fail "unset: expected every core ($cores)"
 [ -z "$err" ] || fail "unset: unexpected stderr"
-for n in 1 2 3 7; do
+for n in 1 2 3 7 0; do
   run "$n"
-  grep -qx "threads $n" <<< "$out" || fail "REEL_NUM_THREADS=$n"
+  want=$(( n == 0 || n > cores ? cores : n ))
+  grep -qx "threads $want" <<< "$out" || fail "REEL_NUM_THREADS=$n: expected $want"
   [ -z "$err" ] || fail "REEL_NUM_THREADS=$n: unexpected stderr"
 done
-for bad in 0 -3 abc 2x ' 4' +4 99999999999999999999 4097; do
+for bad in -3 abc 2x ' 4' +4 99999999999999999999 4097; do
   run "$bad"
   grep -qx "threads $cores" <<< "$out" || fail "REEL_NUM_THREADS='$bad': expected every core"
   [ "$(grep -c warning <<< "$err")" -eq 1 ] || fail "REEL_NUM_THREADS='$bad': expected one warning"
-  grep -qF "reel: warning: REEL_NUM_THREADS=\"$bad\" is not a thread count from 1 to 4096; using every core ($cores)" <<< "$err" \
+  grep -qF "reel: warning: REEL_NUM_THREADS=\"$bad\" is not a thread count from 0 to 4096; using every core ($cores)" <<< "$err" \
     || fail "REEL_NUM_THREADS='$bad': the warning's text"
 done
 echo "PASS"

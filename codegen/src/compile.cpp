@@ -43,6 +43,9 @@ struct Planned : codegen::ProgramPlan {
 // Everything before LLVM: reroll and the cleanup passes (unless the tape has run them last, as
 // grad_tape's and jvp_tape's have), plan, memory plan, schedule; loops' bodies alike.
 Planned plan_tape(const Tape& input, const CompileOptions& options) {
+  if (options.chunk_elements < 0)
+    throw Error(fmt::format("compile: CompileOptions::chunk_elements must be >= 0 (0: no chunks), given {}",
+                            options.chunk_elements));
   Planned p{codegen::plan_program(input, options.reuse_memory), {}};
   p.schedule = codegen::make_schedule(p.tape, p.plan, options.chunk_elements);
   return p;

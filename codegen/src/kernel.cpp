@@ -66,7 +66,7 @@ namespace {
 int64_t choose_chunk(const KernelSpec& k, int64_t elements) {
   const auto [extent, inner] = split_extent(k);
   if (elements <= 0 || extent < 2 || inner <= 0 || extent > std::numeric_limits<int64_t>::max() / inner ||
-      extent * inner < 2 * elements)
+      extent * inner / 2 < elements)
     return 0;
   int64_t chunk = (elements + inner - 1) / inner;
   if (inner == 1) chunk = (chunk + 63) / 64 * 64;  // whole cache lines and vectors per chunk

@@ -2,10 +2,8 @@
 
 #include <fmt/format.h>
 #include <tbb/blocked_range.h>
-#include <tbb/global_control.h>
 #include <tbb/info.h>
 #include <tbb/parallel_for.h>
-#include <tbb/parallel_invoke.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
@@ -15,6 +13,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "reel/error.hpp"
@@ -37,54 +36,58 @@ struct Pool {
 
 std::mutex g_mutex;
 std::shared_ptr<const Pool> g_pool;  // read under g_mutex, or through a copy
-// More threads than cores: TBB's pool is allowed to grow to them.
-std::unique_ptr<tbb::global_control> g_allowed;
 std::atomic<int> g_threads{0};       // 0: not yet configured
 
+// The cores this process may run on (TBB's count honours the affinity mask).
 int every_core() { return std::max(1, tbb::info::default_concurrency()); }
 
-void configure(int n) {
-  g_allowed.reset();
-  if (n > every_core())
-    g_allowed = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism,
-                                                      static_cast<std::size_t>(n));
+// n threads from now on, at most one per core: more only oversubscribe the cores (and
+// an arena asking TBB for more workers than its limit makes it warn on standard
+// error). `explicit_count`: asked for (set_num_threads, REEL_NUM_THREADS), so OpenBLAS
+// gets it too; by default OpenBLAS keeps its own (OPENBLAS_NUM_THREADS, or every core).
+void configure(int n, bool explicit_count) {
+  n = std::clamp(n, 1, every_core());
   auto pool = std::make_shared<Pool>();
   pool->threads = n;
   if (n > 1) pool->arena = std::make_shared<tbb::task_arena>(n);
-  if (openblas_set_num_threads != nullptr) openblas_set_num_threads(n);
+  if (explicit_count && openblas_set_num_threads != nullptr) openblas_set_num_threads(n);
   g_pool = std::move(pool);
   g_threads.store(n, std::memory_order_release);
 }
 
-// REEL_NUM_THREADS, or every core if it is unset; a value that is not a count from 1
-// to 4096 is reported once on standard error (as the code cache's variables are), and
-// every core used.
-int from_environment() {
+// REEL_NUM_THREADS (0: every core), or nothing if it is unset; a value that is not a
+// count from 0 to 4096 is reported once on standard error (as the code cache's
+// variables are), and every core used.
+std::optional<int> from_environment() {
   const char* s = std::getenv("REEL_NUM_THREADS");
-  if (s == nullptr || *s == '\0') return every_core();
+  if (s == nullptr || *s == '\0') return std::nullopt;
   char* end = nullptr;
   errno = 0;
   const long n = std::strtol(s, &end, 10);
-  if (end == s || *end != '\0' || errno != 0 || n < 1 || n > 4096 || !std::isdigit(static_cast<unsigned char>(*s))) {
-    fmt::print(stderr, "reel: warning: REEL_NUM_THREADS=\"{}\" is not a thread count from 1 to 4096; using every core ({})\n",
+  if (end == s || *end != '\0' || errno != 0 || n < 0 || n > 4096 || !std::isdigit(static_cast<unsigned char>(*s))) {
+    fmt::print(stderr, "reel: warning: REEL_NUM_THREADS=\"{}\" is not a thread count from 0 to 4096; using every core ({})\n",
                s, every_core());
-    return every_core();
+    return std::nullopt;
   }
-  return static_cast<int>(n);
+  return n == 0 ? every_core() : static_cast<int>(n);
 }
 
 std::shared_ptr<const Pool> pool() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_pool) configure(from_environment());
+  if (!g_pool) {
+    const std::optional<int> n = from_environment();
+    configure(n.value_or(every_core()), n.has_value());
+  }
   return g_pool;
 }
 
 }  // namespace
 
 void set_num_threads(int n) {
-  if (n < 0) throw Error(fmt::format("set_num_threads: expected a thread count >= 1 (or 0 for every core), given {}", n));
+  if (n < 0 || n > 4096)
+    throw Error(fmt::format("set_num_threads: expected a thread count from 1 to 4096 (or 0 for every core), given {}", n));
   std::lock_guard<std::mutex> lock(g_mutex);
-  configure(n == 0 ? every_core() : n);
+  configure(n == 0 ? every_core() : n, true);
 }
 
 int num_threads() {
@@ -102,25 +105,20 @@ void for_chunks(int64_t chunks, const std::function<void(int64_t)>& body) {
     for (int64_t c = 0; c < chunks; ++c) body(c);
     return;
   }
+  // Every chunk runs in the caller's floating-point settings (rounding, flush to zero),
+  // wherever it runs: TBB's workers would otherwise keep those of whichever thread
+  // first entered the arena.
+  tbb::task_group_context context(tbb::task_group_context::isolated,
+                                  tbb::task_group_context::default_traits | tbb::task_group_context::fp_settings);
+  context.capture_fp_settings();
   p->arena->execute([&] {
     tbb::parallel_for(
         tbb::blocked_range<int64_t>(0, chunks, 1),
         [&](const tbb::blocked_range<int64_t>& r) {
           for (int64_t c = r.begin(); c < r.end(); ++c) body(c);
         },
-        tbb::simple_partitioner());
+        tbb::simple_partitioner(), context);
   });
-}
-
-void invoke(const std::function<void()>& a, const std::function<void()>& b) {
-  std::shared_ptr<const Pool> p;
-  if (num_threads() > 1) p = pool();
-  if (!p || !p->arena) {
-    a();
-    b();
-    return;
-  }
-  p->arena->execute([&] { tbb::parallel_invoke(a, b); });
 }
 
 }  // namespace parallel
