@@ -17,6 +17,8 @@ import time
 
 import torch
 
+from torch_threads import set_torch_threads
+
 
 def median_seconds(fn, min_runs=20, min_seconds=0.5):
     fn()  # warm up
@@ -90,7 +92,7 @@ def main():
     results = []
     for t in counts:
         reel = reel_times(args.build, t)
-        torch.set_num_threads(t)
+        set_torch_threads(torch, t)  # (its OpenBLAS too)
         for name, step in steps:
             pt = median_seconds(step)
             r = reel.get(name)

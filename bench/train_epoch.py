@@ -23,6 +23,8 @@ import time
 import numpy as np
 import torch
 
+from torch_threads import set_torch_threads
+
 DATA = "/usr/share/datasets/fashion-mnist"
 
 
@@ -35,7 +37,7 @@ def read_idx(path):
 
 
 def torch_epochs(epochs, batch, lr, threads):
-    torch.set_num_threads(threads)
+    set_torch_threads(torch, threads)  # (its OpenBLAS too)
     torch.manual_seed(0)
     x = torch.from_numpy(read_idx(f"{DATA}/train-images-idx3-ubyte.gz").reshape(-1, 784).astype(np.float32) / 255)
     y = torch.from_numpy(read_idx(f"{DATA}/train-labels-idx1-ubyte.gz").astype(np.int64))

@@ -26,6 +26,7 @@ from functorch import grad, jacfwd, jacrev, vmap
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "gradbench"))
 from protocol import keep_freed_memory  # noqa: E402
+from torch_threads import set_torch_threads  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -98,10 +99,11 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     args = ap.parse_args()
     keep_freed_memory()  # PyTorch at its fastest (see gradbench/protocol.py)
-    torch.set_num_threads(1)
+    set_torch_threads(torch, 1)  # (its OpenBLAS too)
     exe = os.path.join(args.build, "bench", "vmap_bench")
     out = subprocess.run([exe], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", REEL_CACHE_DIR="off"))
+                         env=dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", REEL_NUM_THREADS="1",
+                                  REEL_CACHE_DIR="off"))
     reel = {r["name"]: r for r in map(json.loads, out.stdout.splitlines())}
     rb = reel["mlp batch gradient"]["seconds"]
     rv = reel["mlp per-example gradients (vmap(grad))"]["seconds"]

@@ -262,7 +262,7 @@ def main():
     args = ap.parse_args()
     keep_freed_memory()  # PyTorch at its fastest (see protocol.py)
     import torch
-    torch.set_num_threads(1)
+    run.set_torch_threads(torch, 1)  # (its OpenBLAS too)
     res, order = measure(args.evals.split(","), [("old", args.old), ("new", args.new)], args.rounds, args.min_seconds,
                          args.quick)
     report(res, order)

@@ -34,6 +34,9 @@ import torch
 
 from protocol import Tool, compare, keep_freed_memory
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from torch_threads import set_torch_threads  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
@@ -479,7 +482,7 @@ def main():
 
 
 def run_all(args, threads, out_dir, name, charts_too):
-    torch.set_num_threads(threads)
+    set_torch_threads(torch, threads)  # (its OpenBLAS too)
     print(f"---- every tool on {threads} thread{'s' if threads > 1 else ''} ----", flush=True)
     reel = Tool("reel", os.path.join(args.build, "tools", "reel-gradbench"), threads=threads)
     hand = Tool("hand", os.path.join(args.build, "bench", "gradbench_hand"), threads=threads)
