@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""Issue 20's goals for batching, side by side in one run on one thread (f32):
+"""Issue 20's goals for batching, side by side in one run on one thread (f32; --threads N for N):
 per-example gradients of the Fashion-MNIST MLP 784-256-128-10 (relu, log-softmax
 cross-entropy) for a batch of 100 with Reel's vmap(grad) against one batch gradient
 (Reel's and PyTorch's) and against functorch's vmap(grad); the Jacobian of
 f(x) = W2 tanh(W1 x) (100 -> 100) with Reel's forward (vector-mode jvp_tape) and reverse
 (vmap_tape over the vjp tape's cotangents) against functorch's jacfwd and jacrev.
 
-  /usr/bin/python3 bench/vmap_bench.py [--build build]
+  /usr/bin/python3 bench/vmap_bench.py [--build build] [--threads 1]
 
 Reel's times come from BUILD/bench/vmap_bench (median of timed calls, compiled; it also
 checks the per-example gradients' sum against the batch gradient and forward against
@@ -97,12 +97,14 @@ def torch_jacobian():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--threads", type=int, default=1, help="Reel's and PyTorch's thread count (default 1)")
     args = ap.parse_args()
     keep_freed_memory()  # PyTorch at its fastest (see gradbench/protocol.py)
-    set_torch_threads(torch, 1)  # (its OpenBLAS too)
+    set_torch_threads(torch, args.threads)  # (its OpenBLAS too)
+    t = str(args.threads)
     exe = os.path.join(args.build, "bench", "vmap_bench")
     out = subprocess.run([exe], capture_output=True, text=True, check=True,
-                         env=dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", REEL_NUM_THREADS="1",
+                         env=dict(os.environ, OPENBLAS_NUM_THREADS=t, OMP_NUM_THREADS=t, REEL_NUM_THREADS=t,
                                   REEL_CACHE_DIR="off"))
     reel = {r["name"]: r for r in map(json.loads, out.stdout.splitlines())}
     rb = reel["mlp batch gradient"]["seconds"]
@@ -110,7 +112,7 @@ def main():
     floor = reel["memset of the per-example gradients' bytes"]
     tm = torch_mlp()
     us = lambda s: f"{s * 1e6:.1f} us"  # noqa: E731
-    print("\n## Per-example gradients, MLP 784-256-128-10, batch 100, f32, one thread (median)\n")
+    print(f"\n## Per-example gradients, MLP 784-256-128-10, batch 100, f32, {args.threads} thread(s) (median)\n")
     print("| computation | time | / Reel batch gradient | / functorch vmap(grad) |")
     print("|---|---|---|---|")
     for name, t in [("Reel: one batch gradient (compiled)", rb), ("Reel: vmap(grad), compiled", rv),
@@ -125,7 +127,7 @@ def main():
     tj = torch_jacobian()
     jf = reel["jacobian 100->100 forward (jvp_tape(tape, 100))"]
     jr = reel["jacobian 100->100 reverse (vmap_tape of the vjp tape)"]
-    print("\n## Jacobian of f(x) = W2 tanh(W1 x), 100 -> 100, f32, one thread (median)\n")
+    print(f"\n## Jacobian of f(x) = W2 tanh(W1 x), 100 -> 100, f32, {args.threads} thread(s) (median)\n")
     print("| computation | time | / functorch jacrev | / functorch jacfwd |")
     print("|---|---|---|---|")
     for name, t in [("Reel: forward, jvp_tape(tape, 100), compiled", jf["seconds"]),

@@ -8,9 +8,8 @@ std::vector<Tensor> run_checked(const Tape& tape, const std::vector<Tensor>& arg
   const std::vector<Tensor> compiled = compile(tape)(args);
   REQUIRE(compiled.size() == interpreted.size());
   // Threads: the same tape with its kernels cut into chunks of a few elements (as large
-  // kernels are) on two threads, then on one: the same bits both times (unless it has a
-  // matrix product, which OpenBLAS may split otherwise on two threads), and the same
-  // bits again on two.
+  // kernels are) on two threads, then on one: the same bits both times, and again on
+  // two.
   const CompiledFunction chunked = compile(tape, {.chunk_elements = 4});
   const int before = num_threads();
   set_num_threads(2);
@@ -19,7 +18,6 @@ std::vector<Tensor> run_checked(const Tape& tape, const std::vector<Tensor>& arg
   set_num_threads(1);
   const std::vector<Tensor> one = chunked(args);
   set_num_threads(before);
-  const bool products = has_products(tape);
   for (std::size_t k = 0; k < compiled.size(); ++k) {
     CHECK(compiled[k].dtype() == interpreted[k].dtype());
     const Tolerance tol = compiled_tolerance(interpreted[k].dtype());
@@ -28,8 +26,7 @@ std::vector<Tensor> run_checked(const Tape& tape, const std::vector<Tensor>& arg
     check_close(two[k], interpreted[k], tol.rtol, tol.atol,
                 fmt::format("output {} compiled in chunks on 2 threads vs interpreted", k));
     check_same_bits(again[k], two[k], fmt::format("output {} compiled in chunks, on 2 threads, called twice", k));
-    if (!products) check_same_bits(two[k], one[k], fmt::format("output {} compiled in chunks, on 2 threads vs 1", k));
-    else check_close(two[k], one[k], tol.rtol, tol.atol, fmt::format("output {} compiled in chunks, on 2 threads vs 1", k));
+    check_same_bits(two[k], one[k], fmt::format("output {} compiled in chunks, on 2 threads vs 1", k));
   }
   return interpreted;
 }

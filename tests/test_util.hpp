@@ -81,18 +81,6 @@ inline int count_calls(const Tape& t, std::string_view name, bool into_bodies = 
   return n;
 }
 
-// Whether the tape, or a loop body within it, has a matrix product (OpenBLAS's).
-inline bool has_products(const Tape& t) {
-  for (const Op& op : t.ops) {
-    if (op.kind != OpKind::call) continue;
-    if (op.prim->structure == Structure::contraction) return true;
-    for (const auto& [attr, value] : op.attrs.items())
-      if (const auto* ref = std::get_if<TapeRef>(&value))
-        if (has_products(*ref->tape)) return true;
-  }
-  return false;
-}
-
 // Runs `tape` through the interpreter after checking its text round trip, and checks
 // that the compiled tape gives the same outputs.
 std::vector<Tensor> run_checked(const Tape& tape, const std::vector<Tensor>& args);

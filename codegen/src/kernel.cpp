@@ -677,8 +677,9 @@ class Scheduler {
     g.stride_a = strides[0], g.stride_b = strides[1], g.stride_c = strides[2];
     int64_t count = 1;
     for (int64_t b : g.batch) count *= b;
-    // Small products (below about 2^16 multiply-adds: CBLAS runs them on one thread) on
-    // the pool, in chunks of about 2^17 multiply-adds; larger ones each on CBLAS's threads.
+    // Small products (below about 2^16 multiply-adds) on the pool, in chunks of about 2^17
+    // multiply-adds; larger ones one after another, each cut into blocks on the pool
+    // (blas.cpp).
     const int64_t macs = g.gemm.m * g.gemm.n * g.gemm.k;
     if (count > 1 && macs > 0 && macs <= (int64_t{1} << 16))
       g.chunk = std::max<int64_t>(1, (int64_t{1} << 17) / macs);

@@ -82,8 +82,8 @@ struct GemmArgs {
 struct BatchGemmArgs {
   GemmArgs gemm;  // one product's shape, leading dimensions and flags; a, b, c: the first matrices
   std::vector<int64_t> batch, stride_a, stride_b, stride_c;
-  // Small products (each below CBLAS's own threading) run on the thread pool, in chunks
-  // of this many batch elements; 0: one after another, each on CBLAS's threads.
+  // Small products run on the thread pool, in chunks of this many batch elements; 0: one
+  // after another (each cut into blocks on the pool if large: blas.cpp).
   int64_t chunk = 0;
 };
 

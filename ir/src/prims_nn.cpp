@@ -143,9 +143,9 @@ void col2im(const Window& g, const T* cols, int64_t ld, T* img) {
 }
 
 // Per-image work runs on the thread pool, each image's gemm a small one on its thread,
-// when one image's product has at most kSmallProduct multiply-adds (CBLAS would run it
-// on one thread anyway; the conv2d layer of bench/ has 442,368). Larger ones go image
-// after image, each gemm on CBLAS's threads, which the pool must not multiply.
+// when one image's product has at most kSmallProduct multiply-adds (the conv2d layer of
+// bench/ has 442,368). Larger ones go image after image, each gemm cut into blocks on
+// the pool (blas.cpp).
 constexpr int64_t kSmallProduct = int64_t{1} << 20;
 bool per_image_on_pool(int64_t o, int64_t k, int64_t p) {
   return o <= kSmallProduct && k <= kSmallProduct && p <= kSmallProduct && o * k * p <= kSmallProduct;

@@ -43,14 +43,14 @@ int every_core() { return std::max(1, tbb::info::default_concurrency()); }
 
 // n threads from now on, at most one per core: more only oversubscribe the cores (and
 // an arena asking TBB for more workers than its limit makes it warn on standard
-// error). `explicit_count`: asked for (set_num_threads, REEL_NUM_THREADS), so OpenBLAS
-// gets it too; by default OpenBLAS keeps its own (OPENBLAS_NUM_THREADS, or every core).
-void configure(int n, bool explicit_count) {
+// error). OpenBLAS runs on one thread: Reel cuts products into blocks on this pool
+// (blas.cpp), so that one pool, not two, shares the cores.
+void configure(int n) {
   n = std::clamp(n, 1, every_core());
   auto pool = std::make_shared<Pool>();
   pool->threads = n;
   if (n > 1) pool->arena = std::make_shared<tbb::task_arena>(n);
-  if (explicit_count && openblas_set_num_threads != nullptr) openblas_set_num_threads(n);
+  if (openblas_set_num_threads != nullptr) openblas_set_num_threads(1);
   g_pool = std::move(pool);
   g_threads.store(n, std::memory_order_release);
 }
@@ -74,10 +74,7 @@ std::optional<int> from_environment() {
 
 std::shared_ptr<const Pool> pool() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_pool) {
-    const std::optional<int> n = from_environment();
-    configure(n.value_or(every_core()), n.has_value());
-  }
+  if (!g_pool) configure(from_environment().value_or(every_core()));
   return g_pool;
 }
 
@@ -87,7 +84,7 @@ void set_num_threads(int n) {
   if (n < 0 || n > 4096)
     throw Error(fmt::format("set_num_threads: expected a thread count from 1 to 4096 (or 0 for every core), given {}", n));
   std::lock_guard<std::mutex> lock(g_mutex);
-  configure(n == 0 ? every_core() : n, true);
+  configure(n == 0 ? every_core() : n);
 }
 
 int num_threads() {

@@ -1,20 +1,20 @@
 #pragma once
 // Threads. Compiled code splits large kernels into chunks run on a thread pool (oneTBB),
-// and CBLAS runs its matrix products on its own threads.
+// and matrix products into blocks of rows or columns on the same pool, each block a
+// CBLAS call on one thread (Reel sets OpenBLAS to one thread when the pool is set up).
 //
-//   reel::set_num_threads(n)   n threads from now on (0: every core), for Reel's pool
-//                              and OpenBLAS's; at most one per core is used
+//   reel::set_num_threads(n)   n threads from now on (0: every core); at most one per
+//                              core is used
 //   REEL_NUM_THREADS=n         the same, read once when Reel first needs it (a value
 //                              that is not a count from 0 to 4096: a warning on
 //                              standard error, and every core)
 //   reel::num_threads()        the count in force (default: every core the process
-//                              may run on; OpenBLAS then keeps its own count)
+//                              may run on)
 //
-// Reel's kernels give the same bits on any number of threads: a kernel is cut into the
-// same chunks whatever the count (by its size alone, when it is compiled), and the
-// chunks' partial sums are combined in chunk order. Matrix products are OpenBLAS's,
-// which may split a product differently on another thread count: those can differ in
-// the last bits between counts (never between calls at one count). docs/threads.md.
+// Results do not depend on the thread count: a kernel is cut into the same chunks, and
+// a product into the same blocks, whatever the count (by its size alone), and the
+// chunks' partial sums are combined in chunk order, so one thread and eight give the
+// same bits. docs/threads.md.
 #include <cstdint>
 #include <functional>
 
