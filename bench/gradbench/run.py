@@ -15,8 +15,8 @@ numpy; ba's come from ../shared/data/adbench/ba; ht runs the one input here (han
 the big model, from the recorded transcript), GradBench's other ht data not being in
 ../shared.
 
-With several thread counts each writes results-threads<N>.json and prints its table;
-a count of 1 alone writes results.json (the recorded run). The tables give Reel/PyTorch
+One thread writes results.json (the recorded run), N threads results-threads<N>.json,
+each with its table printed. The tables give Reel/PyTorch
 at the largest workload and the worst ratio over every workload all tools ran.
 
   /usr/bin/python3 bench/gradbench/run.py [--quick] [--evals lse,gmm] [--threads 1,2] [--max-seconds 60] [--out DIR]
@@ -477,7 +477,7 @@ def main():
     os.makedirs(out_dir, exist_ok=True)
     counts = [int(t) for t in args.threads.split(",")]
     for threads in counts:
-        name = "results.json" if counts == [1] else f"results-threads{threads}.json"
+        name = "results.json" if threads == 1 else f"results-threads{threads}.json"
         run_all(args, threads, out_dir, name, charts_too=threads == counts[0])
 
 
