@@ -2,6 +2,7 @@
 // buffer reuse and in-place updates never change a result, and sizes that overflow or
 // empty reductions behave the same interpreted and compiled.
 #include <cmath>
+#include <sstream>
 
 #include "test_util.hpp"
 
@@ -214,6 +215,71 @@ TEST_CASE("strided reads and placements agree interpreted and compiled") {
     CHECK(plan_text(s).find("one kernel") != std::string::npos);
     test::run_checked(s, {randn({4}, 6, dt), randn({7, 4}, 7, dt)});
     test::run_checked(grad_tape(s), {randn({4}, 6, dt), randn({7, 4}, 7, dt)});
+  }
+}
+
+// A cast between f32 and f64 converts inside the loop that reads it (no eager step);
+// one from or to i64 calls cast_eager, which checks the range (an error compiled too).
+TEST_CASE("casts between floats compile into loops; casts to i64 keep their range check") {
+  const auto f = [](const Tensor& x, const Tensor& y) {
+    const Tensor wide = cast(x, DType::f64) * y;                  // f32 -> f64
+    const Tensor narrow = cast(exp(wide * 0.5), DType::f32) + x;  // f64 -> f32
+    return sum(cast(narrow, DType::f64) * wide);
+  };
+  const Tensor x = randn({4, 5}, 11, DType::f32), y = randn({4, 5}, 12, DType::f64);
+  const Tape t = trace(f, x, y);
+  const std::vector<Tensor> out = test::run_checked(t, {x, y});
+  CHECK(out.at(0).item() == doctest::Approx(f(x, y).item()).epsilon(1e-6));
+  const std::string plan = plan_text(t);
+  CHECK_MESSAGE(plan.find("(eager)") == std::string::npos, plan);
+  const Tape g = grad_tape(t);
+  CHECK_MESSAGE(plan_text(g).find("(eager)") == std::string::npos, plan_text(g));
+  // The gradients against the same math in f64 throughout (f32 rounding apart).
+  const std::vector<Tensor> grads = test::run_checked(g, {x, y});
+  const Tensor x64 = cast(x, DType::f64);
+  const std::vector<Tensor> want = test::run_checked(
+      grad_tape(trace([](const Tensor& a, const Tensor& b) { return sum((exp(a * b * 0.5) + a) * (a * b)); }, x64, y)),
+      {x64, y});
+  test::check_close(cast(grads.at(1), DType::f64), want.at(1), 1e-4, 1e-4, "d/dx");
+  test::check_close(grads.at(2), want.at(2), 1e-4, 1e-4, "d/dy");
+
+  const Tape to_int = trace([](const Tensor& v) { return cast(v * 2.0, DType::i64); }, y);
+  CHECK(plan_text(to_int).find("cast(") != std::string::npos);
+  const CompiledFunction c = compile(to_int);
+  CHECK(max_abs_diff(c({y}).at(0), cast(y * 2.0, DType::i64)) == 0);
+  CHECK_THROWS_WITH_AS(c({full({4, 5}, 1e300)}), doctest::Contains("has no i64 value"), Error);
+}
+
+// index_update is a scatter that writes instead of adding: compiled, a check of the
+// indices (in range and distinct, the interpreter's errors) and a generated loop.
+TEST_CASE("index_update compiles to a checked generated loop") {
+  for (DType dt : {DType::f64, DType::f32}) {
+    const Tensor x = randn({3, 5, 4}, 21, dt), v = randn({3, 2, 4}, 22, dt);
+    const Tensor idx = tensor({4, 1}, {2}, DType::i64);
+    const Tensor v2 = randn({3, 5, 2}, 23, dt);
+    // Along axis 1 of [3, 5, 4], and the slice form (constant indices) along axis 2.
+    const Tape t = trace([&](const Tensor& a, const Tensor& i, const Tensor& b) {
+      return sum(square(index_update(a * 2.0, i, sin(b), 1))) + sum(index_update(a, 2, 1, 3, v2 * v2));
+    }, x, idx, v);
+    const std::string plan = plan_text(t);
+    CHECK_MESSAGE(plan.find("= index_update(") != std::string::npos, plan);
+    CHECK_MESSAGE(plan.find("(eager)") == std::string::npos, plan);
+    test::run_checked(t, {x, idx, v});
+    const Tape g = grad_tape(t);  // (the i64 indices' zero gradient is an eager broadcast)
+    std::istringstream lines(plan_text(g));
+    int scatters = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("(eager)") != std::string::npos) CHECK_MESSAGE(line.find("broadcast_to") != std::string::npos, line);
+      scatters += line.find("= index_update(") != std::string::npos && line.find("(checked indices, loop)") != std::string::npos;
+    }
+    CHECK(scatters == 4);  // the two updates recomputed forward, and two adjoints
+    test::run_checked(g, {x, idx, v});
+    const CompiledFunction c = compile(t);
+    CHECK_THROWS_WITH_AS(c({x, tensor({1, 1}, {2}, DType::i64), v}),
+                         doctest::Contains("index_update: index 1 appears twice; expected distinct indices"), Error);
+    CHECK_THROWS_WITH_AS(c({x, tensor({0, 5}, {2}, DType::i64), v}),
+                         doctest::Contains("index_update: index 5 (element 1 of the indices) is out of range for axis 1 of length 5"),
+                         Error);
   }
 }
 

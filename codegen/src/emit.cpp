@@ -291,7 +291,9 @@ class Emitter {
             continue;
           }
           std::vector<Value*> args;
-          for (int a : inst.args) args.push_back(value[static_cast<std::size_t>(a)]);
+          // Elementwise primitives take their result's dtype, but for a conversion (cast
+          // between f32 and f64): its argument is converted as it is read.
+          for (int a : inst.args) args.push_back(b_.CreateFPCast(value[static_cast<std::size_t>(a)], elem(inst.dtype)));
           value.push_back(ElementEmitter(b_, m_, elem(inst.dtype)).emit(inst.element->program, args));
         }
         for (const auto& st : k_.stores) {
@@ -438,7 +440,7 @@ class Emitter {
   }
 
   // gather: out[i, j, t] = x[i, idx[j], t]; scatter: out = target, then
-  // out[i, idx[j], t] += values[i, j, t] in the eager kernel's order. The indices were
+  // out[i, idx[j], t] += values[i, j, t] (or = with `replace`) in the eager kernel's order. The indices were
   // checked by the step before.
   void emit_indexed(bool scatter) {
     const int out_param = scatter ? 3 : 2, src = scatter ? 2 : 0;
@@ -458,7 +460,8 @@ class Emitter {
       Value* at_list = flat(i[0], k_.count, i[1]);  // into values / out of a gather
       if (scatter) {
         Value* p = element_ptr(out_param, d, at_x);
-        b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(elem(d), p), b_.CreateLoad(elem(d), element_ptr(src, d, at_list))), p);
+        Value* v = b_.CreateLoad(elem(d), element_ptr(src, d, at_list));
+        b_.CreateStore(k_.replace ? v : b_.CreateFAdd(b_.CreateLoad(elem(d), p), v), p);
       } else {
         b_.CreateStore(b_.CreateLoad(elem(d), element_ptr(src, d, at_x)), element_ptr(out_param, d, at_list));
       }

@@ -117,7 +117,7 @@ std::string make_key(const KernelSpec& s) {
                      static_cast<int>(s.reduce_op));
   if (s.kind == KernelSpec::Kind::transpose) k += fmt::format("; {}x{}", s.rows, s.cols);
   if (s.kind == KernelSpec::Kind::gather || s.kind == KernelSpec::Kind::scatter)
-    k += fmt::format("; outer {} n {} count {} inner {}", s.outer, s.n, s.count, s.inner);
+    k += fmt::format("; outer {} n {} count {} inner {}{}", s.outer, s.n, s.count, s.inner, s.replace ? " replace" : "");
   if (s.kind == KernelSpec::Kind::scan) {
     const LoopKernel& l = *s.scan;
     std::vector<int64_t> in_place(l.in_place.begin(), l.in_place.end());
@@ -424,7 +424,7 @@ class Scheduler {
     for (auto& l : k.loads)
       if (l.index_param >= 0) l.index_strides = strides[next++];
     if (!k.empty) split_innermost(k, gathered_indices, constant_loads);
-    for (Var g : loop.checks) program_->steps.push_back(index_check(g, false));
+    for (Var g : loop.checks) program_->steps.push_back(index_check(g));
     add_kernel(std::move(k), param_slots);
   }
 
@@ -547,10 +547,11 @@ class Scheduler {
   }
   // The check of a gather's or scatter's indices (JIT code must neither read out of
   // bounds nor throw).
-  CheckIndicesArgs index_check(Var out, bool scatter) const {
+  CheckIndicesArgs index_check(Var out) const {
     const Op& op = t_.op(out);
     const Indexed g = indexed_geometry(op);
-    return {.indices = ref_of(op.args[1]), .count = g.count, .axis_length = g.n, .axis = g.axis, .scatter = scatter};
+    return {.indices = ref_of(op.args[1]), .count = g.count, .axis_length = g.n, .axis = g.axis, .prim = op.prim,
+            .distinct = op.prim->replaces};
   }
 
   // A check of the indices, then the loop: params {x, indices, out} for a gather,
@@ -561,8 +562,9 @@ class Scheduler {
     KernelSpec k;
     k.kind = kind;
     k.outer = g.outer, k.n = g.n, k.count = g.count, k.inner = g.inner;
+    k.replace = kind == KernelSpec::Kind::scatter && op.prim->replaces;
     k.empty = k.outer * k.count * k.inner == 0;
-    program_->steps.push_back(index_check(out, kind == KernelSpec::Kind::scatter));
+    program_->steps.push_back(index_check(out));
     std::vector<int> slots;
     for (Var a : op.args) {
       k.params.push_back(t_.type(a).dtype);

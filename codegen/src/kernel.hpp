@@ -95,9 +95,10 @@ struct KernelSpec {
   // transpose: params {in, out}, in is [rows, cols].
   int64_t rows = 0, cols = 0;
   // gather: params {x, indices (i64), out}; scatter: params {target, indices, values,
-  // out} (out = target, then values added). x / target is [outer, n, inner] around the
-  // axis, and `count` indices pick along n.
+  // out} (out = target, then values added, or written with `replace`). x / target is
+  // [outer, n, inner] around the axis, and `count` indices pick along n.
   int64_t outer = 0, n = 0, count = 0, inner = 0;
+  bool replace = false;
   // scan: the whole loop, its body's kernels inlined (see LoopKernel).
   std::shared_ptr<const LoopKernel> scan;
 

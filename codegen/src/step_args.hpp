@@ -134,7 +134,8 @@ struct ExternArgs {
 struct CheckIndicesArgs {
   BufferRef indices;  // i64
   int64_t count = 0, axis_length = 0, axis = 0;
-  bool scatter = false;  // names scatter_add in the error, else gather
+  const Primitive* prim = nullptr;  // the gather's or scatter's (its name is the error's)
+  bool distinct = false;            // no index twice (a scatter that replaces)
 };
 
 // A guard: throws reel::GuardFailure if the first element of `cond` is not `expected`.

@@ -146,7 +146,14 @@ void check_indices(void* const* bases, const CheckIndicesArgs& c) {
   for (int64_t i = 0; i < c.count; ++i)
     if (idx[i] < 0 || idx[i] >= c.axis_length)
       throw Error(fmt::format("{}: index {} (element {} of the indices) is out of range for axis {} of length {}",
-                              c.scatter ? "scatter_add" : "gather", idx[i], i, c.axis, c.axis_length));
+                              c.prim->name, idx[i], i, c.axis, c.axis_length));
+  if (!c.distinct) return;
+  std::vector<bool> seen(static_cast<std::size_t>(c.axis_length), false);
+  for (int64_t i = 0; i < c.count; ++i) {
+    if (seen[static_cast<std::size_t>(idx[i])])
+      throw Error(fmt::format("{}: index {} appears twice; expected distinct indices", c.prim->name, idx[i]));
+    seen[static_cast<std::size_t>(idx[i])] = true;
+  }
 }
 
 GuardFailure guard_failure(const GuardArgs& g, double v) {

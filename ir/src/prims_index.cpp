@@ -557,8 +557,9 @@ Primitive index_update_p() {
       .any_dtype = true,
       .index_args = {1},
       .tangent = indexed_tangent("index_update"),
-      .structure = Structure::opaque,
+      .structure = Structure::scatter,  // (f32 and f64 compile to a generated loop; i64 calls index_update_eager)
       .batch = indexed_batch("index_update"),
+      .replaces = true,
   };
 }
 

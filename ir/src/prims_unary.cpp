@@ -248,7 +248,11 @@ Primitive cast_p() {
         if (!float_pair(b, a.args[0], a.attrs)) return kNoVar;
         return b.call("cast", {a.tangents[0]}, a.attrs);
       },
-      .structure = Structure::opaque,
+      // Between f32 and f64 a generated loop converts as it reads (the element function is
+      // the identity; the code generator converts an argument of another float dtype).
+      // Casts from or to i64 call cast_eager (to i64 checks the range).
+      .structure = Structure::elementwise,
+      .element = [](const Attrs&) { return record_element<1>([](auto&, auto x) { return x; }); },
       .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> { return b.call("cast", {a.args[0]}, a.attrs); },
   };
 }

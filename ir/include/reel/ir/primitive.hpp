@@ -155,6 +155,7 @@ enum class Structure {
   view,         // reshape: the same elements in another shape
   gather,       // gather(x, indices, axis): x's elements at i64 indices along axis
   scatter,      // scatter_add(target, indices, values, axis): values added at the indexed positions
+                // (or, with `replaces`, written there: index_update)
   check,        // guard(cond, expected): the one element of cond is nonzero iff expected; its result is cond
   loop,         // scan, while_loop, call, checkpoint: runs the tape attribute(s) `body` (and `cond`)
   opaque,       // nothing known: compiled code calls the eager function
@@ -278,6 +279,9 @@ struct Primitive {
   // is batched by aligning its batched arguments' batch axis in front of the broadcast
   // shape; any other primitive by a `scan` over the batch (one call per batch element).
   std::function<Results<Var>(TapeBuilder&, const BatchArgs&)> batch{};
+  // scatter: the values replace the indexed elements instead of being added to them; the
+  // indices must then be distinct (checked, as the eager function checks them).
+  bool replaces = false;
   // Strided movement (optional; read by code generation, for f32 and f64 values): the
   // result is argument 0's elements at strided_read(argument 0's type, attrs) (a slice):
   // compiled code reads them in the loop that uses them, without a copy of its own.
