@@ -2,6 +2,7 @@
 // buffer reuse and in-place updates never change a result, and sizes that overflow or
 // empty reductions behave the same interpreted and compiled.
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "test_util.hpp"
@@ -280,6 +281,42 @@ TEST_CASE("index_update compiles to a checked generated loop") {
     CHECK_THROWS_WITH_AS(c({x, tensor({0, 5}, {2}, DType::i64), v}),
                          doctest::Contains("index_update: index 5 (element 1 of the indices) is out of range for axis 1 of length 5"),
                          Error);
+  }
+}
+
+// argmax and argmin are reductions keeping a position: compiled, a generated loop that
+// picks as the eager kernel does (the first extremum; the first NaN wins; ties).
+TEST_CASE("argmax and argmin compile to reductions that agree with the interpreter") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  std::vector<double> v = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2, 6, 4};
+  v[7] = nan, v[13] = -inf, v[20] = inf, v[22] = nan;
+  for (DType dt : {DType::f64, DType::f32}) {
+    const Tensor x = tensor(v, {2, 3, 4}, dt);
+    const Tape t = trace(
+        [](const Tensor& a) {
+          std::vector<Tensor> r;
+          for (int64_t axis : {0, 1, 2, -1}) r.push_back(argmax(a, axis)), r.push_back(argmin(a, axis));
+          r.push_back(argmax(a)), r.push_back(argmin(a));
+          r.push_back(argmax(abs(a) * 2.0, 1));  // of a fused loop's result
+          return r;
+        },
+        x);
+    const std::string plan = plan_text(t);
+    CHECK_MESSAGE(plan.find("(eager)") == std::string::npos, plan);
+    const std::vector<Tensor> got = test::run_checked(t, {x});
+    const std::vector<Tensor> want = play(t, {x});
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(i);
+      CHECK(got[i].dtype() == DType::i64);
+      CHECK(got[i].values() == want[i].values());
+    }
+    const Tensor no_nan = tensor({2, 7, 7, 1, 0, 1}, {2, 3}, dt);  // ties: the first
+    const CompiledFunction c = compile(t);
+    CHECK(c({reshape(concat({no_nan, no_nan, no_nan, no_nan}, 1), {2, 3, 4})}).at(8).values() == std::vector<double>{1});
+    // No elements kept: [0, 3] along axis 1.
+    const Tape e = trace([](const Tensor& a) { return argmax(a, 1); }, zeros({0, 3}, dt));
+    CHECK(compile(e)({zeros({0, 3}, dt)}).at(0).shape() == Shape{0});
   }
 }
 

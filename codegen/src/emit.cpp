@@ -367,6 +367,7 @@ class Emitter {
       });
       return;
     }
+    if (k_.reduce_index) return emit_reduce_index();
     if (!k_.kept.empty() && !k_.reduced.empty() && k_.kept_in.back() == 1) return emit_reduce_rows();
     if (k_.kept.empty() && k_.chunk > 0) {  // a chunk of a reduction to one number: its partial result
       llvm::AllocaInst* acc = new_accumulator(op);
@@ -385,6 +386,43 @@ class Emitter {
         accumulate(acc, b_.CreateLoad(elem(in), element_ptr(0, in, at)), op);
       });
       finish_sum(acc, k_.scale, 1, out, out_offset);
+    }, {}, k_.chunk > 0);
+  }
+
+  // argmax / argmin (reduce_index): per kept element, the position among the reduced
+  // ones of the first largest (smallest), the first NaN winning, as the eager
+  // kernels::arg_extremum decides: a later element replaces the best unless the best
+  // is NaN, and does if it is NaN or strictly better.
+  void emit_reduce_index() {
+    const DType in = k_.params[0];
+    const bool largest = k_.reduce_op == kernels::ReduceOp::max;
+    Type* t = elem(in);
+    llvm::AllocaInst *best = nullptr, *best_at = nullptr, *counter = nullptr;
+    {
+      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      best = entry.CreateAlloca(t);
+      best_at = entry.CreateAlloca(b_.getInt64Ty());
+      counter = entry.CreateAlloca(b_.getInt64Ty());
+    }
+    const double start = largest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    std::vector<int64_t> kept = k_.kept, kept_in = k_.kept_in, kept_out = k_.kept_out;
+    if (kept.empty()) kept = {1}, kept_in = {0}, kept_out = {0};
+    loop_nest(kept, [&](const std::vector<Value*>& k) {
+      Value* in_base = offset(k, kept_in);
+      b_.CreateStore(llvm::ConstantFP::get(t, start), best);
+      b_.CreateStore(b_.getInt64(0), best_at);
+      b_.CreateStore(b_.getInt64(0), counter);
+      loop_nest(k_.reduced, [&](const std::vector<Value*>& j) {
+        Value* v = b_.CreateLoad(t, element_ptr(0, in, b_.CreateAdd(in_base, offset(j, k_.reduced_in), "", true, true)));
+        Value* b = b_.CreateLoad(t, best);
+        Value* at = b_.CreateLoad(b_.getInt64Ty(), counter);
+        Value* better = largest ? b_.CreateFCmpOGT(v, b) : b_.CreateFCmpOLT(v, b);
+        Value* take = b_.CreateAnd(b_.CreateFCmpORD(b, b), b_.CreateOr(b_.CreateFCmpUNO(v, v), better));
+        b_.CreateStore(b_.CreateSelect(take, v, b), best);
+        b_.CreateStore(b_.CreateSelect(take, at, b_.CreateLoad(b_.getInt64Ty(), best_at)), best_at);
+        b_.CreateStore(b_.CreateAdd(at, b_.getInt64(1), "", true, true), counter);
+      });
+      b_.CreateStore(b_.CreateLoad(b_.getInt64Ty(), best_at), element_ptr(1, DType::i64, offset(k, kept_out)));
     }, {}, k_.chunk > 0);
   }
 

@@ -48,8 +48,9 @@ SplitExtent split_extent(const KernelSpec& k) {
       if (k.dims.empty() || (k.dims.size() == 1 && !k.segments.empty())) return {};
       return {k.dims[0], product(k.dims, 1)};
     case KernelSpec::Kind::reduce:
+      if (k.kept.empty() && k.reduce_index) return {};  // (positions have no partial results to combine)
       if (k.kept.empty()) return k.reduced.empty() ? SplitExtent{} : SplitExtent{k.reduced[0], product(k.reduced, 1)};
-      if (!k.reduced.empty() && k.kept_in.back() == 1)  // by rows (emit.cpp): split the outer kept dimensions
+      if (!k.reduced.empty() && k.kept_in.back() == 1 && !k.reduce_index)  // by rows (emit.cpp): split the outer kept dimensions
         return k.kept.size() < 2 ? SplitExtent{} : SplitExtent{k.kept[0], product(k.kept, 1) * product(k.reduced)};
       return {k.kept[0], product(k.kept, 1) * product(k.reduced)};
     case KernelSpec::Kind::transpose: return {k.rows, k.cols};
@@ -114,7 +115,7 @@ std::string make_key(const KernelSpec& s) {
   if (s.kind == KernelSpec::Kind::reduce)
     k += fmt::format("; kept {} {} {} reduced {} {} n {} scale {} op {}", ints(s.kept), ints(s.kept_in),
                      ints(s.kept_out), ints(s.reduced), ints(s.reduced_in), s.out_numel, s.scale,
-                     static_cast<int>(s.reduce_op));
+                     static_cast<int>(s.reduce_op)) + (s.reduce_index ? " index" : "");
   if (s.kind == KernelSpec::Kind::transpose) k += fmt::format("; {}x{}", s.rows, s.cols);
   if (s.kind == KernelSpec::Kind::gather || s.kind == KernelSpec::Kind::scatter)
     k += fmt::format("; outer {} n {} count {} inner {}{}", s.outer, s.n, s.count, s.inner, s.replace ? " replace" : "");
@@ -437,6 +438,7 @@ class Scheduler {
     k.out_numel = numel(op.type.shape);
     k.scale = op.prim->reduce_scale(in, op.attrs);
     k.reduce_op = op.prim->reduce_op;
+    k.reduce_index = op.prim->reduce_index;
     k.empty = numel(in.shape) == 0;
     if (!k.empty) {
       const Shape target = op.prim->reduce_target(in, op.attrs);

@@ -92,6 +92,7 @@ struct KernelSpec {
   int64_t out_numel = 0;
   double scale = 1;
   kernels::ReduceOp reduce_op = kernels::ReduceOp::sum;
+  bool reduce_index = false;  // out (i64) is the position of the first element picked (Primitive::reduce_index)
   // transpose: params {in, out}, in is [rows, cols].
   int64_t rows = 0, cols = 0;
   // gather: params {x, indices (i64), out}; scatter: params {target, indices, values,

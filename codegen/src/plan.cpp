@@ -104,7 +104,7 @@ class Planner {
   // view) calls its eager function.
   // (Index arguments are i64 by definition: gathers and scatters read them as such.)
   bool touches_i64(const Op& op) const {
-    if (!is_float(op.type.dtype)) return true;
+    if (!is_float(op.type.dtype) && !op.prim->reduce_index) return true;  // (argmax: float in, i64 out)
     for (std::size_t i = 0; i < op.args.size(); ++i) {
       if (!op.prim->is_index_arg(i) && !is_float(t_.type(op.args[i]).dtype)) return true;
     }

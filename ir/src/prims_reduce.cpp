@@ -226,7 +226,14 @@ Primitive arg_extremum(const char* name, bool largest) {
       },
       .adjoint = no_adjoint(),
       .tangent = no_tangent,
-      .structure = Structure::opaque,
+      // Compiled (f32, f64): a reduction kernel keeping the position of the first extremum.
+      .structure = Structure::reduction,
+      .reduce_op = largest ? ReduceOp::max : ReduceOp::min,
+      .reduce_target = [name](const VarType& x, const Attrs& a) {
+        return a.has("axis") ? keep_shape(name, x, a) : Shape(x.shape.size(), 1);
+      },
+      .reduce_scale = [](const VarType&, const Attrs&) { return 1.0; },
+      .reduce_index = true,
       // Batched: the axis behind the batch; without one, of each batch element flattened.
       .batch = [name](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
         if (a.attrs.has("axis"))

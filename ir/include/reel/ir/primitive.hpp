@@ -273,6 +273,10 @@ struct Primitive {
   kernels::ReduceOp reduce_op = kernels::ReduceOp::sum;
   std::function<Shape(const VarType& input, const Attrs&)> reduce_target{};
   std::function<double(const VarType& input, const Attrs&)> reduce_scale{};
+  // reduction: the result is not the combined value but the i64 position (row-major
+  // among the reduced elements) of the first element reduce_op (max or min) picks, a
+  // NaN winning over every number (argmax, argmin).
+  bool reduce_index = false;
   // Reverse mode in two halves (see ForwardArgs); optional.
   std::function<ForwardHalf(TapeBuilder&, const ForwardArgs&)> adjoint_forward{};
   // Batching (vmap, the `batch` pass); optional. Without one, an elementwise primitive
