@@ -1,6 +1,7 @@
 // Kernels, the schedule and the memory plan: the kernel cache compiles each key once,
 // buffer reuse and in-place updates never change a result, and sizes that overflow or
 // empty reductions behave the same interpreted and compiled.
+#include <array>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -317,6 +318,44 @@ TEST_CASE("argmax and argmin compile to reductions that agree with the interpret
     // No elements kept: [0, 3] along axis 1.
     const Tape e = trace([](const Tensor& a) { return argmax(a, 1); }, zeros({0, 3}, dt));
     CHECK(compile(e)({zeros({0, 3}, dt)}).at(0).shape() == Shape{0});
+  }
+}
+
+// Pooling and its gradients run their windows in generated loops (Primitive::pool), in
+// the eager kernels' order: the same bits, with ties, NaN, infinities and padding.
+TEST_CASE("pooling compiles to generated loops that agree bit for bit with the interpreter") {
+  for (DType dt : {DType::f64, DType::f32}) {
+    std::vector<double> v = randn({2, 3, 6, 5}, 31).values();
+    for (std::size_t i = 60; i < 70; ++i) v[i] = 1.5;  // ties
+    const Tensor x = tensor(v, {2, 3, 6, 5}, dt);
+    v[3] = std::numeric_limits<double>::quiet_NaN(), v[40] = std::numeric_limits<double>::infinity();
+    const Tensor special = tensor(v, {2, 3, 6, 5}, dt);
+    for (const auto& [k, st, pad] : std::vector<std::array<int64_t, 3>>{{2, 2, 0}, {3, 1, 1}, {3, 2, 1}}) {
+      const std::string what = fmt::format("kernel {} stride {} padding {}", k, st, pad);
+      CAPTURE(what);
+      const Pool2dOptions o{.stride = {st, st}, .padding = {pad, pad}};
+      // No reduction after the pooling: a NaN's sign would then depend on the order of a sum.
+      const Tape t = trace([&](const Tensor& a) { return max_pool2d(a * 1.5, {k, k}, o) + avg_pool2d(a, {k, k}, o); }, x);
+      const Tensor y = play(t, {x}).at(0);
+      for (const Tape& tape : {t, vjp_tape(t), jvp_tape(t)}) {
+        const std::string plan = plan_text(tape);
+        CHECK_MESSAGE(plan.find("(eager)") == std::string::npos, plan);
+      }
+      CHECK(plan_text(vjp_tape(t)).find("max_pool2d_grad(") != std::string::npos);
+      CHECK(plan_text(vjp_tape(t)).find("avg_pool2d_grad(") != std::string::npos);
+      CHECK(plan_text(jvp_tape(t)).find("max_pool2d_gather(") != std::string::npos);
+      const Tensor dy = randn(y.shape(), 33, dt), dx = randn(x.shape(), 32, dt);
+      test::run_checked(t, {x});
+      test::run_checked(vjp_tape(t), {x, dy});
+      test::run_checked(jvp_tape(t), {x, dx});
+      // A NaN is every window's maximum it is in (the first one, if several), infinity
+      // the largest number (run_checked compares values, which NaNs never match).
+      for (const auto& [tape, args] : std::vector<std::pair<Tape, std::vector<Tensor>>>{
+               {t, {special}}, {vjp_tape(t), {special, dy}}, {jvp_tape(t), {special, dx}}}) {
+        const std::vector<Tensor> want = play(tape, args), got = compile(tape)(args);
+        for (std::size_t i = 0; i < want.size(); ++i) test::check_same_bits(got.at(i), want[i], what + " with NaN");
+      }
+    }
   }
 }
 

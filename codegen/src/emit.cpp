@@ -132,6 +132,7 @@ class Emitter {
       case KernelSpec::Kind::transpose: emit_transpose(); break;
       case KernelSpec::Kind::gather: emit_indexed(false); break;
       case KernelSpec::Kind::scatter: emit_indexed(true); break;
+      case KernelSpec::Kind::pool: emit_pool(); break;
       case KernelSpec::Kind::scan: emit_scan(); break;
     }
     b_.CreateRetVoid();
@@ -423,6 +424,89 @@ class Emitter {
         b_.CreateStore(b_.CreateAdd(at, b_.getInt64(1), "", true, true), counter);
       });
       b_.CreateStore(b_.CreateLoad(b_.getInt64Ty(), best_at), element_ptr(1, DType::i64, offset(k, kept_out)));
+    }, {}, k_.chunk > 0);
+  }
+
+  // Pooling windows (PoolWindow), per plane nc (the chunked dimension), per output
+  // element, the window's elements in row-major order, padding skipped; the scatters
+  // (max_grad, mean_grad) first zero their plane and add in the eager kernel's order.
+  void emit_pool() {
+    using Mode = PoolWindow::Mode;
+    const PoolWindow& w = k_.pool;
+    const DType d = k_.params[0];
+    Type* t = elem(d);
+    const int out = static_cast<int>(k_.params.size()) - 1;
+    const bool by_max = w.mode == Mode::max || w.mode == Mode::max_gather || w.mode == Mode::max_grad;
+    const bool scatter = w.mode == Mode::max_grad || w.mode == Mode::mean_grad;
+    const double scale = 1.0 / static_cast<double>(w.kh * w.kw);
+    llvm::AllocaInst *best = nullptr, *best_at = nullptr, *acc = nullptr;
+    {
+      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      best = entry.CreateAlloca(t);
+      best_at = entry.CreateAlloca(b_.getInt64Ty());
+      acc = entry.CreateAlloca(b_.getDoubleTy());
+    }
+    auto mul = [&](Value* a, int64_t c) { return b_.CreateMul(a, b_.getInt64(c), "", true, true); };
+    auto add = [&](Value* a, Value* c) { return b_.CreateAdd(a, c, "", true, true); };
+    if (w.nc == 0) return;
+    loop_nest({w.nc}, [&](const std::vector<Value*>& p) {
+      Value* plane = mul(p[0], w.h * w.w);  // the input plane's first element
+      if (scatter)
+        loop_nest({w.h * w.w}, [&](const std::vector<Value*>& i) {
+          b_.CreateStore(llvm::ConstantFP::get(t, 0.0), element_ptr(out, d, add(plane, i[0])));
+        });
+      if (w.oh * w.ow == 0) return;
+      loop_nest({w.oh, w.ow}, [&](const std::vector<Value*>& o) {
+        Value* at_out = add(mul(add(mul(p[0], w.oh), o[0]), w.ow), o[1]);  // the output element
+        Value* y0 = b_.CreateSub(mul(o[0], w.sh), b_.getInt64(w.ph));
+        Value* x0 = b_.CreateSub(mul(o[1], w.sw), b_.getInt64(w.pw));
+        b_.CreateStore(llvm::ConstantFP::get(t, -std::numeric_limits<double>::infinity()), best);
+        b_.CreateStore(b_.getInt64(-1), best_at);
+        b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), 0.0), acc);
+        Value* dy = w.mode == Mode::mean_grad ? b_.CreateLoad(t, element_ptr(0, d, at_out)) : nullptr;
+        loop_nest({w.kh, w.kw}, [&](const std::vector<Value*>& q) {
+          Value* iy = add(y0, q[0]);
+          Value* ix = add(x0, q[1]);
+          Value* inside = b_.CreateAnd(
+              b_.CreateAnd(b_.CreateICmpSGE(iy, b_.getInt64(0)), b_.CreateICmpSLT(iy, b_.getInt64(w.h))),
+              b_.CreateAnd(b_.CreateICmpSGE(ix, b_.getInt64(0)), b_.CreateICmpSLT(ix, b_.getInt64(w.w))));
+          llvm::BasicBlock* in_bb = llvm::BasicBlock::Create(b_.getContext(), "inside", fn_);
+          llvm::BasicBlock* next_bb = llvm::BasicBlock::Create(b_.getContext(), "next", fn_);
+          b_.CreateCondBr(inside, in_bb, next_bb);
+          b_.SetInsertPoint(in_bb);
+          Value* k = add(plane, add(mul(iy, w.w), ix));
+          if (by_max) {  // as kernels' argmax_windows: the first largest, a NaN over any number
+            Value* v = b_.CreateLoad(t, element_ptr(0, d, k));
+            Value* bv = b_.CreateLoad(t, best);
+            Value* at = b_.CreateLoad(b_.getInt64Ty(), best_at);
+            Value* take = b_.CreateOr(b_.CreateOr(b_.CreateICmpSLT(at, b_.getInt64(0)), b_.CreateFCmpOGT(v, bv)),
+                                      b_.CreateAnd(b_.CreateFCmpUNO(v, v), b_.CreateFCmpORD(bv, bv)));
+            b_.CreateStore(b_.CreateSelect(take, v, bv), best);
+            b_.CreateStore(b_.CreateSelect(take, k, at), best_at);
+          } else if (w.mode == Mode::mean) {  // summed in double, in order
+            accumulate(acc, b_.CreateLoad(t, element_ptr(0, d, k)), kernels::ReduceOp::sum, true);
+          } else {  // mean_grad: o[k] += T(dy * scale)
+            Value* s = b_.CreateFMul(b_.CreateFPExt(dy, b_.getDoubleTy()), llvm::ConstantFP::get(b_.getDoubleTy(), scale));
+            Value* ptr = element_ptr(out, d, k);
+            b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(t, ptr), b_.CreateFPTrunc(s, t)), ptr);
+          }
+          b_.CreateBr(next_bb);
+          b_.SetInsertPoint(next_bb);
+        });
+        // (Every window has an element inside: padding is at most half the window.)
+        Value* at = b_.CreateLoad(b_.getInt64Ty(), best_at);
+        if (w.mode == Mode::max) {
+          b_.CreateStore(b_.CreateLoad(t, best), element_ptr(out, d, at_out));
+        } else if (w.mode == Mode::max_gather) {  // (v has x's shape)
+          b_.CreateStore(b_.CreateLoad(t, element_ptr(1, d, at)), element_ptr(out, d, at_out));
+        } else if (w.mode == Mode::max_grad) {
+          Value* ptr = element_ptr(out, d, at);
+          b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(t, ptr), b_.CreateLoad(t, element_ptr(1, d, at_out))), ptr);
+        } else if (w.mode == Mode::mean) {
+          Value* total = b_.CreateFMul(b_.CreateLoad(b_.getDoubleTy(), acc), llvm::ConstantFP::get(b_.getDoubleTy(), scale));
+          b_.CreateStore(b_.CreateFPTrunc(total, t), element_ptr(out, d, at_out));
+        }
+      });
     }, {}, k_.chunk > 0);
   }
 

@@ -54,6 +54,7 @@ SplitExtent split_extent(const KernelSpec& k) {
         return k.kept.size() < 2 ? SplitExtent{} : SplitExtent{k.kept[0], product(k.kept, 1) * product(k.reduced)};
       return {k.kept[0], product(k.kept, 1) * product(k.reduced)};
     case KernelSpec::Kind::transpose: return {k.rows, k.cols};
+    case KernelSpec::Kind::pool: return {k.pool.nc, k.pool.oh * k.pool.ow * k.pool.kh * k.pool.kw};
     default: return {};
   }
 }
@@ -88,6 +89,7 @@ std::string make_key(const KernelSpec& s) {
     case KernelSpec::Kind::gather: k = "gather"; break;
     case KernelSpec::Kind::scatter: k = "scatter"; break;
     case KernelSpec::Kind::scan: k = "scan"; break;
+    case KernelSpec::Kind::pool: k = "pool"; break;
   }
   k += " (";
   for (DType d : s.params) k += fmt::format("{} ", dtype_name(d));
@@ -119,6 +121,11 @@ std::string make_key(const KernelSpec& s) {
   if (s.kind == KernelSpec::Kind::transpose) k += fmt::format("; {}x{}", s.rows, s.cols);
   if (s.kind == KernelSpec::Kind::gather || s.kind == KernelSpec::Kind::scatter)
     k += fmt::format("; outer {} n {} count {} inner {}{}", s.outer, s.n, s.count, s.inner, s.replace ? " replace" : "");
+  if (s.kind == KernelSpec::Kind::pool) {
+    const PoolWindow& w = s.pool;
+    k += fmt::format("; mode {} nc {} in {}x{} out {}x{} window {}x{} stride {}x{} padding {}x{}",
+                     static_cast<int>(w.mode), w.nc, w.h, w.w, w.oh, w.ow, w.kh, w.kw, w.sh, w.sw, w.ph, w.pw);
+  }
   if (s.kind == KernelSpec::Kind::scan) {
     const LoopKernel& l = *s.scan;
     std::vector<int64_t> in_place(l.in_place.begin(), l.in_place.end());
@@ -693,6 +700,7 @@ class Scheduler {
 
   void schedule(const ExternStep& e) {
     const Op& op = t_.op(e.out);
+    if (runs_as_pool(t_, e.out)) return schedule_pool(e.out);
     std::vector<std::string> argnames;
     for (Var a : op.args) argnames.push_back(fmt::format("%{}", a));
     ExternArgs call{.prim = op.prim,
@@ -706,6 +714,25 @@ class Scheduler {
     for (const auto& [name, value] : op.attrs.items())
       if (std::holds_alternative<TapeRef>(value)) call.borrow = false;
     program_->steps.push_back(std::move(call));
+  }
+
+  // A pooling primitive's windows in a generated loop (params: its arguments, then out).
+  void schedule_pool(Var out) {
+    const Op& op = t_.op(out);
+    std::vector<VarType> types;
+    for (Var a : op.args) types.push_back(t_.type(a));
+    KernelSpec k;
+    k.kind = KernelSpec::Kind::pool;
+    k.pool = op.prim->pool(types, op.attrs);
+    k.empty = k.pool.nc == 0;
+    std::vector<BufferRef> buffers;
+    for (Var a : op.args) {
+      k.params.push_back(t_.type(a).dtype);
+      buffers.push_back(ref_of(a));
+    }
+    k.params.push_back(op.type.dtype);
+    buffers.push_back(ref_of(out));
+    add_kernel(std::move(k), std::move(buffers));
   }
 
   void schedule(const CopyStep& c) {

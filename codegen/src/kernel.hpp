@@ -31,7 +31,7 @@ struct ElementRule {
 struct LoopKernel;
 
 struct KernelSpec {
-  enum class Kind { loop, reduce, transpose, gather, scatter, scan };
+  enum class Kind { loop, reduce, transpose, gather, scatter, scan, pool };
   Kind kind = Kind::loop;
   std::vector<DType> params;  // the buffers, each distinct memory
   // Each buffer's guaranteed alignment in bytes; empty: 64 for all. A loop body's slices
@@ -100,6 +100,8 @@ struct KernelSpec {
   // [outer, n, inner] around the axis, and `count` indices pick along n.
   int64_t outer = 0, n = 0, count = 0, inner = 0;
   bool replace = false;
+  // pool: params {the primitive's arguments, out}; the windows (Primitive::pool).
+  PoolWindow pool;
   // scan: the whole loop, its body's kernels inlined (see LoopKernel).
   std::shared_ptr<const LoopKernel> scan;
 

@@ -331,7 +331,8 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
       std::vector<Var> args(t.op(e->out).args.begin(), t.op(e->out).args.end());
       std::vector<Var> outs;
       for (int i = 0; i < e->results; ++i) outs.push_back(e->out + i);
-      out += fmt::format("call {} = {}({}) (eager)", vars(outs), t.op(e->out).prim->name, vars(args));
+      out += fmt::format("call {} = {}({}) ({})", vars(outs), t.op(e->out).prim->name, vars(args),
+                         runs_as_pool(t, e->out) ? "windows, loop" : "eager");
     } else if (const auto* ps = std::get_if<PlaceStep>(&step)) {
       std::vector<Var> args(t.op(ps->out).args.begin(), t.op(ps->out).args.end());
       out += fmt::format("place %{} = {}({}) ({}a loop per argument)", ps->out, t.op(ps->out).prim->name, vars(args),

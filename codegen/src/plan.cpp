@@ -333,6 +333,14 @@ class Planner {
 Plan make_plan(const Tape& tape, bool reuse_memory) { return Planner(tape, reuse_memory).run(); }
 
 bool is_gather_member(const Tape& tape, Var member) { return tape.op(member).prim->structure == Structure::gather; }
+
+bool runs_as_pool(const Tape& tape, Var v) {
+  const Op& op = tape.op(v);
+  if (op.kind != OpKind::call || !op.prim->pool || op.results != 1 || !is_float(op.type.dtype)) return false;
+  for (Var a : op.args)
+    if (!is_float(tape.type(a).dtype)) return false;
+  return true;
+}
 bool is_strided_member(const Tape& tape, Var member) {
   const Op& op = tape.op(member);
   return op.kind == OpKind::call && op.prim->strided_read;

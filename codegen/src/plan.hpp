@@ -118,6 +118,9 @@ std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop);
 // Whether a loop member is a gather: an indexed load of its source (args[0], in memory
 // before the loop) at its indices (args[1]), rather than an element operation.
 bool is_gather_member(const Tape& tape, Var member);
+// An eager step (ExternStep) of a pooling primitive on floats, which the schedule runs
+// as a generated loop (Primitive::pool) instead of calling the eager function.
+bool runs_as_pool(const Tape& tape, Var v);
 // Whether a loop member is a strided read: a load of its source (args[0], in memory
 // before the loop) at the primitive's strided_read offset and strides.
 bool is_strided_member(const Tape& tape, Var member);

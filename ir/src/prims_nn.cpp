@@ -459,6 +459,22 @@ Primitive conv2d_filter_grad_p() {
 
 // max_pool2d(x, kernel, stride = kernel, padding): the maximum of each window
 // (padding never wins); the gradient goes to the first maximum of each window.
+// The pooling windows of primitive `name` (Primitive::pool) in `mode`.
+std::function<PoolWindow(std::span<const VarType>, const Attrs&)> pool_rule(const char* name, PoolWindow::Mode mode) {
+  return [name, mode](std::span<const VarType> in, const Attrs& a) {
+    const bool from_dy = mode == PoolWindow::Mode::mean_grad;
+    Window g;
+    if (from_dy) {
+      const Shape& hw = a.ints("input_hw");
+      g = pool_window(name, {in[0].shape[0], in[0].shape[1], hw[0], hw[1]}, a);
+    } else {
+      g = pool_window(name, in[0].shape, a);
+    }
+    return PoolWindow{.mode = mode, .nc = g.n * g.c, .h = g.h, .w = g.w, .oh = g.oh, .ow = g.ow, .kh = g.kh,
+                      .kw = g.kw, .sh = g.sh, .sw = g.sw, .ph = g.ph, .pw = g.pw};
+  };
+}
+
 Tensor max_pool_eager(std::span<const Tensor> in, const Attrs& a) {
   const Window g = pool_window("max_pool2d", in[0].shape(), a);
   Tensor y(in[0].dtype(), {g.n, g.c, g.oh, g.ow});
@@ -487,6 +503,7 @@ Primitive max_pool2d_p() {
       },
       .structure = Structure::opaque,
       .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_into_n(b, "max_pool2d", a); },
+      .pool = pool_rule("max_pool2d", PoolWindow::Mode::max),
   };
 }
 
@@ -533,6 +550,7 @@ Primitive max_pool_route(bool grad) {
       },
       .structure = Structure::opaque,
       .batch = [name](TapeBuilder& b, const BatchArgs& a) { return batch_into_n(b, name, a); },
+      .pool = pool_rule(name, grad ? PoolWindow::Mode::max_grad : PoolWindow::Mode::max_gather),
   };
 }
 
@@ -606,6 +624,7 @@ Primitive avg_pool(bool grad) {
       .batch = [grad](TapeBuilder& b, const BatchArgs& a) {
         return batch_into_n(b, grad ? "avg_pool2d_grad" : "avg_pool2d", a);
       },
+      .pool = pool_rule(grad ? "avg_pool2d_grad" : "avg_pool2d", grad ? PoolWindow::Mode::mean_grad : PoolWindow::Mode::mean),
   };
 }
 

@@ -213,6 +213,19 @@ struct StridedMap {
   std::vector<int64_t> strides;  // one per dimension of the tensor being mapped
 };
 
+// A pooling primitive's windows (Primitive::pool): over [nc, h, w] input planes, output
+// [nc, oh, ow], window kh x kw moved by sh, sw over the input padded by ph, pw (padding
+// never picked; counted as zeros in a mean). What is computed per window, by argument
+// order: max (x -> the first largest element, a NaN first), max_gather (x, v -> v at
+// x's max), max_grad (x, dy -> dy added at x's max, into zeros of x's shape), mean
+// (x -> the sum / (kh kw)), mean_grad (dy -> dy / (kh kw) added at each element of
+// the window, into zeros of [nc, h, w]); each in the eager kernel's order.
+struct PoolWindow {
+  enum class Mode { max, max_gather, max_grad, mean, mean_grad };
+  Mode mode = Mode::max;
+  int64_t nc = 0, h = 0, w = 0, oh = 0, ow = 0, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+};
+
 struct Primitive {
   // (Fields in this order since before the one rule form: designated initialisers
   // written against it keep compiling.)
@@ -295,6 +308,9 @@ struct Primitive {
   // elements go in the result. Compiled code zeroes the result if the arguments have
   // fewer elements, then copies each argument into place in a generated loop.
   std::function<std::vector<StridedMap>(std::span<const VarType> args, const Attrs&)> strided_place{};
+  // Pooling (optional; read by code generation, for f32 and f64): compiled code runs the
+  // windows in a generated loop instead of calling the eager function.
+  std::function<PoolWindow(std::span<const VarType> args, const Attrs&)> pool{};
 
   bool is_index_arg(std::size_t i) const {
     for (int a : index_args)
