@@ -28,13 +28,59 @@ class Planner {
   Plan run() {
     find_folded_transposes();
     find_used();
-    for (Var v = 1; v <= n_; ++v) place(v);
+    for (Var v : placement_order()) place(v);
     close_loop();
     assign_slots();
     return std::move(plan_);
   }
 
  private:
+  // The order in which operations are placed: the tape's, except that an elementwise or
+  // broadcasting operation (not an output) waits until something else reads it, and is
+  // placed just before its first reader if that comes within kMaxWait operations. A
+  // loop then holds an operation together with its readers although the tape computes
+  // something of another shape in between (kmeans: -2 P C^T of [n, k], then |C|^2 of
+  // [k], then the sum of both, was two passes over [n, k]). The operations are pure, so
+  // the results are the same.
+  static constexpr Var kMaxWait = 16;
+  std::vector<Var> placement_order() const {
+    std::vector<bool> output(n_ + 1, false), waiting(n_ + 1, false), placed(n_ + 1, false);
+    for (Var o : t_.outputs) output[o] = true;
+    std::vector<Var> order;
+    order.reserve(static_cast<std::size_t>(n_));
+    std::vector<std::pair<Var, std::size_t>> stack;  // (variable, next argument to look at)
+    auto emit = [&](Var root) {  // root after its waiting arguments, depth first, without recursion
+      stack.emplace_back(root, 0);
+      while (!stack.empty()) {
+        auto& [v, next] = stack.back();
+        const Op& op = t_.op(v);
+        if (op.kind == OpKind::call && next < op.args.size()) {
+          const Var a = op.args[next++];
+          if (waiting[a] && !placed[a]) stack.emplace_back(a, 0);
+          continue;
+        }
+        if (!placed[v]) placed[v] = true, order.push_back(v);
+        stack.pop_back();
+      }
+    };
+    std::size_t oldest = 0;  // waiting[queue[oldest..]] may still wait
+    std::vector<Var> queue;
+    for (Var v = 1; v <= n_; ++v) {
+      // An operation waits at most kMaxWait operations: a reader far away (a gradient's
+      // backward half reading a forward value) would keep its arguments alive as long.
+      for (; oldest < queue.size() && queue[oldest] + kMaxWait <= v; ++oldest)
+        if (!placed[queue[oldest]]) emit(queue[oldest]);
+      const Op& op = t_.op(v);
+      const bool deferred = op.kind == OpKind::call && !output[v] && op.prim->pure && !op.prim->effect &&
+                            (op.prim->structure == Structure::elementwise || op.prim->structure == Structure::broadcast);
+      if (deferred) waiting[v] = true, queue.push_back(v);
+      else emit(v);
+    }
+    for (Var v = 1; v <= n_; ++v)
+      if (waiting[v] && !placed[v]) emit(v);  // (read by nothing: placed at the end)
+    return order;
+  }
+
   // The variable whose memory v's elements are in (through reshapes).
   Var storage_of(Var v) const {
     while (view_src_[v] != kNoVar) v = view_src_[v];
