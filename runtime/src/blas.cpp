@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "reel/parallel.hpp"
 
@@ -70,8 +71,19 @@ void gemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, con
   }
 }
 
-// y = op(A) x: cut into blocks of y, each on the pool (rows of A, or its columns
-// transposed).
+// One CBLAS gemv: y = op(A) x, A row-major [rows, cols] with leading dimension lda.
+template <class T>
+void gemv_call(bool trans_a, int64_t rows, int64_t cols, const T* a, int64_t lda, const T* x, T* y) {
+  if constexpr (sizeof(T) == 8)
+    cblas_dgemv(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, rows, cols, 1.0, a, lda, x, 1, 0.0, y, 1);
+  else
+    cblas_sgemv(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, rows, cols, 1.0f, a, lda, x, 1, 0.0f, y, 1);
+}
+
+// y = op(A) x, cut into blocks of A's rows on the pool: without trans_a each block is a
+// block of y; with it (y = A^T x) each block's product is a partial y, and the partials
+// are added in block order. (Blocks of A's columns, for A^T x, read every row of A once
+// per block: llsq's [16392, 128] gradient took 889 us instead of 399 us.)
 template <class T>
 void gemv(int32_t trans_a, int64_t rows, int64_t cols, const T* a, const T* x, T* y) {
   if (rows == 0 || cols == 0) {
@@ -79,20 +91,26 @@ void gemv(int32_t trans_a, int64_t rows, int64_t cols, const T* a, const T* x, T
     return;
   }
   (void)reel::num_threads();  // (as gemm)
-  const int64_t out = trans_a ? cols : rows;
-  const int64_t block = block_of(out, static_cast<double>(rows) * static_cast<double>(cols));
-  reel::parallel::for_chunks((out + block - 1) / block, [&](int64_t blk) {
-    const int64_t o0 = blk * block, len = std::min(block, out - o0);
-    // Row-major A [rows, cols]: y rows [o0, o0 + len) read rows of A; with trans_a, y
-    // entries are columns of A: the sub-matrix A[:, o0:o0+len] (leading dimension cols).
-    if constexpr (sizeof(T) == 8) {
-      if (trans_a) cblas_dgemv(CblasRowMajor, CblasTrans, rows, len, 1.0, a + o0, cols, x, 1, 0.0, y + o0, 1);
-      else cblas_dgemv(CblasRowMajor, CblasNoTrans, len, cols, 1.0, a + o0 * cols, cols, x, 1, 0.0, y + o0, 1);
-    } else {
-      if (trans_a) cblas_sgemv(CblasRowMajor, CblasTrans, rows, len, 1.0f, a + o0, cols, x, 1, 0.0f, y + o0, 1);
-      else cblas_sgemv(CblasRowMajor, CblasNoTrans, len, cols, 1.0f, a + o0 * cols, cols, x, 1, 0.0f, y + o0, 1);
-    }
+  const int64_t block = block_of(rows, static_cast<double>(rows) * static_cast<double>(cols));
+  const int64_t blocks = (rows + block - 1) / block;
+  if (!trans_a) {
+    reel::parallel::for_chunks(blocks, [&](int64_t blk) {
+      const int64_t r0 = blk * block, len = std::min(block, rows - r0);
+      gemv_call<T>(false, len, cols, a + r0 * cols, cols, x, y + r0);
+    });
+    return;
+  }
+  if (blocks == 1) return gemv_call<T>(true, rows, cols, a, cols, x, y);
+  std::vector<T> partial(static_cast<std::size_t>((blocks - 1) * cols));
+  reel::parallel::for_chunks(blocks, [&](int64_t blk) {
+    const int64_t r0 = blk * block, len = std::min(block, rows - r0);
+    T* out = blk == 0 ? y : partial.data() + (blk - 1) * cols;
+    gemv_call<T>(true, len, cols, a + r0 * cols, cols, x + r0, out);
   });
+  for (int64_t b = 1; b < blocks; ++b) {
+    const T* p = partial.data() + (b - 1) * cols;
+    for (int64_t j = 0; j < cols; ++j) y[j] += p[j];
+  }
 }
 
 }  // namespace
