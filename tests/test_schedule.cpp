@@ -359,6 +359,41 @@ TEST_CASE("pooling compiles to generated loops that agree bit for bit with the i
   }
 }
 
+// A sum over leading dimensions (sum_to of a broadcast's gradient, sum or mean over axis
+// 0) of a loop member is accumulated by that loop in an array of doubles, in the
+// interpreter's order: the same bits, and no pass of its own over the input.
+TEST_CASE("column sums are accumulated by the loop that computes their input") {
+  for (DType dt : {DType::f64, DType::f32}) {
+    const Tensor x = randn({300, 7, 5}, 41, dt), b = randn({7, 5}, 42, dt);
+    const Tape t = trace(
+        [](const Tensor& a, const Tensor& c) {
+          const Tensor y = a * 1.5 + c;  // (exact operations: the interpreter's bits)
+          return std::vector<Tensor>{sum(y, 0), mean(y * y, 0), sum_to(a * 0.1, {5}), sum(y)};
+        },
+        x, b);
+    const std::string plan = plan_text(t);
+    CHECK_MESSAGE(plan.find("reduce") == std::string::npos, plan);
+    const std::vector<Tensor> want = play(t, {x, b}), got = compile(t)({x, b});
+    for (std::size_t i = 0; i < 3; ++i) test::check_same_bits(got.at(i), want[i], "column sums");
+    test::run_checked(t, {x, b});
+    // The gradient of a broadcast bias: its sum_to joins the loop of the gradient.
+    const Tape g = grad_tape(trace([](const Tensor& a, const Tensor& c) { return sum(sin(a + c)); }, x, b));
+    CHECK_MESSAGE(plan_text(g).find("sum_to") == std::string::npos, plan_text(g));
+    test::run_checked(g, {x, b});
+    // No rows: zeros (a mean: NaN), as interpreted.
+    const Tensor none = zeros({0, 3}, dt);
+    const Tape e = trace([](const Tensor& a) { return std::vector<Tensor>{sum(a * 2.0, 0), mean(a * 2.0, 0)}; }, none);
+    const std::vector<Tensor> eg = compile(e)({none});
+    CHECK(eg.at(0).values() == std::vector<double>{0, 0, 0});
+    for (double m : eg.at(1).values()) CHECK(std::isnan(m));
+  }
+  // More results than the loop's array holds: a reduction step of its own.
+  const Tensor wide = randn({3, 5000}, 43);
+  const Tape w = trace([](const Tensor& a) { return sum(exp(a), 0); }, wide);
+  CHECK(plan_text(w).find("reduce") != std::string::npos);
+  test::run_checked(w, {wide});
+}
+
 // A reduction that keeps the innermost dimension (over rows) is compiled as blocks of
 // accumulators read row by row (emit.cpp, 1024 per block): every element combines its
 // reduced ones in the interpreter's order, so the results are the interpreter's, bit

@@ -267,7 +267,7 @@ class Emitter {
 
   void emit_loop() {
     std::vector<llvm::AllocaInst*> acc;
-    for (std::size_t i = 0; i < k_.sums.size(); ++i) acc.push_back(new_accumulator());
+    for (const KernelSpec::Sum& s : k_.sums) acc.push_back(s.strides.empty() ? new_accumulator() : new_columns(s.count));
     if (!k_.empty) {
       loop_nest(k_.dims, [&](const std::vector<Value*>& idx) {
         std::vector<Value*> value;
@@ -303,13 +303,26 @@ class Emitter {
           b_.CreateStore(value[static_cast<std::size_t>(st.value)],
                          element_ptr(st.param, k_.params[static_cast<std::size_t>(st.param)], at));
         }
-        for (std::size_t i = 0; i < k_.sums.size(); ++i)
-          accumulate(acc[i], value[static_cast<std::size_t>(k_.sums[i].value)]);
+        for (std::size_t i = 0; i < k_.sums.size(); ++i) {
+          const KernelSpec::Sum& s = k_.sums[i];
+          Value* v = value[static_cast<std::size_t>(s.value)];
+          if (s.strides.empty()) accumulate(acc[i], v);
+          else accumulate(b_.CreateInBoundsGEP(b_.getDoubleTy(), acc[i], offset(idx, s.strides)), v, kernels::ReduceOp::sum, true);
+        }
       }, k_.segments, k_.chunk > 0);
     }
-    for (std::size_t i = 0; i < k_.sums.size(); ++i)
-      if (k_.chunk > 0) store_partial(acc[i], i);
-      else finish_sum(acc[i], k_.sums[i].scale, k_.sums[i].param, k_.sums[i].dtype, b_.getInt64(0));
+    for (std::size_t i = 0; i < k_.sums.size(); ++i) {
+      const KernelSpec::Sum& s = k_.sums[i];
+      if (!s.strides.empty()) {
+        loop_nest({s.count}, [&](const std::vector<Value*>& j) {
+          finish_sum(b_.CreateInBoundsGEP(b_.getDoubleTy(), acc[i], j[0]), s.scale, s.param, s.dtype, j[0]);
+        });
+      } else if (k_.chunk > 0) {
+        store_partial(acc[i], i);
+      } else {
+        finish_sum(acc[i], s.scale, s.param, s.dtype, b_.getInt64(0));
+      }
+    }
   }
 
   // A chunk's partial result of its sum number i, as accumulated (ParallelKernelArgs).
@@ -325,6 +338,19 @@ class Emitter {
   // f32 sum of many terms followed by a cancellation can keep only a few good digits.
   // Reductions accumulate in double, from the operation's identity; products, maxima
   // and minima too (as the interpreter's kernels::reduce_to does).
+  // An array of `count` zeros in double (column sums), accumulated in order as the
+  // interpreter's sum_to does, so with its bits.
+  llvm::AllocaInst* new_columns(int64_t count) {
+    llvm::AllocaInst* acc = nullptr;
+    {
+      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      acc = entry.CreateAlloca(llvm::ArrayType::get(b_.getDoubleTy(), static_cast<uint64_t>(count)));
+    }
+    loop_nest({count}, [&](const std::vector<Value*>& j) {
+      b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), 0.0), b_.CreateInBoundsGEP(b_.getDoubleTy(), acc, j[0]));
+    });
+    return acc;
+  }
   llvm::AllocaInst* new_accumulator(kernels::ReduceOp op = kernels::ReduceOp::sum) {
     llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
     llvm::AllocaInst* acc = entry.CreateAlloca(b_.getDoubleTy());

@@ -66,6 +66,8 @@ namespace {
 // alone, never on the thread count, so the partial sums, and the results, are the same
 // whatever the count.
 int64_t choose_chunk(const KernelSpec& k, int64_t elements) {
+  // (Column sums have no partial results to combine: such a loop runs whole.)
+  if (std::any_of(k.sums.begin(), k.sums.end(), [](const KernelSpec::Sum& s) { return !s.strides.empty(); })) return 0;
   const auto [extent, inner] = split_extent(k);
   if (elements <= 0 || extent < 2 || inner <= 0 || extent > std::numeric_limits<int64_t>::max() / inner ||
       extent * inner / 2 < elements)
@@ -113,7 +115,8 @@ std::string make_key(const KernelSpec& s) {
     k += fmt::format("; store {} {} {}{}", st.value, st.param, ints(st.strides),
                      st.offset != 0 ? fmt::format(" +{}", st.offset) : "");
   for (const auto& su : s.sums)
-    k += fmt::format("; sum {} {} {} {}", su.value, su.param, su.scale, dtype_name(su.dtype));
+    k += fmt::format("; sum {} {} {} {}", su.value, su.param, su.scale, dtype_name(su.dtype)) +
+         (su.strides.empty() ? "" : fmt::format(" columns {} {}", su.count, ints(su.strides)));
   if (s.kind == KernelSpec::Kind::reduce)
     k += fmt::format("; kept {} {} {} reduced {} {} n {} scale {} op {}", ints(s.kept), ints(s.kept_in),
                      ints(s.kept_out), ints(s.reduced), ints(s.reduced_in), s.out_numel, s.scale,
@@ -415,8 +418,14 @@ class Scheduler {
       if (p_.stored[m]) k.stores.push_back({value.at(m), param(m), contiguous(loop.shape)});
     for (Var r : loop.reductions) {
       const Op& op = t_.op(r);
-      k.sums.push_back({value.at(op.args[0]), param(r), op.prim->reduce_scale(t_.type(op.args[0]), op.attrs),
-                        op.type.dtype});
+      KernelSpec::Sum sum{value.at(op.args[0]), param(r), op.prim->reduce_scale(t_.type(op.args[0]), op.attrs),
+                          op.type.dtype};
+      const Shape target = op.prim->reduce_target(t_.type(op.args[0]), op.attrs);
+      if (numel(target) > 1) {  // column sums: the result's element at the kept dimensions
+        sum.strides = broadcast_strides(target, loop.shape);
+        sum.count = numel(target);
+      }
+      k.sums.push_back(std::move(sum));
     }
     k.dims = loop.shape;
     k.empty = numel(loop.shape) == 0;
@@ -425,12 +434,16 @@ class Scheduler {
     for (const auto& s : k.stores) strides.push_back(s.strides);
     for (const auto& l : k.loads)
       if (l.index_param >= 0) strides.push_back(l.index_strides);
+    for (const auto& s : k.sums)
+      if (!s.strides.empty()) strides.push_back(s.strides);
     coalesce(k.dims, strides);
     std::size_t next = 0;
     for (auto& l : k.loads) l.strides = strides[next++];
     for (auto& s : k.stores) s.strides = strides[next++];
     for (auto& l : k.loads)
       if (l.index_param >= 0) l.index_strides = strides[next++];
+    for (auto& s : k.sums)
+      if (!s.strides.empty()) s.strides = strides[next++];
     if (!k.empty) split_innermost(k, gathered_indices, constant_loads);
     for (Var g : loop.checks) program_->steps.push_back(index_check(g));
     add_kernel(std::move(k), param_slots);

@@ -75,6 +75,10 @@ struct KernelSpec {
     int value, param;
     double scale;
     DType dtype;
+    // A sum over leading dimensions (column sums): `count` results, the one an element
+    // adds to at strides . i (0 along the reduced dimensions). Empty: a sum of all.
+    std::vector<int64_t> strides;
+    int64_t count = 1;
   };
   std::vector<int64_t> dims;  // loop: coalesced iteration space
   // loop: with loads that have deltas or fixed elements, the innermost dimension in ranges, each its own

@@ -14,9 +14,27 @@ namespace {
 // A sum (or mean) to one number, which a loop can accumulate as it goes.
 bool is_full_reduction(const Tape& t, Var v) {
   const Op& op = t.op(v);
-  if (op.prim->reduce_op != kernels::ReduceOp::sum) return false;
+  if (op.prim->reduce_op != kernels::ReduceOp::sum || op.prim->reduce_index) return false;
   const Shape target = op.prim->reduce_target(t.type(op.args[0]), op.attrs);
   return numel(target) == 1;
+}
+
+// A sum (or mean) over leading dimensions that keeps the trailing ones whole (sum_to of a
+// broadcast bias's gradient, a column count), of at most kMaxColumnSums results: a loop
+// over the input accumulates it in an array, a sum per result, as it goes.
+bool is_leading_sum(const Tape& t, Var v) {
+  const Op& op = t.op(v);
+  if (op.prim->reduce_op != kernels::ReduceOp::sum || op.prim->reduce_index) return false;
+  const Shape& in = t.type(op.args[0]).shape;
+  Shape target = op.prim->reduce_target(t.type(op.args[0]), op.attrs);
+  if (target.size() > in.size() || numel(target) <= 1 || numel(target) > kMaxColumnSums) return false;
+  target.insert(target.begin(), in.size() - target.size(), 1);  // (sum_to's: aligned to the right)
+  std::size_t d = 0;
+  while (d < in.size() && target[d] == 1 && in[d] != 1) ++d;  // the reduced leading dimensions
+  if (d == 0) return false;
+  for (; d < in.size(); ++d)
+    if (target[d] != in[d]) return false;
+  return true;
 }
 
 class Planner {
@@ -65,16 +83,30 @@ class Planner {
     };
     std::size_t oldest = 0;  // waiting[queue[oldest..]] may still wait
     std::vector<Var> queue;
+    auto expire = [&](Var v, Var wait) {
+      for (; oldest < queue.size() && queue[oldest] + wait <= v; ++oldest)
+        if (!placed[queue[oldest]]) emit(queue[oldest]);
+    };
     for (Var v = 1; v <= n_; ++v) {
       // An operation waits at most kMaxWait operations: a reader far away (a gradient's
       // backward half reading a forward value) would keep its arguments alive as long.
-      for (; oldest < queue.size() && queue[oldest] + kMaxWait <= v; ++oldest)
-        if (!placed[queue[oldest]]) emit(queue[oldest]);
+      // It is placed when it has waited that long, after an operation that ends a loop
+      // anyway (not a reduction, which a loop may accumulate, a view, a transpose folded
+      // into a product or a strided read), so that it does not cut the open loop in two;
+      // or after 4 kMaxWait operations.
+      expire(v, 4 * kMaxWait);
       const Op& op = t_.op(v);
       const bool deferred = op.kind == OpKind::call && !output[v] && op.prim->pure && !op.prim->effect &&
                             (op.prim->structure == Structure::elementwise || op.prim->structure == Structure::broadcast);
-      if (deferred) waiting[v] = true, queue.push_back(v);
-      else emit(v);
+      if (deferred) {
+        waiting[v] = true, queue.push_back(v);
+        continue;
+      }
+      emit(v);
+      if (op.kind != OpKind::call) continue;
+      const bool joins_loop = op.prim->structure == Structure::reduction || op.prim->structure == Structure::view ||
+                              folded_[v] || op.prim->strided_read;
+      if (!joins_loop) expire(v, kMaxWait);
     }
     for (Var v = 1; v <= n_; ++v)
       if (waiting[v] && !placed[v]) emit(v);  // (read by nothing: placed at the end)
@@ -141,6 +173,15 @@ class Planner {
            t_.op(v).prim->structure != Structure::reduction;
   }
 
+  // Whether the open loop's column sums and v's together fit in kMaxColumnSums doubles.
+  bool column_sums_fit(Var v) const {
+    if (current_ < 0) return false;
+    int64_t total = numel(t_.type(v).shape);
+    for (Var r : std::get<LoopStep>(plan_.steps[current_]).reductions)
+      if (numel(t_.type(r).shape) > 1) total += numel(t_.type(r).shape);
+    return total <= kMaxColumnSums;
+  }
+
   // Can the current loop read `arg` (as a register or from memory written before it)?
   bool loop_can_read(Var arg) const {
     return current_ < 0 || is_member(arg) || loop_of_[storage_of(arg)] != current_;
@@ -191,7 +232,7 @@ class Planner {
       }
       case Structure::reduction: {
         const Var in = op.args[0];
-        if (is_full_reduction(t_, v) && is_member(in)) {
+        if ((is_full_reduction(t_, v) || (is_leading_sum(t_, v) && column_sums_fit(v))) && is_member(in)) {
           std::get<LoopStep>(plan_.steps[current_]).reductions.push_back(v);
           loop_of_[v] = current_;
           needs_memory_[v] = true;  // written after the loop

@@ -39,11 +39,14 @@ struct Slot {
 
 // Operations fused into one loop at most; see the comment above.
 constexpr std::size_t kMaxLoopMembers = 32;
+// A loop accumulates a sum over leading dimensions in an array of doubles on the stack
+// of at most this many elements; a larger one is a reduction step of its own.
+constexpr int64_t kMaxColumnSums = 4096;
 
 struct LoopStep {
   Shape shape;                  // iteration space
   std::vector<Var> members;     // elementwise/broadcast calls, gathers and strided reads, in order, one element each
-  std::vector<Var> reductions;  // full reductions of members, accumulated over the loop
+  std::vector<Var> reductions;  // full or leading (column) sums of members, accumulated over the loop
   std::vector<Var> checks;      // member gathers whose indices are checked before the loop, each call
 };
 struct ReduceStep {
