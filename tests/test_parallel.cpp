@@ -156,3 +156,33 @@ TEST_CASE("threads: a negative chunk size is an error; a huge one leaves kernels
   CHECK(plan_text(t, {.chunk_elements = std::numeric_limits<int64_t>::max()}).find("chunks of") == std::string::npos);
   CHECK(plan_text(t).find("chunks of") != std::string::npos);
 }
+
+// Independent steps worth a thread each but too small for chunks or blocks run at the
+// same time (memory_plan.hpp, concurrent_groups): the gradient of a layer whose
+// products are 2^17 to 2^19 multiply-adds computes dW = x^T d and dx = d W^T at once.
+// The same bits as one at a time; a step reading another's result (a chain) waits.
+TEST_CASE("threads: independent steps run at the same time, with the same results") {
+  EveryCoreAfter restore;
+  const Tensor x = randn({32, 128}, 21), w = randn({128, 64}, 22) * 0.1, v = randn({64, 64}, 23) * 0.1;
+  const auto f = [](const Tensor& a, const Tensor& p, const Tensor& q) {
+    return sum(square(matmul(tanh(matmul(a, p)), q)));  // 262,144 and 131,072 multiply-adds
+  };
+  const Tape g = grad_tape(trace(f, x, w, v));
+  const std::string plan = plan_text(g);
+  CHECK_MESSAGE(plan.find("independent steps run at the same time") != std::string::npos, plan);
+  const CompiledFunction c = compile(g);
+  const std::vector<Tensor> args{x, w, v};
+  set_num_threads(1);
+  const std::vector<Tensor> one = c(args);
+  set_num_threads(2);
+  for (int call = 0; call < 5; ++call) {
+    const std::vector<Tensor> two = c(args);
+    for (std::size_t k = 0; k < one.size(); ++k) test::check_same_bits(two[k], one[k], "on 2 threads vs 1");
+  }
+  const std::vector<Tensor> interpreted = play(g, args);
+  for (std::size_t k = 0; k < one.size(); ++k) test::check_close(one[k], interpreted[k], 1e-12, 1e-12, "vs interpreted");
+  // A chain (each step reads the one before) has nothing to run at the same time.
+  const Tape chain = trace([](const Tensor& a) { return sum(exp(sum(exp(a), 1)) * 2.0); }, randn({300, 200}, 24));
+  CHECK(plan_text(chain).find("at the same time") == std::string::npos);
+  test::run_checked(g, args);  // (under run_checked's small chunks: many groups)
+}

@@ -233,6 +233,9 @@ std::string plan_text(const Tape& tape, const CompileOptions& options) {
                             k->kernel, k->extent, (k->extent + k->chunk - 1) / k->chunk, k->chunk);
     }
   if (!chunks.empty()) text += "threads: kernels run in chunks on the thread pool\n" + chunks;
+  const std::vector<std::vector<int>> groups = codegen::concurrent_groups(p.tape, p.plan, options.chunk_elements);
+  if (!groups.empty()) text += "threads: independent steps run at the same time\n";
+  for (const std::vector<int>& g : groups) text += fmt::format("  steps {}\n", fmt::join(g, ", "));
   return text;
 }
 

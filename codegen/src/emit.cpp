@@ -311,14 +311,20 @@ class Emitter {
         }
       }, k_.segments, k_.chunk > 0);
     }
+    int64_t partial_at = 0;  // a chunk's partial results: each sum's, one after another (count each)
     for (std::size_t i = 0; i < k_.sums.size(); ++i) {
       const KernelSpec::Sum& s = k_.sums[i];
-      if (!s.strides.empty()) {
+      if (k_.chunk > 0) {
+        loop_nest({s.count}, [&](const std::vector<Value*>& j) {
+          Value* from = s.strides.empty() ? acc[i] : b_.CreateInBoundsGEP(b_.getDoubleTy(), acc[i], j[0]);
+          Value* to = b_.CreateInBoundsGEP(b_.getDoubleTy(), partials_, b_.CreateAdd(j[0], b_.getInt64(partial_at)));
+          b_.CreateStore(b_.CreateLoad(b_.getDoubleTy(), from), to);
+        });
+        partial_at += s.count;
+      } else if (!s.strides.empty()) {
         loop_nest({s.count}, [&](const std::vector<Value*>& j) {
           finish_sum(b_.CreateInBoundsGEP(b_.getDoubleTy(), acc[i], j[0]), s.scale, s.param, s.dtype, j[0]);
         });
-      } else if (k_.chunk > 0) {
-        store_partial(acc[i], i);
       } else {
         finish_sum(acc[i], s.scale, s.param, s.dtype, b_.getInt64(0));
       }

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "loops.hpp"
+#include "memory_plan.hpp"
 
 namespace reel::codegen {
 
@@ -66,8 +67,10 @@ namespace {
 // alone, never on the thread count, so the partial sums, and the results, are the same
 // whatever the count.
 int64_t choose_chunk(const KernelSpec& k, int64_t elements) {
-  // (Column sums have no partial results to combine: such a loop runs whole.)
-  if (std::any_of(k.sums.begin(), k.sums.end(), [](const KernelSpec::Sum& s) { return !s.strides.empty(); })) return 0;
+  // Column sums' chunks are blocks of the reduced (leading) dimension, each with a partial
+  // array; should the outer dimension be a kept one (not expected), the loop runs whole.
+  if (std::any_of(k.sums.begin(), k.sums.end(), [](const KernelSpec::Sum& s) { return !s.strides.empty() && s.strides[0] != 0; }))
+    return 0;
   const auto [extent, inner] = split_extent(k);
   if (elements <= 0 || extent < 2 || inner <= 0 || extent > std::numeric_limits<int64_t>::max() / inner ||
       extent * inner / 2 < elements)
@@ -265,7 +268,28 @@ class Scheduler {
     program_->workspace_bytes = p_.workspace_bytes;
     program_->num_inputs = static_cast<std::size_t>(p_.num_inputs);
     program_->num_outputs = t_.outputs.size();
-    for (const Step& step : p_.steps) std::visit([&](const auto& s) { schedule(s); }, step);
+    // Independent steps worth a thread each run at the same time, each in a branch.
+    const std::vector<std::vector<int>> groups = split_ > 0 ? concurrent_groups(t_, p_, split_) : std::vector<std::vector<int>>{};
+    std::size_t g = 0;
+    for (std::size_t i = 0; i < p_.steps.size(); ++i) {
+      if (g < groups.size() && groups[g].front() == static_cast<int>(i)) {
+        ConcurrentArgs c;
+        for (int s : groups[g]) {
+          std::vector<StepArgs> outer = std::move(program_->steps);
+          program_->steps.clear();
+          std::visit([&](const auto& st) { schedule(st); }, p_.steps[static_cast<std::size_t>(s)]);
+          auto branch = std::make_shared<Program>();
+          branch->steps = std::move(program_->steps);
+          program_->steps = std::move(outer);
+          c.branches.push_back(std::move(branch));
+        }
+        program_->steps.push_back(std::move(c));
+        i = static_cast<std::size_t>(groups[g].back());
+        ++g;
+        continue;
+      }
+      std::visit([&](const auto& s) { schedule(s); }, p_.steps[i]);
+    }
     program_->constant_pool = Tensor(DType::f64, {static_cast<int64_t>(pool_.size() / 8)});
     if (!pool_.empty()) std::memcpy(program_->constant_pool.mutable_raw(), pool_.data(), pool_.size());
     return std::move(program_);
@@ -337,7 +361,8 @@ class Scheduler {
       parallel.extent = split_extent(spec).extent;
       parallel.chunk = spec.chunk;
       for (const KernelSpec::Sum& sum : spec.sums)
-        parallel.sums.push_back({.param = sum.param, .scale = sum.scale, .dtype = sum.dtype, .op = kernels::ReduceOp::sum});
+        parallel.sums.push_back(
+            {.param = sum.param, .scale = sum.scale, .dtype = sum.dtype, .op = kernels::ReduceOp::sum, .count = sum.count});
       if (spec.kind == KernelSpec::Kind::reduce && spec.kept.empty())  // to one number
         parallel.sums.push_back({.param = 1, .scale = spec.scale, .dtype = spec.params[1], .op = spec.reduce_op});
     }

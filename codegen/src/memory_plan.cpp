@@ -63,6 +63,79 @@ void for_each_access(const Tape& t, const Plan& p, const Step& step, F&& f) {
   }
 }
 
+// What a step costs, roughly in elements, and whether it may run alongside others.
+struct StepCost {
+  bool eligible = false;
+  bool serial_work = false;  // worth a thread, and not cut into chunks or blocks itself
+};
+
+StepCost step_cost(const Tape& t, const Step& step, int64_t chunk_elements) {
+  auto kernel = [&](int64_t elements) {
+    return StepCost{true, elements >= chunk_elements / 2 && elements < 2 * chunk_elements};
+  };
+  if (const auto* loop = std::get_if<LoopStep>(&step)) {
+    if (!loop->checks.empty()) return {};  // (index checks may throw)
+    return kernel(numel(loop->shape));
+  }
+  if (const auto* r = std::get_if<ReduceStep>(&step)) return kernel(numel(t.type(r->in).shape));
+  if (const auto* tr = std::get_if<TransposeStep>(&step)) return kernel(numel(t.type(tr->out).shape));
+  if (const auto* ps = std::get_if<PlaceStep>(&step)) return kernel(numel(t.type(ps->out).shape));
+  if (const auto* m = std::get_if<MatmulStep>(&step)) {
+    const Shape& a = t.type(m->a).shape;  // the summed dimension: a's last (its rows' if transposed)
+    const int64_t k = a.size() >= 2 && m->trans_a ? a[a.size() - 2] : a.empty() ? 1 : a.back();
+    const double macs = static_cast<double>(numel(t.type(m->out).shape)) * static_cast<double>(k);
+    return {true, macs >= 131072.0 && macs < 524288.0};  // (CBLAS calls from 2^19 are cut into blocks)
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> concurrent_groups(const Tape& t, const Plan& p, int64_t chunk_elements) {
+  std::vector<std::vector<int>> groups;
+  if (chunk_elements <= 0) return groups;
+  struct Access {
+    std::pair<SlotKind, int> where;  // a workspace (one), or an input, constant or output
+    int64_t begin, end;
+    bool written;
+  };
+  std::vector<int> run;
+  std::vector<Access> touched;
+  int heavy = 0;
+  auto close = [&] {
+    if (heavy >= 2) groups.push_back(run);
+    run.clear(), touched.clear(), heavy = 0;
+  };
+  for (std::size_t s = 0; s < p.steps.size(); ++s) {
+    const StepCost c = step_cost(t, p.steps[s], chunk_elements);
+    if (!c.eligible) {
+      close();
+      continue;
+    }
+    std::vector<Access> mine;
+    for_each_access(t, p, p.steps[s], [&](Var v, bool written) {
+      const int slot = p.slot_of[v];
+      if (slot < 0) return;
+      const Slot& sl = p.slots[static_cast<std::size_t>(slot)];
+      const int64_t bytes = numel(t.type(v).shape) * static_cast<int64_t>(dtype_size(t.type(v).dtype));
+      const int64_t at = sl.kind == SlotKind::workspace ? sl.offset : 0;
+      mine.push_back({{sl.kind, sl.kind == SlotKind::workspace ? 0 : sl.index}, at, at + bytes, written});
+    });
+    bool conflict = false;
+    for (const Access& a : mine)
+      for (const Access& b : touched)
+        conflict = conflict || ((a.written || b.written) && a.where == b.where && a.begin < b.end && b.begin < a.end);
+    if (conflict) close();
+    run.push_back(static_cast<int>(s));
+    touched.insert(touched.end(), mine.begin(), mine.end());
+    heavy += c.serial_work ? 1 : 0;
+  }
+  close();
+  return groups;
+}
+
+namespace {
+
 // The workspace slot a step uses during itself only (a loop's scratch), or -1.
 int scratch_slot(const Step& step) {
   const auto* l = std::get_if<LoopCallStep>(&step);

@@ -48,8 +48,8 @@ struct KernelArgs {
 // A large kernel (KernelSpec::chunk > 0) run in chunks of its outer dimension on the
 // thread pool: code(bases, buffers, begin, end, partials) computes outer iterations
 // [begin, end) and writes each of its sums' partial results (in double, unscaled) to
-// partials[0..sums). The step then combines each sum's partials in chunk order, scales
-// it and stores it. The chunks depend on the kernel's size only, so the result does
+// partials, one after another (a sum of all: one; column sums: `count`). The step then
+// combines each result's partials in chunk order, scales it and stores it. The chunks depend on the kernel's size only, so the result does
 // not depend on how many threads ran them.
 using RangeFn = void (*)(void* const* bases, const BufferRef* buffers, int64_t begin, int64_t end, double* partials);
 struct ParallelKernelArgs {
@@ -61,6 +61,7 @@ struct ParallelKernelArgs {
     double scale = 1;
     DType dtype = DType::f64;
     kernels::ReduceOp op = kernels::ReduceOp::sum;
+    int64_t count = 1;  // results (column sums: one per kept element; partials one after another)
   };
   std::vector<Sum> sums;
   RangeFn code = nullptr;  // the kernel's code, set when bound
@@ -191,8 +192,14 @@ struct LoopGuardArgs {
   std::string label;              // the loop, as LoopArgs::label
 };
 
-using StepArgs =
-    std::variant<KernelArgs, ParallelKernelArgs, GemmArgs, BatchGemmArgs, GemvArgs, CopyArgs, ZeroArgs, ExternArgs, CheckIndicesArgs, GuardArgs, LoopArgs, LoopGuardArgs>;
+// Independent steps run at the same time (concurrent_groups in memory_plan.hpp): each
+// branch's steps in order on a thread of the pool, on the caller's bases.
+struct ConcurrentArgs {
+  std::vector<std::shared_ptr<Program>> branches;
+};
+
+using StepArgs = std::variant<KernelArgs, ParallelKernelArgs, GemmArgs, BatchGemmArgs, GemvArgs, CopyArgs, ZeroArgs,
+                              ExternArgs, CheckIndicesArgs, GuardArgs, LoopArgs, LoopGuardArgs, ConcurrentArgs>;
 
 // The signature of every step (see above).
 using StepFn = void (*)(void* const* bases, const void* args);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "loops.hpp"
@@ -72,27 +73,36 @@ void gemv(void* const* bases, const GemvArgs& g) {
 
 void parallel_kernel(void* const* bases, const ParallelKernelArgs& p) {
   const int64_t chunks = (p.extent + p.chunk - 1) / p.chunk;
-  const auto sums = static_cast<int64_t>(p.sums.size());
+  int64_t width = 0;  // a chunk's partial results: every sum's, one after another
+  for (const ParallelKernelArgs::Sum& sum : p.sums) width += sum.count;
   // Each chunk's partial sums, on the stack when few (not thread_local: a thread waiting
   // for its chunks may run another step's).
   double few[64];
-  std::vector<double> many(sums * chunks > 64 ? static_cast<std::size_t>(sums * chunks) : 0);
+  std::vector<double> many(width * chunks > 64 ? static_cast<std::size_t>(width * chunks) : 0);
   double* partials = many.empty() ? few : many.data();
   parallel::for_chunks(chunks, [&](int64_t c) {
-    p.code(bases, p.buffers.data(), c * p.chunk, std::min(p.extent, (c + 1) * p.chunk), partials + c * sums);
+    p.code(bases, p.buffers.data(), c * p.chunk, std::min(p.extent, (c + 1) * p.chunk), partials + c * width);
   });
-  for (int64_t s = 0; s < sums; ++s) {
-    const ParallelKernelArgs::Sum& sum = p.sums[static_cast<std::size_t>(s)];
-    double total = partials[s];
-    for (int64_t c = 1; c < chunks; ++c) total = kernels::reduce_combine(sum.op, total, partials[c * sums + s]);
-    if (sum.scale != 1.0) total *= sum.scale;
+  int64_t at_sum = 0;
+  for (const ParallelKernelArgs::Sum& sum : p.sums) {
     const BufferRef& out = p.buffers[static_cast<std::size_t>(sum.param)];
-    switch (sum.dtype) {
-      case DType::f64: *at<double>(bases, out) = total; break;
-      case DType::f32: *at<float>(bases, out) = static_cast<float>(total); break;
-      default: *at<int64_t>(bases, out) = static_cast<int64_t>(total); break;
+    for (int64_t j = 0; j < sum.count; ++j) {
+      double total = partials[at_sum + j];
+      for (int64_t c = 1; c < chunks; ++c) total = kernels::reduce_combine(sum.op, total, partials[c * width + at_sum + j]);
+      if (sum.scale != 1.0) total *= sum.scale;
+      switch (sum.dtype) {
+        case DType::f64: at<double>(bases, out)[j] = total; break;
+        case DType::f32: at<float>(bases, out)[j] = static_cast<float>(total); break;
+        default: at<int64_t>(bases, out)[j] = static_cast<int64_t>(total); break;
+      }
     }
+    at_sum += sum.count;
   }
+}
+
+void run_concurrent(void* const* bases, const ConcurrentArgs& c) {
+  parallel::for_chunks(static_cast<int64_t>(c.branches.size()),
+                       [&](int64_t i) { c.branches[static_cast<std::size_t>(i)]->run(bases); });
 }
 
 void zero(void* const* bases, const ZeroArgs& z) {
@@ -234,6 +244,7 @@ BoundStep bind_step(StepArgs& s, const std::vector<StepFn>& kernel_code,
           [](const GuardArgs& a) { return bound<GuardArgs, guard>(a); },
           [](const LoopArgs& a) { return bound<LoopArgs, run_loop>(a); },
           [](const LoopGuardArgs& a) { return bound<LoopGuardArgs, loop_guard>(a); },
+          [](const ConcurrentArgs& a) { return bound<ConcurrentArgs, run_concurrent>(a); },
       },
       s);
 }
@@ -251,6 +262,7 @@ std::size_t plain_bytes(const StepArgs& s) {
                         [](const GuardArgs&) { return std::size_t{0}; },
                         [](const LoopArgs&) { return std::size_t{0}; },
                         [](const LoopGuardArgs&) { return std::size_t{0}; },
+                        [](const ConcurrentArgs&) { return std::size_t{0}; },
                         [](const auto& a) {
                           using Args = std::decay_t<decltype(a)>;
                           static_assert(std::is_trivially_copyable_v<Args> && alignof(Args) <= alignof(int64_t));
@@ -286,10 +298,13 @@ std::vector<BoundStep> bind_steps(std::vector<StepArgs>& steps, const std::vecto
 
 void bind_program(Program& program, const std::vector<StepFn>& kernel_code,
                   const std::vector<std::size_t>& kernel_params) {
-  for (StepArgs& s : program.steps)
+  for (StepArgs& s : program.steps) {
     if (auto* loop = std::get_if<LoopArgs>(&s))
       for (Program* body : {loop->body.get(), loop->cond.get()})
         if (body != nullptr) bind_program(*body, kernel_code, kernel_params);
+    if (auto* c = std::get_if<ConcurrentArgs>(&s))
+      for (const std::shared_ptr<Program>& branch : c->branches) bind_program(*branch, kernel_code, kernel_params);
+  }
   program.calls = bind_steps(program.steps, kernel_code, kernel_params, program.arena);
   program.may_throw = false;
   for (const StepArgs& s : program.steps) program.may_throw = program.may_throw || may_throw(s);
@@ -298,6 +313,8 @@ void bind_program(Program& program, const std::vector<StepFn>& kernel_code,
 bool may_throw(const StepArgs& step) {
   if (const auto* loop = std::get_if<LoopArgs>(&step))
     return (loop->body && loop->body->may_throw) || (loop->cond && loop->cond->may_throw);
+  if (const auto* c = std::get_if<ConcurrentArgs>(&step))
+    return std::any_of(c->branches.begin(), c->branches.end(), [](const auto& b) { return b->may_throw; });
   return std::holds_alternative<ExternArgs>(step) || std::holds_alternative<CheckIndicesArgs>(step) ||
          std::holds_alternative<GuardArgs>(step) || std::holds_alternative<LoopGuardArgs>(step);
 }
