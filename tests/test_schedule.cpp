@@ -220,9 +220,9 @@ TEST_CASE("strided reads and placements agree interpreted and compiled") {
   }
 }
 
-// A cast between f32 and f64 converts inside the loop that reads it (no eager step);
-// one from or to i64 calls cast_eager, which checks the range (an error compiled too).
-TEST_CASE("casts between floats compile into loops; casts to i64 keep their range check") {
+// A cast between f32 and f64, or from i64, converts inside the loop that reads it (no
+// eager step); one to i64 calls cast_eager, which checks the range (an error compiled too).
+TEST_CASE("casts to floats compile into loops; casts to i64 keep their range check") {
   const auto f = [](const Tensor& x, const Tensor& y) {
     const Tensor wide = cast(x, DType::f64) * y;                  // f32 -> f64
     const Tensor narrow = cast(exp(wide * 0.5), DType::f32) + x;  // f64 -> f32
@@ -245,6 +245,13 @@ TEST_CASE("casts between floats compile into loops; casts to i64 keep their rang
   test::check_close(cast(grads.at(1), DType::f64), want.at(1), 1e-4, 1e-4, "d/dx");
   test::check_close(grads.at(2), want.at(2), 1e-4, 1e-4, "d/dy");
 
+  // From i64 (argmax's positions): converted in the loop, through f64 as cast_eager does.
+  const Tensor big = tensor({3.0, -7.0, 16777217.0, 9007199254740993.0}, {4}, DType::i64);
+  for (DType to : {DType::f64, DType::f32}) {
+    const Tape from_int = trace([to](const Tensor& v) { return cast(v, to) * 2.0; }, big);
+    CHECK_MESSAGE(plan_text(from_int).find("(eager)") == std::string::npos, plan_text(from_int));
+    test::check_same_bits(compile(from_int)({big}).at(0), play(from_int, {big}).at(0), "cast from i64");
+  }
   const Tape to_int = trace([](const Tensor& v) { return cast(v * 2.0, DType::i64); }, y);
   CHECK(plan_text(to_int).find("cast(") != std::string::npos);
   const CompiledFunction c = compile(to_int);

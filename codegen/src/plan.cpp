@@ -190,8 +190,11 @@ class Planner {
   // Generated loops compute in f32 or f64; an operation on i64 values (other than a
   // view) calls its eager function.
   // (Index arguments are i64 by definition: gathers and scatters read them as such.)
+  // An elementwise operation with a float result may read i64 values (a cast from i64:
+  // the emitter converts them as it reads them).
   bool touches_i64(const Op& op) const {
     if (!is_float(op.type.dtype) && !op.prim->reduce_index) return true;  // (argmax: float in, i64 out)
+    if (op.prim->structure == Structure::elementwise) return false;
     for (std::size_t i = 0; i < op.args.size(); ++i) {
       if (!op.prim->is_index_arg(i) && !is_float(t_.type(op.args[i]).dtype)) return true;
     }
