@@ -96,6 +96,11 @@ class Planner {
       // or after 4 kMaxWait operations.
       expire(v, 4 * kMaxWait);
       const Op& op = t_.op(v);
+      // Operations of one shape keep the tape's order among themselves: one waits only
+      // while operations of other shapes come (which would end its loop anyway).
+      if (op.kind == OpKind::call)
+        for (std::size_t q = oldest; q < queue.size(); ++q)
+          if (!placed[queue[q]] && t_.type(queue[q]).shape == op.type.shape) emit(queue[q]);
       const bool deferred = op.kind == OpKind::call && !output[v] && op.prim->pure && !op.prim->effect &&
                             (op.prim->structure == Structure::elementwise || op.prim->structure == Structure::broadcast);
       if (deferred) {
