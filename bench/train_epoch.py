@@ -7,7 +7,7 @@ REEL_NUM_THREADS=N, which sets OpenBLAS's too), PyTorch the same model, data ord
 update written here (torch.set_num_threads(N)). Each trains for --epochs epochs
 (default 3); the table shows every epoch's time (the first includes Reel's trace and
 compile, unless the disk code cache has it), the test accuracy after the last and
-Reel's peak resident memory (its process's, from wait4), then Reel/PyTorch for the
+Reel's peak resident memory (its process's VmHWM, which it reports), then Reel/PyTorch for the
 steady-state epoch (the median of the epochs after the first). Writes the numbers to
 build/bench/train_epoch.json (--out FILE for elsewhere).
 Needs dataset-fashion-mnist, python3-torch and a build (README, Benchmark)."""
@@ -96,7 +96,10 @@ def main():
         if proc.returncode != 0:
             sys.exit(f"{exe} failed ({proc.returncode})")
         reel = json.loads(out.strip().splitlines()[-1])
-        reel["peak_rss_mb"] = usage.ru_maxrss / 1024  # (KiB on Linux)
+        # Its own VmHWM (the summary's): wait4's ru_maxrss would include this Python
+        # process's memory (torch, the data) copied at fork, before the exec.
+        if reel.get("peak_rss_mb", -1) < 0:
+            reel["peak_rss_mb"] = usage.ru_maxrss / 1024  # (KiB on Linux)
         torch_seconds, torch_accuracy = torch_epochs(args.epochs, 100, 0.1, t)
         print(f"{'Reel':10} {t:>7} " + " ".join(f"{s:8.2f}s" for s in reel["epoch_seconds"]) +
               f" {100 * reel['test_accuracy']:8.2f}% {reel['peak_rss_mb']:6.0f} MB")

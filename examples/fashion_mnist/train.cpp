@@ -256,9 +256,15 @@ int main(int argc, char** argv) try {
   if (o.summary) {
     std::string secs;
     for (double s : epoch_seconds) secs += fmt::format("{}{:.4f}", secs.empty() ? "" : ", ", s);
+    // This process's peak resident memory (VmHWM: since its exec; a parent's getrusage
+    // would count the parent's memory at fork, before the exec).
+    double peak_mb = -1;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmHWM:", 0) == 0) peak_mb = std::strtod(line.c_str() + 6, nullptr) / 1024.0;
     fmt::print("{{\"model\": \"{}\", \"images\": {}, \"batch\": {}, \"epoch_seconds\": [{}], \"test_accuracy\": {:.4f}, "
-               "\"final_loss\": {:.4f}}}\n",
-               o.model, n, o.batch, secs, accuracy, last_loss);
+               "\"final_loss\": {:.4f}, \"peak_rss_mb\": {:.1f}}}\n",
+               o.model, n, o.batch, secs, accuracy, last_loss, peak_mb);
   }
   return 0;
 } catch (const std::exception& e) {
