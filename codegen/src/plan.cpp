@@ -101,7 +101,7 @@ class Planner {
       if (op.kind == OpKind::call)
         for (std::size_t q = oldest; q < queue.size(); ++q)
           if (!placed[queue[q]] && t_.type(queue[q]).shape == op.type.shape) emit(queue[q]);
-      const bool deferred = op.kind == OpKind::call && !output[v] && op.prim->pure && !op.prim->effect &&
+      const bool deferred = op.kind == OpKind::call && op.results == 1 && !output[v] && op.prim->pure && !op.prim->effect &&
                             (op.prim->structure == Structure::elementwise || op.prim->structure == Structure::broadcast);
       if (deferred) {
         waiting[v] = true, queue.push_back(v);
