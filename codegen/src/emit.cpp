@@ -320,11 +320,7 @@ class Emitter {
     for (std::size_t i = 0; i < k_.sums.size(); ++i) {
       const KernelSpec::Sum& s = k_.sums[i];
       if (k_.chunk > 0) {
-        loop_nest({s.count}, [&](const std::vector<Value*>& j) {
-          Value* from = s.strides.empty() ? acc[i] : b_.CreateInBoundsGEP(b_.getDoubleTy(), acc[i], j[0]);
-          Value* to = b_.CreateInBoundsGEP(b_.getDoubleTy(), partials_, b_.CreateAdd(j[0], b_.getInt64(partial_at)));
-          b_.CreateStore(b_.CreateLoad(b_.getDoubleTy(), from), to);
-        });
+        store_partial(acc[i], partial_at, s.count);
         partial_at += s.count;
       } else if (!s.strides.empty()) {
         loop_nest({s.count}, [&](const std::vector<Value*>& j) {
@@ -336,10 +332,13 @@ class Emitter {
     }
   }
 
-  // A chunk's partial result of its sum number i, as accumulated (ParallelKernelArgs).
-  void store_partial(llvm::AllocaInst* acc, std::size_t i) {
-    b_.CreateStore(b_.CreateLoad(b_.getDoubleTy(), acc),
-                   b_.CreateInBoundsGEP(b_.getDoubleTy(), partials_, b_.getInt64(static_cast<int64_t>(i))));
+  // A chunk's partial results (ParallelKernelArgs), as accumulated: `count` doubles at
+  // acc (one accumulator, or an array of column sums) to partials[at, at + count).
+  void store_partial(llvm::AllocaInst* acc, int64_t at, int64_t count = 1) {
+    loop_nest({count}, [&](const std::vector<Value*>& j) {
+      Value* to = b_.CreateInBoundsGEP(b_.getDoubleTy(), partials_, b_.CreateAdd(j[0], b_.getInt64(at)));
+      b_.CreateStore(b_.CreateLoad(b_.getDoubleTy(), b_.CreateInBoundsGEP(b_.getDoubleTy(), acc, j[0])), to);
+    });
   }
   Value* range_begin_ = nullptr;  // a chunked kernel's: its outer loop's range, and where its partial sums go
   Value* range_end_ = nullptr;
@@ -349,6 +348,12 @@ class Emitter {
   // f32 sum of many terms followed by a cancellation can keep only a few good digits.
   // Reductions accumulate in double, from the operation's identity; products, maxima
   // and minima too (as the interpreter's kernels::reduce_to does).
+  llvm::AllocaInst* new_accumulator(kernels::ReduceOp op = kernels::ReduceOp::sum) {
+    llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    llvm::AllocaInst* acc = entry.CreateAlloca(b_.getDoubleTy());
+    b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), kernels::reduce_identity(op)), acc);
+    return acc;
+  }
   // An array of `count` zeros in double (column sums), accumulated in order as the
   // interpreter's sum_to does, so with its bits.
   llvm::AllocaInst* new_columns(int64_t count) {
@@ -362,12 +367,7 @@ class Emitter {
     });
     return acc;
   }
-  llvm::AllocaInst* new_accumulator(kernels::ReduceOp op = kernels::ReduceOp::sum) {
-    llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-    llvm::AllocaInst* acc = entry.CreateAlloca(b_.getDoubleTy());
-    b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), kernels::reduce_identity(op)), acc);
-    return acc;
-  }
+
   // (Sums and products may be reassociated unless `in_order`.)
   void accumulate(Value* acc, Value* x, kernels::ReduceOp op = kernels::ReduceOp::sum, bool in_order = false) {
     if (!x->getType()->isDoubleTy()) x = b_.CreateFPExt(x, b_.getDoubleTy());

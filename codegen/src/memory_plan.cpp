@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "loops.hpp"
+#include "reel/blas.hpp"
 
 namespace reel::codegen {
 
@@ -84,7 +85,7 @@ StepCost step_cost(const Tape& t, const Step& step, int64_t chunk_elements) {
     const Shape& a = t.type(m->a).shape;  // the summed dimension: a's last (its rows' if transposed)
     const int64_t k = a.size() >= 2 && m->trans_a ? a[a.size() - 2] : a.empty() ? 1 : a.back();
     const double macs = static_cast<double>(numel(t.type(m->out).shape)) * static_cast<double>(k);
-    return {true, macs >= 131072.0 && macs < 524288.0};  // (CBLAS calls from 2^19 are cut into blocks)
+    return {true, macs >= blas::kBlockMacs / 2 && macs < 2 * blas::kBlockMacs};  // (larger ones are cut into blocks)
   }
   return {};
 }

@@ -19,7 +19,7 @@ CBLAS_TRANSPOSE trans(int32_t t) { return t ? CblasTrans : CblasNoTrans; }
 
 // A product of at least 2 * kBlockMacs multiply-adds is cut into up to kMaxBlocks
 // blocks of at least kBlockMacs each (whole multiples of kGranule rows or columns).
-constexpr double kBlockMacs = 1 << 18;
+using reel::blas::kBlockMacs;
 constexpr int64_t kMaxBlocks = 16, kGranule = 16;
 
 // The block size along a dimension of `extent` for a product of `macs` multiply-adds:

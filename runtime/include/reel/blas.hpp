@@ -18,6 +18,11 @@ void reel_rt_gemv_f32(int32_t trans_a, int64_t rows, int64_t cols, const float* 
 }
 
 namespace reel::blas {
+// A product (gemm, gemv) of at least 2 * kBlockMacs multiply-adds is cut into blocks of
+// at least kBlockMacs each, run on Reel's thread pool (runtime/src/blas.cpp); a smaller
+// one is one CBLAS call on one thread.
+constexpr double kBlockMacs = 1 << 18;
+
 // C = op(A) op(B) + beta C (row-major), for double and float; for C++ kernels.
 template <class T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
