@@ -137,6 +137,8 @@ std::vector<Sample> samples() {
       one_call("sum_to", {normal({2, 3})}, {{"shape", S{}}}, "sum_to 0-d"),
       one_call("slice", {normal({4, 5})}, {{"axis", i64(1)}, {"start", i64(1)}, {"stop", i64(5)}, {"step", i64(2)}}),
       one_call("unslice", {normal({4, 2})}, {{"axis", i64(1)}, {"start", i64(1)}, {"step", i64(2)}, {"size", i64(5)}}),
+      one_call("place", {normal({4, 2}), normal({4, 1})},
+               {{"axis", i64(1)}, {"starts", S{1, 2}}, {"step", i64(2)}, {"size", i64(5)}}),
       one_call("permute", {normal({2, 3, 4})}, {{"perm", S{2, 0, 1}}}),
       one_call("concat", {normal({2, 3}), normal({2, 1}), normal({2, 2})}, {{"axis", i64(1)}}),
       one_call("gather", {normal({5, 3}), indices({2, 2}, 5)}),

@@ -173,3 +173,116 @@ TEST_CASE("REEL_PRINT_AFTER_ALL: 1 is on; unset, empty and 0 are off; other valu
     CHECK(warning == fmt::format("REEL_PRINT_AFTER_ALL=\"{}\" is not 0 or 1; the tape is not printed after passes", bad));
   }
 }
+
+// How many calls of `name` a tape makes.
+static int calls_of(const Tape& t, const std::string& name) {
+  int n = 0;
+  for (Var v = 1; v <= t.size(); ++v)
+    if (t.op(v).kind == OpKind::call && t.op(v).prim->name == name) ++n;
+  return n;
+}
+
+TEST_CASE("the gradients of slices of one tensor are placed in one step, not added as zeros per slice") {
+  const test::NoReroll unrolled;  // (the unrolled trace is what this is about)
+  // Each row of q read on its own (gmm's Q_k from q_k): the reverse pass gets one unslice
+  // per row, which become one `place` (here every row: then the gradient itself).
+  const Tensor q = randn({6, 3}, 1), w = randn({3}, 2);
+  auto rows = [&](const std::vector<Tensor>& a) {
+    Tensor s = sum(exp(index(a[0], 0)) * w);
+    for (int64_t j = 1; j < 6; ++j) s = s + sum(exp(index(a[0], j)) * w * static_cast<double>(j));
+    return s;
+  };
+  const Tape g = grad_tape(test::trace_list(rows, {q}));
+  CHECK(calls_of(g, "unslice") == 0);
+  CHECK(calls_of(g, "add") <= 5);  // (the forward sum's; no [6,3] additions)
+  test::check_gradient(rows, {q}, "rows of q");
+  // Rows 0 and 2 (by a step of 2), 1 and 4: disjoint, so still one placement (zeros where none goes).
+  auto some = [&](const std::vector<Tensor>& a) {
+    return sum(square(slice(a[0], 0, 0, 3, 2))) + sum(sin(slice(a[0], 0, 1, 2))) + sum(slice(a[0], 4, 5) * 3.0);
+  };
+  const Tape h = grad_tape(test::trace_list(some, {q}));
+  CHECK(calls_of(h, "place") == 1);
+  CHECK(calls_of(h, "unslice") == 0);
+  test::check_gradient(some, {q}, "rows 0, 1, 4 of q");
+  // Overlapping slices are not placed together: their gradients add.
+  auto overlap = [&](const std::vector<Tensor>& a) {
+    return sum(square(slice(a[0], 0, 3))) + sum(sin(slice(a[0], 2, 5)));
+  };
+  const Tape o = grad_tape(test::trace_list(overlap, {q}));
+  CHECK(calls_of(o, "place") == 0);
+  CHECK(calls_of(o, "unslice") == 2);
+  test::check_gradient(overlap, {q}, "overlapping rows of q");
+}
+
+TEST_CASE("simplify: a stack of a tensor's slices is the tensor, a reshape of a reshape one reshape, a sum of -x -sum(x)") {
+  const Tape t = parse_tape(
+      "inp %1::f64[3,2]\n"
+      "%2 = slice(%1, axis=0, start=0, stop=1, step=1)::f64[1,2]\n"
+      "%3 = slice(%1, axis=0, start=1, stop=3, step=1)::f64[2,2]\n"
+      "%4 = reshape(%2, shape=[2])::f64[2]\n"
+      "%5 = reshape(%4, shape=[1,2])::f64[1,2]\n"
+      "%6 = concat(%5, %3, axis=0)::f64[3,2]\n"
+      "%7 = unslice(%6, axis=1, start=0, step=1, size=2)::f64[3,2]\n"
+      "%8 = reshape(%7, shape=[6])::f64[6]\n"
+      "%9 = reshape(%8, shape=[2,3])::f64[2,3]\n"
+      "%10 = neg(%9)::f64[2,3]\n"
+      "%11 = sum(%10, axes=[0])::f64[3]\n"
+      "out %7, %9, %11");
+  const Tape s = dce(simplify(t));
+  CHECK(to_string(s) ==
+        "inp %1::f64[3,2]\n"
+        "%2 = reshape(%1, shape=[2,3])::f64[2,3]\n"
+        "%3 = sum(%2, axes=[0])::f64[3]\n"
+        "%4 = neg(%3)::f64[3]\n"
+        "out %1, %2, %4");
+  const Tensor x = randn({3, 2}, 3);
+  const auto a = play(t, {x}), b = test::run_checked(s, {x});
+  for (std::size_t i = 0; i < a.size(); ++i) test::check_same_bits(a[i], b[i], "output " + std::to_string(i));
+  // Slices put back elsewhere, or not covering the tensor, stay.
+  const Tape moved = parse_tape(
+      "inp %1::f64[2,2]\n"
+      "%2 = slice(%1, axis=0, start=0, stop=1, step=1)::f64[1,2]\n"
+      "%3 = slice(%1, axis=0, start=1, stop=2, step=1)::f64[1,2]\n"
+      "%4 = concat(%3, %2, axis=0)::f64[2,2]\n"
+      "%5 = unslice(%2, axis=0, start=0, step=1, size=2)::f64[2,2]\n"
+      "out %4, %5");
+  CHECK(to_string(dce(simplify(moved))) == to_string(moved));
+}
+
+TEST_CASE("place: several slices' gradients in one step; checked arguments, gradients, compiled") {
+  const Tensor a = randn({2, 2, 3}, 4), c = randn({2, 1, 3}, 5);
+  const Attrs attrs{{"axis", int64_t{1}}, {"starts", Shape{0, 3}}, {"step", int64_t{2}}, {"size", int64_t{5}}};
+  const Tensor y = apply(primitive("place"), std::vector<Tensor>{a, c}, attrs);
+  REQUIRE(y.shape() == Shape{2, 5, 3});
+  const auto ya = y.values(), av = a.values(), cv = c.values();
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t k = 0; k < 3; ++k) {
+      CHECK(ya[static_cast<std::size_t>((i * 5 + 0) * 3 + k)] == av[static_cast<std::size_t>((i * 2 + 0) * 3 + k)]);
+      CHECK(ya[static_cast<std::size_t>((i * 5 + 2) * 3 + k)] == av[static_cast<std::size_t>((i * 2 + 1) * 3 + k)]);
+      CHECK(ya[static_cast<std::size_t>((i * 5 + 3) * 3 + k)] == cv[static_cast<std::size_t>(i * 3 + k)]);
+      for (int64_t r : {1, 4}) CHECK(ya[static_cast<std::size_t>((i * 5 + r) * 3 + k)] == 0.0);
+    }
+  // Reverse and forward mode, interpreted and compiled.
+  const Tensor w = randn({2, 5, 3}, 6);
+  test::check_gradient([&](const std::vector<Tensor>& v) { return sum(apply(primitive("place"), std::vector<Tensor>{v[0], v[1]}, attrs) * w); },
+                       {a, c}, "place");
+  const Tape f = parse_tape(
+      "inp %1::f64[2,2,3]\ninp %2::f64[2,1,3]\n"
+      "%3 = place(%1, %2, axis=1, starts=[0,3], step=2, size=5)::f64[2,5,3]\n%4 = sin(%3)::f64[2,5,3]\nout %4");
+  test::run_checked(f, {a, c});
+  const Tape jf = jvp_tape(f);
+  test::run_checked(jf, {a, c, randn({2, 2, 3}, 7), randn({2, 1, 3}, 8)});
+  // Bad arguments: each a reel::Error naming place.
+  auto call = [](std::vector<Tensor> args, Shape starts, int64_t step = 1, int64_t size = 4) {
+    return apply(primitive("place"), args, {{"axis", int64_t{0}}, {"starts", starts}, {"step", step}, {"size", size}});
+  };
+  CHECK_ERROR(call({zeros({2}), zeros({2})}, {0, 1}), "place", "argument 2 goes to position 1", "earlier argument");
+  CHECK_ERROR(call({zeros({2})}, {0, 1}), "place", "expected 1 starts", "got 2");
+  CHECK_ERROR(call({zeros({2})}, {3}), "place", "do not fit in 4");
+  CHECK_ERROR(call({zeros({2})}, {-1}), "place", "do not fit in 4");
+  CHECK_ERROR(call({zeros({2})}, {0}, 0), "place", "step >= 1", "got 0");
+  CHECK_ERROR(call({zeros({2, 2}), zeros({2, 3})}, {0, 2}), "place", "argument 2 is f64[2,3]");
+  CHECK_ERROR(call({zeros({3}), zeros({3})}, {0, 1}, 1, 5), "place", "positions along axis 0 exceed its 5");
+  CHECK_ERROR(parse_tape("inp %1::f64[2]\n%2 = place(%1, axis=0, starts=[0], step=1, size=-1)::f64[0]\nout %2"), "place",
+              "size >= 0");
+}

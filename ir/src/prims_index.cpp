@@ -204,6 +204,8 @@ Primitive slice_p() {
   };
 }
 
+std::vector<Var> combine_placements(TapeBuilder& b, std::vector<Var> terms);
+
 // unslice(y, axis, start, step, size): zeros of y's shape with `size` along axis,
 // holding y at start, start + step, ...: slice's transpose (its adjoint).
 Strided unslice_geometry(const VarType& y, const Attrs& a) {
@@ -257,6 +259,187 @@ Primitive unslice_p() {
         m.strides[ax] *= g.step;
         return std::vector<StridedMap>{m};
       },
+      .combine_terms = combine_placements,
+  };
+}
+
+// place(y1, ..., ym, axis, starts, step, size): zeros of the arguments' shape with `size`
+// along axis, holding argument i at starts[i], starts[i] + step, ... No position twice:
+// the sum of several slices' gradients (unslices) in one step, which the reverse pass
+// builds from them (Primitive::combine_terms).
+struct Placed {
+  int64_t axis, step, size;
+  std::vector<Strided> parts;  // one per argument
+  Shape shape;                 // the result's
+};
+
+Placed place_geometry(std::span<const VarType> in, const Attrs& a) {
+  if (in.empty()) throw Error("place: expected at least one argument, got none");
+  Placed p{checked_axis("place", a.integer("axis"), in[0].shape.size(), in[0]), a.integer("step"), a.integer("size"),
+           {}, in[0].shape};
+  const Shape& starts = a.ints("starts");
+  if (starts.size() != in.size())
+    throw Error(fmt::format("place: expected {} starts (one per argument), got {}", in.size(), starts.size()));
+  if (p.step < 1) throw Error(fmt::format("place: expected a step >= 1, got {}", p.step));
+  if (p.size < 0) throw Error(fmt::format("place: expected a size >= 0, got {}", p.size));
+  const auto ax = static_cast<std::size_t>(p.axis);
+  p.shape[ax] = p.size;
+  (void)numel(p.shape, "place");  // throws if the element count overflows
+  int64_t total = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    Shape expected = in[i].shape;
+    if (expected.size() == p.shape.size()) expected[ax] = p.size;
+    if (in[i].dtype != in[0].dtype || expected != p.shape)
+      throw Error(fmt::format("place: argument {} is {}, expected {} with any length along axis {}", i + 1,
+                              type_str(in[i]), type_str(VarType{in[0].dtype, in[0].shape}), p.axis));
+    const int64_t m = in[i].shape[ax], start = starts[i];
+    const bool fits = m == 0 ? start >= 0 && start <= p.size
+                             : start >= 0 && start < p.size && (m - 1) <= (p.size - 1 - start) / p.step;
+    if (!fits)
+      throw Error(fmt::format("place: argument {}'s {} elements from {} by {} do not fit in {} along axis {}", i + 1, m,
+                              start, p.step, p.size, p.axis));
+    total += m;  // (each m fits in size, so no overflow)
+    if (total > p.size) throw Error(fmt::format("place: the arguments' {} positions along axis {} exceed its {}", total, p.axis, p.size));
+    p.parts.push_back({p.axis, start, p.step, m});
+  }
+  std::vector<bool> taken(static_cast<std::size_t>(p.size), false);
+  for (std::size_t i = 0; i < p.parts.size(); ++i)
+    for (int64_t j = 0; j < p.parts[i].count; ++j) {
+      auto at = static_cast<std::size_t>(p.parts[i].start + j * p.step);
+      if (taken[at])
+        throw Error(fmt::format("place: argument {} goes to position {} along axis {}, which an earlier argument takes",
+                                i + 1, at, p.axis));
+      taken[at] = true;
+    }
+  return p;
+}
+
+// The unslice or place calls among `terms` that can be one place: the same type, axis and
+// step, disjoint positions; a group of two or more becomes one place call.
+std::vector<Var> combine_placements(TapeBuilder& b, std::vector<Var> terms) {
+  struct Group {
+    VarType type;
+    int64_t axis, step;
+    std::vector<Var> args;
+    Shape starts;
+    std::vector<bool> taken;
+    std::size_t first, calls = 0;
+  };
+  std::vector<Group> groups;
+  std::vector<Var> rest;
+  for (std::size_t t = 0; t < terms.size(); ++t) {
+    const Op& op = b.tape().op(terms[t]);
+    const bool placed = op.kind == OpKind::call && (op.prim->name == "unslice" || op.prim->name == "place");
+    if (!placed) {
+      rest.push_back(terms[t]);
+      continue;
+    }
+    const bool one = op.prim->name == "unslice";
+    const int64_t axis = op.attrs.integer("axis");
+    std::vector<Var> args = op.args;
+    Shape starts = one ? Shape{op.attrs.integer("start")} : op.attrs.ints("starts");
+    // The step matters only for arguments of more than one element along the axis (0: any).
+    bool stepped = false;
+    for (Var x : args) stepped = stepped || b.type(x).shape[static_cast<std::size_t>(axis)] > 1;
+    const int64_t step = stepped ? op.attrs.integer("step") : 0;
+    auto fits = [&](Group& g) {
+      if (g.type != op.type || g.axis != axis || (g.step != 0 && step != 0 && g.step != step)) return false;
+      for (std::size_t i = 0; i < args.size(); ++i)
+        for (int64_t j = 0; j < b.type(args[i]).shape[static_cast<std::size_t>(axis)]; ++j)
+          if (g.taken[static_cast<std::size_t>(starts[i] + j * step)]) return false;
+      return true;
+    };
+    auto it = std::find_if(groups.begin(), groups.end(), fits);
+    if (it == groups.end()) {
+      groups.push_back({op.type, axis, step, {}, {}, std::vector<bool>(static_cast<std::size_t>(op.type.shape[static_cast<std::size_t>(axis)]), false), t});
+      it = groups.end() - 1;
+    }
+    if (step != 0) it->step = step;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      for (int64_t j = 0; j < b.type(args[i]).shape[static_cast<std::size_t>(axis)]; ++j)
+        it->taken[static_cast<std::size_t>(starts[i] + j * step)] = true;
+      it->args.push_back(args[i]);
+      it->starts.push_back(starts[i]);
+    }
+    it->calls++;
+    if (it->calls == 1) it->first = terms[t];
+  }
+  for (Group& g : groups) {
+    if (g.calls == 1) rest.push_back(static_cast<Var>(g.first));
+    else
+      rest.push_back(b.call("place", std::move(g.args),
+                            {{"axis", g.axis}, {"starts", g.starts}, {"step", std::max<int64_t>(g.step, 1)},
+                             {"size", g.type.shape[static_cast<std::size_t>(g.axis)]}}));
+  }
+  return rest;
+}
+
+Primitive place_p() {
+  return {
+      .name = "place",
+      .arity = kVariadic,
+      .attrs = {{"axis", AttrKind::axis}, {"starts", AttrKind::ints}, {"step", AttrKind::integer},
+                {"size", AttrKind::integer}},
+      .infer = [](std::span<const VarType> in, const Attrs& a) { return VarType{in[0].dtype, place_geometry(in, a).shape}; },
+      .eager = [](std::span<const Tensor> in, const Attrs& a) {
+        std::vector<VarType> types;
+        for (const Tensor& x : in) types.push_back({x.dtype(), x.shape()});
+        const Placed p = place_geometry(types, a);
+        const auto ax = static_cast<std::size_t>(p.axis);
+        const int64_t outer = product(p.shape, 0, ax), inner = product(p.shape, ax + 1, p.shape.size());
+        Tensor out(in[0].dtype(), p.shape);
+        if (out.nbytes() > 0) std::memset(out.mutable_raw(), 0, out.nbytes());
+        by_dtype(out.dtype(), [&](auto t) {
+          using T = decltype(t);
+          T* o = out.mutable_data<T>();
+          for (std::size_t k = 0; k < in.size(); ++k) {
+            const Strided& g = p.parts[k];
+            const T* y = in[k].data<T>();
+            for (int64_t i = 0; i < outer; ++i)
+              for (int64_t j = 0; j < g.count; ++j)
+                std::copy_n(y + (i * g.count + j) * inner, inner, o + (i * p.size + g.start + j * g.step) * inner);
+          }
+        });
+        return out;
+      },
+      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+        std::vector<VarType> types;
+        for (Var x : a.args) types.push_back(b.type(x));
+        const Placed p = place_geometry(types, a.attrs);
+        std::vector<Var> d(a.args.size(), kNoVar);
+        for (std::size_t i = 0; i < d.size(); ++i) {
+          if (!a.needs[i]) continue;
+          d[i] = p.parts[i].count == 0 ? zeros_of(b, types[i]) : b.call("slice", {a.dout}, slice_attrs(p.parts[i]));
+        }
+        return d;
+      },
+      .any_dtype = true,
+      .tangent = [](TapeBuilder& b, const TangentArgs& a) {
+        std::vector<Var> parts;
+        for (std::size_t i = 0; i < a.args.size(); ++i)
+          parts.push_back(a.tangents[i] != kNoVar ? a.tangents[i] : zeros_of(b, b.type(a.args[i])));
+        return b.call("place", parts, a.attrs);
+      },
+      .structure = Structure::opaque,
+      .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
+        std::vector<Var> parts;
+        for (std::size_t i = 0; i < a.args.size(); ++i) parts.push_back(batched_arg(b, a, i));
+        return b.call("place", parts, with_attr(a.attrs, "axis", axis_behind_batch(a.attrs, "axis", a.types[0].shape.size())));
+      },
+      // Compiled: zeros, then each argument at its start along the axis (as unslice).
+      .strided_place = [](std::span<const VarType> in, const Attrs& a) {
+        const Placed p = place_geometry(in, a);
+        const std::vector<int64_t> os = contiguous_strides(p.shape);
+        const auto ax = static_cast<std::size_t>(p.axis);
+        std::vector<StridedMap> maps;
+        for (const Strided& g : p.parts) {
+          StridedMap m{g.start * os[ax], os};
+          m.strides[ax] *= g.step;
+          maps.push_back(std::move(m));
+        }
+        return maps;
+      },
+      .combine_terms = combine_placements,
   };
 }
 
@@ -566,7 +749,7 @@ Primitive index_update_p() {
 }  // namespace
 
 void add_indexing(std::vector<Primitive>& t) {
-  t.insert(t.end(), {slice_p(), unslice_p(), permute_p(), concat_p(), gather_p(), scatter_add_p(), index_update_p()});
+  t.insert(t.end(), {slice_p(), unslice_p(), place_p(), permute_p(), concat_p(), gather_p(), scatter_add_p(), index_update_p()});
 }
 
 }  // namespace reel::prims

@@ -54,7 +54,7 @@ V polygamma(E& e, V x, int order) {
 // One line per primitive: its math, then f'(x) * d from x, y = f(x) and d.
 Primitive neg_p() {
   return unary("neg", [](auto& e, auto x) { return e.neg(x); },
-               [](TapeBuilder& b, Var, Var, Var d) { return b.neg(d); }, {.involution = true});
+               [](TapeBuilder& b, Var, Var, Var d) { return b.neg(d); }, {.linear = true, .involution = true});
 }
 Primitive exp_p() {
   return unary("exp", [](auto& e, auto x) { return e.exp(x); }, [](TapeBuilder& b, Var, Var y, Var d) { return b.mul(d, y); });

@@ -70,13 +70,54 @@ Tape reverse(const char* op, const Tape& f, std::span<const Seed> seeds, std::sp
     }
     map[v] = b.copy(o, std::move(args));
   }
-  std::vector<Var> adj(n + 1, kNoVar);
+  // A variable used more than once sums its adjoints, added as they come (so that each
+  // term's memory can be reused at once: a weight read by each of 1000 steps), except the
+  // terms that a primitive's rule may combine (Primitive::combine_terms: slices'
+  // gradients), kept until the sum is read. terms[v]: the running sum first, then those.
+  std::vector<std::vector<Var>> terms(n + 1);
+  auto add_term = [&](Var v, Var d) {
+    std::vector<Var>& t = terms[v];
+    const Op& op = b.tape().op(d);
+    if (op.kind == OpKind::call && op.prim->combine_terms) {
+      if (t.empty()) t.push_back(kNoVar);  // (no running sum yet)
+      t.push_back(d);
+    } else if (t.empty()) {
+      t.push_back(d);
+    } else {
+      t[0] = t[0] == kNoVar ? d : b.add(t[0], d);
+    }
+  };
+  auto adjoint_of = [&](Var v) {
+    std::vector<Var>& t = terms[v];
+    if (!t.empty() && t[0] == kNoVar) t.erase(t.begin());
+    if (t.size() > 1) {
+      // Each primitive's rule once, the terms scanned again after each (it reorders them).
+      std::vector<const Primitive*> tried;
+      for (bool again = true; again;) {
+        again = false;
+        for (Var x : t) {
+          const Op& op = b.tape().op(x);
+          if (op.kind != OpKind::call || !op.prim->combine_terms ||
+              std::find(tried.begin(), tried.end(), op.prim) != tried.end())
+            continue;
+          tried.push_back(op.prim);
+          t = op.prim->combine_terms(b, std::move(t));
+          again = true;
+          break;
+        }
+      }
+    }
+    Var sum = kNoVar;
+    for (Var x : t) sum = sum == kNoVar ? x : b.add(sum, x);
+    t.assign(sum == kNoVar ? 0 : 1, sum);
+    return sum;
+  };
   for (std::size_t i = 0; i < f.outputs.size(); ++i) {
     const Var y = f.outputs[i];
     if (seeds[i] == Seed::none) continue;
     const Var s = seeds[i] == Seed::input ? b.input(f.type(y)) : b.scalar(1.0, f.type(y).dtype);
     if (!active[y]) continue;  // (its seed is still an input: the signature does not depend on the tape)
-    adj[y] = adj[y] == kNoVar ? s : b.add(adj[y], s);
+    add_term(y, s);
   }
 
   for (Var v = n; v >= 1; --v) {
@@ -88,8 +129,8 @@ Tape reverse(const char* op, const Tape& f, std::span<const Seed> seeds, std::sp
     bool any = false;
     for (int i = 0; i < k; ++i) {
       outs.push_back(map[v + i]);
-      douts.push_back(adj[v + i]);
-      any = any || adj[v + i] != kNoVar;
+      douts.push_back(adjoint_of(v + i));
+      any = any || douts.back() != kNoVar;
     }
     if (!any) continue;
     std::vector<Var> args;
@@ -100,7 +141,7 @@ Tape reverse(const char* op, const Tape& f, std::span<const Seed> seeds, std::sp
     }
     if (!o.prim->adjoint)
       throw Error(fmt::format("{}: primitive '{}' has no reverse-mode (adjoint) rule", op, o.prim->name));
-    AdjointArgs a{args, map[v], adj[v], o.attrs, std::span<const bool>(needs.get(), o.args.size()), outs, douts};
+    AdjointArgs a{args, map[v], douts[0], o.attrs, std::span<const bool>(needs.get(), o.args.size()), outs, douts};
     a.transforms = &detail::pass_transforms();
     a.residuals = halves[v].residuals;
     a.state = halves[v].state;
@@ -113,8 +154,7 @@ Tape reverse(const char* op, const Tape& f, std::span<const Seed> seeds, std::sp
       if (b.type(d[i]) != f.type(o.args[i]))
         throw Error(fmt::format("{}: the adjoint rule of '{}' returned {} for argument {}, expected {}", op,
                                 o.prim->name, type_str(b.type(d[i])), i + 1, type_str(f.type(o.args[i]))));
-      Var& acc = adj[o.args[i]];
-      acc = acc == kNoVar ? d[i] : b.add(acc, d[i]);  // a variable used twice sums its adjoints
+      add_term(o.args[i], d[i]);
     }
   }
 
@@ -122,7 +162,7 @@ Tape reverse(const char* op, const Tape& f, std::span<const Seed> seeds, std::sp
   for (Var o : f.outputs) outputs.push_back(map[o]);
   const std::vector<Var> inputs = f.inputs();
   for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (wanted[i]) outputs.push_back(b.or_zeros(adj[inputs[i]], f.type(inputs[i])));
+    if (wanted[i]) outputs.push_back(b.or_zeros(adjoint_of(inputs[i]), f.type(inputs[i])));
   b.set_outputs(std::move(outputs));
   return b.finish();
 }

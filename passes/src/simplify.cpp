@@ -1,7 +1,9 @@
 // Algebraic simplification of the identities the reverse pass produces most: a seed of
-// ones multiplied in (x * 1 -> x), double negation. Only exact IEEE identities (x + 0
-// is not one: -0 + 0 is +0), and only where the kept operand already has the result's
-// type, so no broadcast is lost.
+// ones multiplied in (x * 1 -> x), double negation, a reshape of a reshape, slices put
+// back where they came from (a stack of a tensor's slices is the tensor; so is the
+// gradient of those slices), a sum of negations (the negation of the sum). Only exact IEEE identities (x + 0 is not one: -0 + 0 is
+// +0), and only where the kept operand already has the result's type, so no broadcast
+// is lost.
 #include <cmath>
 
 #include "reel/passes.hpp"
@@ -22,11 +24,69 @@ bool is_filled_with(const Tape& t, Var v, double value) {
   return true;
 }
 
+std::vector<int64_t> contiguous_strides(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+bool same_map(const StridedMap& x, const StridedMap& y, const Shape& shape) {
+  if (x.offset != y.offset || x.strides.size() != shape.size() || y.strides.size() != shape.size()) return false;
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] > 1 && x.strides[d] != y.strides[d]) return false;  // (a stride of a length-1 axis is never used)
+  return true;
+}
+
+// A strided placement (concat, unslice, place) that puts back, where they came from, the
+// strided reads (slices) of one tensor that together cover it, is that tensor: the
+// gradient of a stack of slices, or a slice's gradient covering the whole axis.
+Var placed_back(const Tape& t, const Op& op, const std::vector<Var>& a) {
+  if (!op.prim->strided_place || a.empty()) return kNoVar;
+  std::vector<VarType> types;
+  int64_t placed = 0;
+  for (Var x : a) {
+    types.push_back(t.type(x));
+    placed += numel(types.back().shape);
+  }
+  if (placed != numel(op.type.shape)) return kNoVar;  // (placements put no element twice: this covers all)
+  const std::vector<StridedMap> places = op.prim->strided_place(types, op.attrs);
+  const std::vector<int64_t> whole = contiguous_strides(op.type.shape);
+  if (a.size() == 1 && types[0] == op.type && same_map(places[0], {0, whole}, op.type.shape)) return a[0];
+  Var source = kNoVar;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const Op& read = t.op(a[i]);
+    if (read.kind != OpKind::call || !read.prim->strided_read || read.args.size() != 1) return kNoVar;
+    if (source == kNoVar) source = read.args[0];
+    if (read.args[0] != source || t.type(source) != op.type) return kNoVar;
+    if (!same_map(read.prim->strided_read(t.type(source), read.attrs), places[i], types[i].shape)) return kNoVar;
+  }
+  return source;
+}
+
 // The simpler variable equal to `op` (with arguments `a` in the new tape), or kNoVar.
-// Reads the primitives' properties (identity elements, involution), not their names.
-Var simpler(const Tape& t, const Op& op, const std::vector<Var>& a) {
+// Reads the primitives' properties (identity elements, involution, views, strided
+// reads and placements), not their names.
+Var simpler(TapeBuilder& b, const Op& op, const std::vector<Var>& a) {
   if (op.kind != OpKind::call || op.results != 1) return kNoVar;
+  const Tape& t = b.tape();
   const Primitive& p = *op.prim;
+  if (p.structure == Structure::view && a.size() == 1) {  // a view of a view is one view; of itself, nothing
+    const Op& inner = t.op(a[0]);
+    const Var source = inner.kind == OpKind::call && inner.prim->structure == Structure::view ? inner.args[0] : a[0];
+    if (t.type(source) == op.type) return source;
+    return source != a[0] ? b.copy(op, {source}) : kNoVar;
+  }
+  if (const Var x = placed_back(t, op, a); x != kNoVar) return x;
+  // A sum (or mean) of a linear elementwise involution of x, which can only be x or -x
+  // element by element, is that operation of the sum: exact, and on the smaller value.
+  if (p.structure == Structure::reduction && p.reduce_op == kernels::ReduceOp::sum && !p.reduce_index &&
+      a.size() == 1) {
+    const Op& inner = t.op(a[0]);
+    if (inner.kind == OpKind::call && inner.results == 1 && inner.args.size() == 1 &&
+        inner.prim->structure == Structure::elementwise && inner.prim->linear && inner.prim->involution &&
+        t.type(inner.args[0]) == inner.type)
+      return b.call(*inner.prim, {b.copy(op, {inner.args[0]})}, inner.attrs);
+  }
   auto same_type = [&](Var v) { return t.type(v) == op.type; };
   if (a.size() == 2) {
     if (p.left_identity && is_filled_with(t, a[0], *p.left_identity) && same_type(a[1])) return a[1];
@@ -42,7 +102,7 @@ Var simpler(const Tape& t, const Op& op, const std::vector<Var>& a) {
 
 Tape simplify(const Tape& tape) {
   return passes::rewrite("simplify", tape, [](TapeBuilder& b, Var, const Op& op, std::vector<Var> args) {
-    const Var s = simpler(b.tape(), op, args);
+    const Var s = simpler(b, op, args);
     return s != kNoVar ? s : b.copy(op, std::move(args));
   });
 }

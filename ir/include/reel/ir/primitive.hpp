@@ -311,6 +311,12 @@ struct Primitive {
   // Pooling (optional; read by code generation, for f32 and f64): compiled code runs the
   // windows in a generated loop instead of calling the eager function.
   std::function<PoolWindow(std::span<const VarType> args, const Attrs&)> pool{};
+  // Sums (optional; read by the reverse pass, where a variable's adjoint is the sum of the
+  // terms its readers' rules gave): given every term, some of them calls of this
+  // primitive, the terms to add instead, with the same sum (unslice and place: the
+  // gradients of disjoint slices of one tensor become one `place`, not zeros and an add
+  // per slice).
+  std::function<std::vector<Var>(TapeBuilder&, std::vector<Var> terms)> combine_terms{};
 
   bool is_index_arg(std::size_t i) const {
     for (int a : index_args)
