@@ -477,3 +477,64 @@ TEST_CASE("a user's eager function inside a compiled revolve keeps copies, not w
   CHECK_MESSAGE(changed == 0, changed, " of ", kept.size(), " kept tensors changed after another call");
   kept_by_user_primitive().clear();
 }
+
+TEST_CASE("short rows (an innermost length up to 16) agree with the interpreter in loops and reductions") {
+  // Such rows are unrolled and the loop around them kept scalar (emit.cpp): the same
+  // values as before, element by element.
+  for (int64_t d : {1, 2, 3, 7, 10, 16, 17}) {
+    const Tensor x = randn({37, d}, 1), mu = randn({9, d}, 2);
+    const Tape t = trace(
+        [](const Tensor& a, const Tensor& m) {
+          const Tensor c = expand_dims(a, 0) - expand_dims(m, 1);  // [9, 37, d]
+          return std::vector<Tensor>{c * 2.0, sum(square(c), 2), max(c, std::vector<int64_t>{2}), argmax(c, 2)};
+        },
+        x, mu);
+    const std::vector<Tensor> want = play(t, {x, mu}), got = compile(t)({x, mu});
+    REQUIRE(want.size() == got.size());
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      if (k == 1) {
+        const test::Tolerance tol = test::compiled_tolerance(DType::f64);
+        test::check_close(got[k], want[k], tol.rtol, tol.atol, fmt::format("d = {}: sum of squares", d));
+      } else {
+        test::check_same_bits(got[k], want[k], fmt::format("d = {}: output {}", d, k));
+      }
+    }
+  }
+}
+
+TEST_CASE("a product with a small transposed right factor agrees with the interpreter and the definition") {
+  // A [m, k] times B^T for a small B [n, k] is computed as A times a transposed copy of B
+  // (blas.cpp); here batched, as gmm's Q (x - mu).
+  const Tensor a = randn({3, 50, 6}, 3), q = randn({3, 5, 6}, 4);
+  const Tape t = trace([](const Tensor& x, const Tensor& w) { return matmul(x, transpose(w)); }, a, q);
+  const Tensor got = compile(t)({a, q})[0], eager = play(t, {a, q})[0];
+  const auto av = a.values(), qv = q.values(), gv = got.values(), ev = eager.values();
+  for (int64_t b = 0; b < 3; ++b)
+    for (int64_t i = 0; i < 50; ++i)
+      for (int64_t j = 0; j < 5; ++j) {
+        double s = 0;
+        for (int64_t l = 0; l < 6; ++l)
+          s += av[static_cast<std::size_t>((b * 50 + i) * 6 + l)] * qv[static_cast<std::size_t>((b * 5 + j) * 6 + l)];
+        const auto at = static_cast<std::size_t>((b * 50 + i) * 5 + j);
+        CHECK(gv[at] == doctest::Approx(s).epsilon(1e-12));
+        CHECK(ev[at] == doctest::Approx(s).epsilon(1e-12));
+      }
+}
+
+TEST_CASE("profile times each step of a compiled function") {
+  const Tensor x = randn({64, 32}, 5), w = randn({32, 16}, 6);
+  const Tape g = grad_tape(trace([](const Tensor& a, const Tensor& b) { return sum(tanh(matmul(a, b))); }, x, w));
+  const CompiledFunction f = compile(g);
+  const std::string p = f.profile({x, w}, 3);
+  CAPTURE(p);
+  CHECK(p.find(fmt::format("{} steps,", f.num_steps())) == 0);
+  CHECK(p.find("us per call (mean of 3 runs") != std::string::npos);
+  CHECK(p.find("gemm f64") != std::string::npos);
+  int rows = 0;
+  for (std::size_t at = p.find("\n  step "); at != std::string::npos; at = p.find("\n  step ", at + 1)) ++rows;
+  CHECK(rows == static_cast<int>(f.num_steps()));
+  CHECK_ERROR(f.profile({x, w}, 0), "profile", "at least 1 run", "got 0");
+  CHECK_ERROR(f.profile({x}), "compiled function", "expected 2");
+  // Profiling leaves the function as it was.
+  check_same(f({x, w}), play(g, {x, w}), "after profile");
+}

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -126,6 +127,50 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
 }
 
 void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor> outputs) const {
+  run_steps(args, outputs, false);
+}
+
+namespace {
+// The step times CompiledFunction::profile gathers (on its own thread only).
+thread_local std::vector<double>* step_seconds = nullptr;
+}  // namespace
+
+std::string CompiledFunction::profile(const std::vector<Tensor>& args, int runs) const {
+  const Impl& impl = checked();
+  if (runs < 1) throw Error(fmt::format("profile: expected at least 1 run, got {}", runs));
+  std::vector<const Tensor*> pointers;
+  for (const Tensor& a : args) pointers.push_back(&a);
+  std::vector<Tensor> outputs(num_outputs());
+  run_steps(pointers, outputs, false);  // (checks the arguments; warms caches and the pool)
+  std::vector<double> seconds;
+  step_seconds = &seconds;
+  try {
+    for (int r = 0; r < runs; ++r) {
+      for (Tensor& o : outputs) o = Tensor();
+      run_steps(pointers, outputs, true);
+    }
+  } catch (...) {
+    step_seconds = nullptr;
+    throw;
+  }
+  step_seconds = nullptr;
+  std::vector<std::string> keys;
+  for (const codegen::KernelSpec& k : impl.kernels) keys.push_back(k.key);
+  double total = 0;
+  for (double s : seconds) total += s;
+  std::vector<std::size_t> order(seconds.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return seconds[a] > seconds[b]; });
+  std::string text = fmt::format("{} steps, {:.1f} us per call (mean of {} runs, step by step)\n", seconds.size(),
+                                 total / runs * 1e6, runs);
+  for (std::size_t i : order)
+    text += fmt::format("  step {:>4}: {:>10.1f} us {:>5.1f}%  {}\n", i, seconds[i] / runs * 1e6,
+                        total > 0 ? 100 * seconds[i] / total : 0.0,
+                        codegen::describe_step(impl.program->steps[i], keys));
+  return text;
+}
+
+void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<Tensor> outputs, bool timed) const {
   const Impl& impl = checked();
   // The common case checked inline; on a mismatch, the shared check builds the message.
   bool ok = args.size() == impl.input_types.size();
@@ -180,11 +225,12 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
     result[k] = Tensor(impl.output_types[k].dtype, impl.output_types[k].shape);
     bases[codegen::kFirstInputBase + args.size() + k] = result[k].mutable_raw();
   }
-  if (impl.driver != nullptr) {
+  if (impl.driver != nullptr && !timed) {
     impl.driver(bases);
   } else {
     try {
-      program.run(bases);
+      if (timed) program.run_timed(bases, *step_seconds);
+      else program.run(bases);
     } catch (...) {  // an external step threw: leave no half-computed outputs behind
       for (std::size_t k = 0; k < outputs.size(); ++k) result[k] = Tensor();
       throw;

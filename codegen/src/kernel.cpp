@@ -10,6 +10,7 @@
 
 #include "loops.hpp"
 #include "memory_plan.hpp"
+#include "reel/blas.hpp"
 
 namespace reel::codegen {
 
@@ -444,7 +445,7 @@ class Scheduler {
     for (Var r : loop.reductions) {
       const Op& op = t_.op(r);
       KernelSpec::Sum sum{value.at(op.args[0]), param(r), op.prim->reduce_scale(t_.type(op.args[0]), op.attrs),
-                          op.type.dtype};
+                          op.type.dtype, {}, 1};
       const Shape target = op.prim->reduce_target(t_.type(op.args[0]), op.attrs);
       if (numel(target) > 1) {  // column sums: the result's element at the kept dimensions
         sum.strides = broadcast_strides(target, loop.shape);
@@ -726,11 +727,12 @@ class Scheduler {
     g.stride_a = strides[0], g.stride_b = strides[1], g.stride_c = strides[2];
     int64_t count = 1;
     for (int64_t b : g.batch) count *= b;
-    // Small products (below about 2^16 multiply-adds) on the pool, in chunks of about 2^17
-    // multiply-adds; larger ones one after another, each cut into blocks on the pool
-    // (blas.cpp).
+    // Products too small to be cut into blocks (blas.cpp: below 2 kBlockMacs multiply-adds)
+    // run on the pool, in chunks of about 2^17 multiply-adds (one product each from 2^17:
+    // gmm's 100 products of 1000 x 20 x 20 had run one after another on one thread);
+    // larger ones one after another, each cut into blocks on the pool.
     const int64_t macs = g.gemm.m * g.gemm.n * g.gemm.k;
-    if (count > 1 && macs > 0 && macs <= (int64_t{1} << 16))
+    if (count > 1 && macs > 0 && static_cast<double>(macs) < 2 * blas::kBlockMacs)
       g.chunk = std::max<int64_t>(1, (int64_t{1} << 17) / macs);
     if (g.chunk >= count) g.chunk = 0;
     if (count > 0 && g.gemm.m > 0 && g.gemm.n > 0) program_->steps.push_back(std::move(g));

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <type_traits>
 
 #include "loops.hpp"
 #include "reel/blas.hpp"
@@ -317,6 +319,51 @@ bool may_throw(const StepArgs& step) {
     return std::any_of(c->branches.begin(), c->branches.end(), [](const auto& b) { return b->may_throw; });
   return std::holds_alternative<ExternArgs>(step) || std::holds_alternative<CheckIndicesArgs>(step) ||
          std::holds_alternative<GuardArgs>(step) || std::holds_alternative<LoopGuardArgs>(step);
+}
+
+void Program::run_timed(void* const* bases, std::vector<double>& seconds) const {
+  seconds.resize(calls.size(), 0.0);
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    calls[i].fn(bases, calls[i].args);
+    seconds[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+}
+
+std::string describe_step(const StepArgs& step, const std::vector<std::string>& kernel_keys) {
+  auto kernel = [&](int k) {
+    const std::string& key = kernel_keys.at(static_cast<std::size_t>(k));
+    std::size_t cut = key.find(';');  // (the kind, dtypes and dims; then the first load, or what is kept)
+    if (cut != std::string::npos) cut = key.find(';', cut + 1);
+    cut = std::min({cut, key.size(), std::size_t{120}});
+    return fmt::format("kernel {} ({})", k, key.substr(0, cut));
+  };
+  auto gemm = [](const GemmArgs& g) {
+    return fmt::format("{} {} x {} x {}", g.dtype == DType::f32 ? "f32" : "f64", g.m, g.n, g.k);
+  };
+  return std::visit(
+      [&](const auto& s) -> std::string {
+        using S = std::decay_t<decltype(s)>;
+        if constexpr (std::is_same_v<S, KernelArgs>) return kernel(s.kernel);
+        else if constexpr (std::is_same_v<S, ParallelKernelArgs>)
+          return fmt::format("{}, {} outer iterations in chunks of {}", kernel(s.kernel), s.extent, s.chunk);
+        else if constexpr (std::is_same_v<S, GemmArgs>) return "gemm " + gemm(s);
+        else if constexpr (std::is_same_v<S, BatchGemmArgs>) {
+          int64_t count = 1;
+          for (int64_t b : s.batch) count *= b;
+          return fmt::format("{} gemms {}", count, gemm(s.gemm));
+        } else if constexpr (std::is_same_v<S, GemvArgs>)
+          return fmt::format("gemv {} {} x {}", s.dtype == DType::f32 ? "f32" : "f64", s.rows, s.cols);
+        else if constexpr (std::is_same_v<S, CopyArgs>) return fmt::format("copy {} bytes", s.bytes);
+        else if constexpr (std::is_same_v<S, ZeroArgs>) return fmt::format("zeros {} bytes", s.bytes);
+        else if constexpr (std::is_same_v<S, ExternArgs>) return "eager " + s.label;
+        else if constexpr (std::is_same_v<S, CheckIndicesArgs>) return "index check";
+        else if constexpr (std::is_same_v<S, GuardArgs>) return "guard " + s.label;
+        else if constexpr (std::is_same_v<S, LoopArgs>) return "loop " + s.label;
+        else if constexpr (std::is_same_v<S, LoopGuardArgs>) return "loop guard " + s.label;
+        else return fmt::format("{} independent steps at the same time", s.branches.size());
+      },
+      step);
 }
 
 }  // namespace reel::codegen

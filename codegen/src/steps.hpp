@@ -2,6 +2,7 @@
 // The steps of a compiled function that are not generated kernels (CBLAS calls,
 // copies, eager functions, index and guard checks), and the binding of every step to
 // the function that runs it. Needs no LLVM. Internal to codegen/.
+#include <string>
 #include <vector>
 
 #include "step_args.hpp"
@@ -57,7 +58,13 @@ struct Program {
   void run(void* const* bases) const {
     for (const BoundStep& c : calls) c.fn(bases, c.args);
   }
+  // The same, adding each step's time in seconds to seconds[i] (one per step).
+  void run_timed(void* const* bases, std::vector<double>& seconds) const;
 };
+
+// What a step is, in a few words (CompiledFunction::profile): "kernel 3 (loop f64 [100,45])",
+// "gemm f64 1000 x 10 x 10", "copy 800 bytes", "eager softmax", "scan %3 = scan(%1)".
+std::string describe_step(const StepArgs& step, const std::vector<std::string>& kernel_keys);
 
 // Binds a program's steps (bind_steps), and first those of the loops' bodies within,
 // and sets may_throw.

@@ -89,12 +89,21 @@ class CompiledFunction {
   int kernels_compiled() const;        // of those, how many were not in memory (built, or loaded from disk)
   // The optimised LLVM IR of the kernels this function calls; built when first asked.
   const std::string& llvm_ir() const;
+  // Where the time goes: runs the function `runs` times (after one untimed call) step by
+  // step, timing each step of the schedule, and returns a table, slowest first: each
+  // step's number (as num_steps counts them: a fused loop is one, a placement its zeroing
+  // and a copy loop per argument, a loop's or independent steps' inner steps count in
+  // theirs), its mean time, its share of the total, and what it is (a kernel with its
+  // iteration space, a gemm with m x n x k, a copy, an eager call, a loop). Outputs are
+  // discarded. Not to be called while another thread calls the same function.
+  std::string profile(const std::vector<Tensor>& args, int runs = 20) const;
 
   struct Impl;
 
  private:
   friend CompiledFunction compile(const Tape& tape, const CompileOptions& options);
   const Impl& checked() const;  // throws reel::Error for an empty (default-made) object
+  void run_steps(std::span<const Tensor* const> args, std::span<Tensor> outputs, bool timed) const;
   std::shared_ptr<const Impl> impl_;
 };
 
