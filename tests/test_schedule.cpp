@@ -538,3 +538,25 @@ TEST_CASE("profile times each step of a compiled function") {
   // Profiling leaves the function as it was.
   check_same(f({x, w}), play(g, {x, w}), "after profile");
 }
+
+TEST_CASE("convolutions write their results into the workspace, with their columns in it") {
+  // Small images run on the pool (a block of columns each), large ones one after another
+  // (one block); both agree bit for bit with the interpreter, which allocates its own.
+  struct Case {
+    Shape x, w;
+  };
+  for (const Case& c : {Case{{4, 3, 9, 9}, {5, 3, 3, 3}}, Case{{2, 8, 40, 40}, {32, 8, 3, 3}}})
+    for (DType dt : {DType::f64, DType::f32}) {
+      const Tensor x = randn(c.x, 1, dt), w = randn(c.w, 2, dt) * 0.2;
+      const Tape g = grad_tape(trace(
+          [](const Tensor& a, const Tensor& b) { return sum(square(conv2d(a, b, {.padding = {1, 1}}))); }, x, w));
+      const std::string plan = plan_text(g);
+      CAPTURE(plan);
+      CHECK(plan.find("scratch of step") != std::string::npos);
+      const std::vector<Tensor> want = play(g, {x, w}), got = compile(g)({x, w});
+      const test::Tolerance tol = test::compiled_tolerance(dt);  // (the loss: a sum, reassociated)
+      test::check_close(got[0], want[0], tol.rtol, tol.atol, "the loss");
+      for (std::size_t k = 1; k < want.size(); ++k)
+        test::check_same_bits(got[k], want[k], fmt::format("{} {}: gradient {}", shape_str(c.x), dtype_name(dt), k));
+    }
+}

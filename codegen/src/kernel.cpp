@@ -753,6 +753,7 @@ class Scheduler {
     call.borrow = is_builtin(*op.prim);
     for (const auto& [name, value] : op.attrs.items())
       if (std::holds_alternative<TapeRef>(value)) call.borrow = false;
+    if (e.scratch >= 0) call.has_scratch = true, call.scratch = ref(e.scratch);
     program_->steps.push_back(std::move(call));
   }
 

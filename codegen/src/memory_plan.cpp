@@ -137,8 +137,9 @@ std::vector<std::vector<int>> concurrent_groups(const Tape& t, const Plan& p, in
 
 namespace {
 
-// The workspace slot a step uses during itself only (a loop's scratch), or -1.
+// The workspace slot a step uses during itself only (a loop's scratch, an eager call's), or -1.
 int scratch_slot(const Step& step) {
+  if (const auto* e = std::get_if<ExternStep>(&step)) return e->scratch;
   const auto* l = std::get_if<LoopCallStep>(&step);
   return l != nullptr ? l->scratch : -1;
 }

@@ -401,9 +401,12 @@ class Planner {
       const int64_t bytes = numel(t_.type(v).shape) * static_cast<int64_t>(dtype_size(t_.type(v).dtype));
       plan_.slot_of[v] = add_slot({SlotKind::workspace, 0, 0, bytes});
     }
-    for (Step& step : plan_.steps)
+    for (Step& step : plan_.steps) {
       if (auto* loop = std::get_if<LoopCallStep>(&step))
         loop->scratch = add_slot({SlotKind::workspace, 0, 0, loop->loop->scratch_bytes});
+      if (auto* e = std::get_if<ExternStep>(&step); e != nullptr && eager_into_scratch(t_, e->out) > 0)
+        e->scratch = add_slot({SlotKind::workspace, 0, 0, eager_into_scratch(t_, e->out)});
+    }
     for (Var v = 1; v <= n_; ++v) {
       if (view_src_[v] != kNoVar) plan_.slot_of[v] = plan_.slot_of[storage_of(v)];
       plan_.stored[v] = loop_of_[v] >= 0 && needs_memory_[v] &&
@@ -435,6 +438,13 @@ bool runs_as_pool(const Tape& tape, Var v) {
   for (Var a : op.args)
     if (!is_float(tape.type(a).dtype)) return false;
   return true;
+}
+int64_t eager_into_scratch(const Tape& tape, Var v) {
+  const Op& op = tape.op(v);
+  if (op.kind != OpKind::call || !op.prim->eager_into || !op.prim->scratch_bytes || !is_builtin(*op.prim)) return 0;
+  std::vector<VarType> types;
+  for (Var a : op.args) types.push_back(tape.type(a));
+  return op.prim->scratch_bytes(types, op.attrs);
 }
 bool is_strided_member(const Tape& tape, Var member) {
   const Op& op = tape.op(member);

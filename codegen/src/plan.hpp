@@ -69,6 +69,7 @@ struct CopyStep {
 struct ExternStep {  // a primitive without generated code: its eager function is called
   Var out;
   int results = 1;  // a primitive with several results writes out, out + 1, ...
+  int scratch = -1;  // the workspace slot of its eager_into's scratch (Primitive::scratch_bytes), or -1
 };
 // gather / scatter_add: a generated loop, after a check that every index is in range.
 // (A gather of a float source joins an elementwise loop as an indexed load instead, unless
@@ -124,6 +125,9 @@ bool is_gather_member(const Tape& tape, Var member);
 // An eager step (ExternStep) of a pooling primitive on floats, which the schedule runs
 // as a generated loop (Primitive::pool) instead of calling the eager function.
 bool runs_as_pool(const Tape& tape, Var v);
+// The workspace bytes an eager step's eager_into asks for (Primitive::scratch_bytes), or 0:
+// none, or a call that does not run in place (not a built-in, or one that runs tapes).
+int64_t eager_into_scratch(const Tape& tape, Var v);
 // Whether a loop member is a strided read: a load of its source (args[0], in memory
 // before the loop) at the primitive's strided_read offset and strides.
 bool is_strided_member(const Tape& tape, Var member);

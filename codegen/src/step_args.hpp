@@ -128,6 +128,10 @@ struct ExternArgs {
   // they run tapes (revolve, a loop run eagerly): those pass their arguments on to the
   // tapes' operations, a user's primitive among them. Decided when scheduling.
   bool borrow = false;
+  // Where borrow allows and the primitive has eager_into: results written in place, with
+  // its scratch (Primitive::scratch_bytes) here, if it asks for any.
+  bool has_scratch = false;
+  BufferRef scratch;
 };
 
 // Before a gather or scatter kernel: throws reel::Error for an index out of range (JIT

@@ -150,11 +150,23 @@ constexpr int64_t kSmallProduct = int64_t{1} << 20;
 bool per_image_on_pool(int64_t o, int64_t k, int64_t p) {
   return o <= kSmallProduct && k <= kSmallProduct && p <= kSmallProduct && o * k * p <= kSmallProduct;
 }
+// conv2d_filter_grad sums the images' products: on the pool, each into a block of its own.
+bool filter_grad_on_pool(const Window& g, int64_t o) {
+  return per_image_on_pool(o, g.c * g.kh * g.kw, g.oh * g.ow) && g.n > 1;
+}
 
 // Runs body(n, cols) for every image n, cols a scratch block of `elements` of its own:
-// on the pool (per_image_on_pool) or in order on this thread.
+// on the pool (per_image_on_pool) or in order on this thread. The blocks are in
+// `scratch` (images blocks on the pool, one in order: conv_scratch), or allocated.
 template <class T, class Body>
-void for_each_image(int64_t images, bool on_pool, int64_t elements, Body&& body) {
+void for_each_image(int64_t images, bool on_pool, int64_t elements, T* scratch, Body&& body) {
+  if (scratch != nullptr) {
+    if (!on_pool)
+      for (int64_t n = 0; n < images; ++n) body(n, scratch);
+    else
+      parallel::for_chunks(images, [&](int64_t n) { body(n, scratch + n * elements); });
+    return;
+  }
   const auto size = static_cast<std::size_t>(std::max<int64_t>(elements, 1));
   if (!on_pool) {
     const auto cols = std::make_unique_for_overwrite<T[]>(size);
@@ -190,77 +202,113 @@ void expect_weights(const char* op, const VarType& x, const VarType& w) {
                             type_str(w)));
 }
 
-// y = conv2d(x, w): per image, W [O, C*KH*KW] times its columns.
-Tensor conv_forward(const Tensor& x, const Tensor& w, const Attrs& a) {
+// y = conv2d(x, w): per image, W [O, C*KH*KW] times its columns, into y (every element
+// written).
+void conv_forward(const Tensor& x, const Tensor& w, const Attrs& a, Tensor& y, void* scratch) {
   const Window g = window("conv2d", x.shape(), w.shape()[2], w.shape()[3], a, false);
   const int64_t o = w.shape()[0], k = g.c * g.kh * g.kw, p = g.oh * g.ow;
-  Tensor y(x.dtype(), {g.n, o, g.oh, g.ow});
-  if (y.numel() == 0) return y;
+  if (y.numel() == 0) return;
   by_float(x.dtype(), [&](auto t) {
     using T = decltype(t);
     const T* in = x.data<T>();
     T* out = y.mutable_data<T>();
-    for_each_image<T>(g.n, per_image_on_pool(o, k, p), k * p, [&](int64_t n, T* cols) {
+    for_each_image<T>(g.n, per_image_on_pool(o, k, p), k * p, static_cast<T*>(scratch), [&](int64_t n, T* cols) {
       im2col(g, in + n * g.c * g.h * g.w, cols, p);
       blas::gemm<T>(false, false, o, p, k, w.data<T>(), k, cols, p, out + n * o * p, p, T(0));
     });
   });
-  return y;
 }
 
-// dx = conv2d_data_grad(dy, w): per image, cols = W^T dy, then col2im.
-Tensor conv_data_grad(const Tensor& dy, const Tensor& w, const Attrs& a) {
+// dx = conv2d_data_grad(dy, w): per image, cols = W^T dy, then col2im, into dx.
+void conv_data_grad(const Tensor& dy, const Tensor& w, const Attrs& a, Tensor& dx, void* scratch) {
   const Shape& hw = a.ints("input_hw");
   const Window g = window("conv2d_data_grad", {dy.shape()[0], w.shape()[1], hw[0], hw[1]}, w.shape()[2], w.shape()[3],
                           a, false);
   const int64_t o = w.shape()[0], k = g.c * g.kh * g.kw, p = g.oh * g.ow;
-  Tensor dx(dy.dtype(), {g.n, g.c, g.h, g.w});
   if (dx.nbytes() > 0) std::memset(dx.mutable_raw(), 0, dx.nbytes());
-  if (dx.numel() == 0 || p == 0) return dx;
+  if (dx.numel() == 0 || p == 0) return;
   by_float(dy.dtype(), [&](auto t) {
     using T = decltype(t);
     const T* d = dy.data<T>();
     T* out = dx.mutable_data<T>();
-    for_each_image<T>(g.n, per_image_on_pool(o, k, p), k * p, [&](int64_t n, T* cols) {
+    for_each_image<T>(g.n, per_image_on_pool(o, k, p), k * p, static_cast<T*>(scratch), [&](int64_t n, T* cols) {
       blas::gemm<T>(true, false, k, p, o, w.data<T>(), k, d + n * o * p, p, cols, p, T(0));
       col2im(g, cols, p, out + n * g.c * g.h * g.w);
     });
   });
-  return dx;
 }
 
 // dw = conv2d_filter_grad(x, dy): the sum over images of dy [O, P] times cols^T. On the
 // pool, each image's product goes to a block of its own, and the blocks are summed in
 // image order afterwards: the same bits on any number of threads.
-Tensor conv_filter_grad(const Tensor& x, const Tensor& dy, const Attrs& a) {
+void conv_filter_grad(const Tensor& x, const Tensor& dy, const Attrs& a, Tensor& dw, void* scratch) {
   const Shape& khw = a.ints("kernel_hw");
   const Window g = window("conv2d_filter_grad", x.shape(), khw[0], khw[1], a, false);
   const int64_t o = dy.shape()[1], k = g.c * g.kh * g.kw, p = g.oh * g.ow;
-  Tensor dw(x.dtype(), {o, g.c, g.kh, g.kw});
   if (dw.nbytes() > 0) std::memset(dw.mutable_raw(), 0, dw.nbytes());
-  if (dw.numel() == 0 || g.n == 0 || p == 0) return dw;
+  if (dw.numel() == 0 || g.n == 0 || p == 0) return;
   by_float(x.dtype(), [&](auto t) {
     using T = decltype(t);
     const T* in = x.data<T>();
     const T* d = dy.data<T>();
     T* out = dw.mutable_data<T>();
-    const bool on_pool = per_image_on_pool(o, k, p) && g.n > 1;
-    if (!on_pool) {
-      for_each_image<T>(g.n, false, k * p, [&](int64_t n, T* cols) {
+    T* cols_scratch = static_cast<T*>(scratch);
+    if (!filter_grad_on_pool(g, o)) {
+      for_each_image<T>(g.n, false, k * p, cols_scratch, [&](int64_t n, T* cols) {
         im2col(g, in + n * g.c * g.h * g.w, cols, p);
         blas::gemm<T>(false, true, o, k, p, d + n * o * p, p, cols, p, out, k, T(1));
       });
       return;
     }
-    const auto blocks = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(g.n * o * k));
-    for_each_image<T>(g.n, true, k * p, [&](int64_t n, T* cols) {
+    std::unique_ptr<T[]> own;
+    T* blocks = scratch != nullptr ? cols_scratch + g.n * k * p
+                                   : (own = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(g.n * o * k))).get();
+    for_each_image<T>(g.n, true, k * p, cols_scratch, [&](int64_t n, T* cols) {
       im2col(g, in + n * g.c * g.h * g.w, cols, p);
-      blas::gemm<T>(false, true, o, k, p, d + n * o * p, p, cols, p, blocks.get() + n * o * k, k, T(0));
+      blas::gemm<T>(false, true, o, k, p, d + n * o * p, p, cols, p, blocks + n * o * k, k, T(0));
     });
     for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t i = 0; i < o * k; ++i) out[i] += blocks[static_cast<std::size_t>(n * o * k + i)];
+      for (int64_t i = 0; i < o * k; ++i) out[i] += blocks[n * o * k + i];
   });
-  return dw;
+}
+
+// A convolution's eager function from its into-form (Primitive::eager_into): the result
+// allocated, of the type rule's type, and its columns too.
+using ConvInto = void (*)(const Tensor&, const Tensor&, const Attrs&, Tensor&, void*);
+template <ConvInto into>
+Tensor conv_eager(std::span<const Tensor> in, const Attrs& a, VarType (*type)(std::span<const VarType>, const Attrs&)) {
+  const std::array<VarType, 2> types{VarType{in[0].dtype(), in[0].shape()}, VarType{in[1].dtype(), in[1].shape()}};
+  const VarType t = type(types, a);
+  Tensor out(t.dtype, t.shape);
+  into(in[0], in[1], a, out, nullptr);
+  return out;
+}
+template <ConvInto into>
+void conv_eager_into(std::span<const Tensor> in, const Attrs& a, std::span<Tensor> out, void* scratch) {
+  into(in[0], in[1], a, out[0], scratch);
+}
+
+// The scratch a convolution's im2col columns need in compiled code (Primitive::scratch_bytes):
+// a block per image where images run on the pool, else one; conv2d_filter_grad on the
+// pool also its per-image products. `op` names the primitive; in: its arguments' types.
+int64_t conv_scratch(const char* op, std::span<const VarType> in, const Attrs& a) {
+  const std::string_view name = op;
+  Shape x, w;
+  int64_t o = 0;
+  if (name == "conv2d") x = in[0].shape, w = in[1].shape, o = w[0];
+  else if (name == "conv2d_data_grad") {
+    const Shape& hw = a.ints("input_hw");
+    x = {in[0].shape[0], in[1].shape[1], hw[0], hw[1]}, w = in[1].shape, o = w[0];
+  } else {
+    const Shape& khw = a.ints("kernel_hw");
+    x = in[0].shape, w = {in[1].shape[1], in[0].shape[1], khw[0], khw[1]}, o = in[1].shape[1];
+  }
+  const Window g = window(op, x, w[2], w[3], a, false);
+  const int64_t k = g.c * g.kh * g.kw, p = g.oh * g.ow;
+  int64_t elements = k * p;
+  if (name == "conv2d_filter_grad" ? filter_grad_on_pool(g, o) : per_image_on_pool(o, k, p))
+    elements = numel({g.n, elements}, op) + (name == "conv2d_filter_grad" ? numel({g.n, o, k}, op) : 0);
+  return numel({elements, static_cast<int64_t>(dtype_size(in[0].dtype))}, op);
 }
 
 VarType conv_type(const char* op, const Shape& x, const VarType& w, const Attrs& a, DType dtype) {
@@ -355,16 +403,18 @@ Results<Var> batch_conv(TapeBuilder& b, const char* name, const BatchArgs& a, st
 }
 
 // conv2d(x [N,C,H,W], w [O,C,KH,KW], stride, padding, dilation) -> [N,O,OH,OW].
+VarType conv2d_type(std::span<const VarType> in, const Attrs& a) {
+  expect_weights("conv2d", in[0], in[1]);
+  return conv_type("conv2d", in[0].shape, in[1], a, in[0].dtype);
+}
+
 Primitive conv2d_p() {
   return {
       .name = "conv2d",
       .arity = 2,
       .attrs = kConvAttrs,
-      .infer = [](std::span<const VarType> in, const Attrs& a) {
-        expect_weights("conv2d", in[0], in[1]);
-        return conv_type("conv2d", in[0].shape, in[1], a, in[0].dtype);
-      },
-      .eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_forward(in[0], in[1], a); },
+      .infer = conv2d_type,
+      .eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_eager<conv_forward>(in, a, conv2d_type); },
       .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
         const Shape x = b.type(a.args[0]).shape, w = b.type(a.args[1]).shape;
         return std::vector<Var>{
@@ -376,6 +426,8 @@ Primitive conv2d_p() {
       .tangent = bilinear_tangent("conv2d"),
       .structure = Structure::opaque,
       .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_conv(b, "conv2d", a, {0, 0}, {0, 1}); },
+      .eager_into = conv_eager_into<conv_forward>,
+      .scratch_bytes = [](std::span<const VarType> in, const Attrs& a) { return conv_scratch("conv2d", in, a); },
   };
 }
 
@@ -404,7 +456,7 @@ Primitive conv2d_data_grad_p() {
       .arity = 2,
       .attrs = attrs,
       .infer = data_grad_type,
-      .eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_data_grad(in[0], in[1], a); },
+      .eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_eager<conv_data_grad>(in, a, data_grad_type); },
       .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
         const Shape w = b.type(a.args[1]).shape;
         const Attrs c = conv_only(a.attrs);
@@ -416,6 +468,8 @@ Primitive conv2d_data_grad_p() {
       .tangent = bilinear_tangent("conv2d_data_grad"),
       .structure = Structure::opaque,
       .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_conv(b, "conv2d_data_grad", a, {0, 1}, {0, 1}); },
+      .eager_into = conv_eager_into<conv_data_grad>,
+      .scratch_bytes = [](std::span<const VarType> in, const Attrs& a) { return conv_scratch("conv2d_data_grad", in, a); },
   };
 }
 
@@ -442,7 +496,7 @@ Primitive conv2d_filter_grad_p() {
       .arity = 2,
       .attrs = attrs,
       .infer = filter_grad_type,
-      .eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_filter_grad(in[0], in[1], a); },
+      .eager = [](std::span<const Tensor> in, const Attrs& a) { return conv_eager<conv_filter_grad>(in, a, filter_grad_type); },
       .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
         const Shape x = b.type(a.args[0]).shape;
         const Attrs c = conv_only(a.attrs);
@@ -454,6 +508,8 @@ Primitive conv2d_filter_grad_p() {
       .tangent = bilinear_tangent("conv2d_filter_grad"),
       .structure = Structure::opaque,
       .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_conv(b, "conv2d_filter_grad", a, {1, 1}, {1, 0}); },
+      .eager_into = conv_eager_into<conv_filter_grad>,
+      .scratch_bytes = [](std::span<const VarType> in, const Attrs& a) { return conv_scratch("conv2d_filter_grad", in, a); },
   };
 }
 

@@ -317,6 +317,15 @@ struct Primitive {
   // gradients of disjoint slices of one tensor become one `place`, not zeros and an add
   // per slice).
   std::function<std::vector<Var>(TapeBuilder&, std::vector<Var> terms)> combine_terms{};
+  // The eager function writing into results the caller made (optional; built-ins only:
+  // compiled code passes views of its workspace, so the results are neither allocated
+  // nor copied; the results' memory never overlaps an argument's, and its old contents
+  // are garbage to be overwritten), with `scratch`: scratch_bytes(argument types, attrs)
+  // bytes of workspace, 64-byte aligned, for the call's own use (nullptr without
+  // scratch_bytes). The convolutions have both: their im2col columns go there.
+  std::function<void(std::span<const Tensor> args, const Attrs&, std::span<Tensor> results, void* scratch)>
+      eager_into{};
+  std::function<int64_t(std::span<const VarType> args, const Attrs&)> scratch_bytes{};
 
   bool is_index_arg(std::size_t i) const {
     for (int a : index_args)
