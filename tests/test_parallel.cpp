@@ -186,3 +186,46 @@ TEST_CASE("threads: independent steps run at the same time, with the same result
   CHECK(plan_text(chain).find("at the same time") == std::string::npos);
   test::run_checked(g, args);  // (under run_checked's small chunks: many groups)
 }
+
+TEST_CASE("threads: compiled calls in chunks of the pool itself, each with a workspace of its own") {
+  // A thread waiting for a call's chunked kernel must not pick up another chunk of the
+  // outer loop and run a second call on the same workspace (for_chunks is isolated; a
+  // review found the race by reading: it depends on timing, and this exercises the path
+  // rather than reproducing it reliably).
+  EveryCoreAfter restore;
+  set_num_threads(2);
+  const Tensor x = randn({300000}, 12);
+  const Tape g = grad_tape(trace([](const Tensor& v) { return sum(tanh(v) * v); }, x));
+  const CompiledFunction f = compile(g);
+  std::vector<Tensor> inputs;
+  for (int i = 0; i < 8; ++i) inputs.push_back(x * (1.0 + 0.1 * i));
+  std::vector<std::vector<Tensor>> want;
+  for (const Tensor& in : inputs) want.push_back(f({in}));
+  for (int round = 0; round < 5; ++round) {
+    std::vector<std::vector<Tensor>> got(inputs.size());
+    parallel::for_chunks(static_cast<int64_t>(inputs.size()),
+                         [&](int64_t c) { got[static_cast<std::size_t>(c)] = f({inputs[static_cast<std::size_t>(c)]}); });
+    for (std::size_t c = 0; c < inputs.size(); ++c)
+      for (std::size_t k = 0; k < want[c].size(); ++k)
+        test::check_same_bits(got[c][k], want[c][k], fmt::format("round {}, call {}, output {}", round, c, k));
+  }
+}
+
+TEST_CASE("profile from inside a profiled function's step keeps the outer table") {
+  const Tensor x = randn({16}, 13);
+  const CompiledFunction inner = compile(trace([](const Tensor& v) { return sin(v) * 2.0; }, x));
+  Primitive p{.name = "test_profiles_inside", .arity = 1};
+  p.infer = [](std::span<const VarType> in, const Attrs&) { return in[0]; };
+  p.eager = [&inner](std::span<const Tensor> in, const Attrs&) {
+    const std::string table = inner.profile({in[0]}, 2);
+    CHECK(table.find("steps,") != std::string::npos);
+    return inner({in[0]})[0];
+  };
+  register_primitive(p);
+  const Tape t = trace([](const Tensor& v) { return exp(reel::apply(primitive("test_profiles_inside"), std::vector<Tensor>{v})); }, x);
+  const CompiledFunction f = compile(t);
+  const std::string outer = f.profile({x}, 3);
+  CAPTURE(outer);
+  CHECK(outer.find(fmt::format("{} steps,", f.num_steps())) == 0);
+  CHECK(outer.find("eager %2 = test_profiles_inside(%1)") != std::string::npos);
+}

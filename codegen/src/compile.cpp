@@ -143,17 +143,16 @@ std::string CompiledFunction::profile(const std::vector<Tensor>& args, int runs)
   std::vector<Tensor> outputs(num_outputs());
   run_steps(pointers, outputs, false);  // (checks the arguments; warms caches and the pool)
   std::vector<double> seconds;
-  step_seconds = &seconds;
-  try {
-    for (int r = 0; r < runs; ++r) {
-      for (Tensor& o : outputs) o = Tensor();
-      run_steps(pointers, outputs, true);
-    }
-  } catch (...) {
-    step_seconds = nullptr;
-    throw;
+  // (A step may itself profile another function: the outer table is restored after.)
+  struct Restore {
+    std::vector<double>* previous;
+    ~Restore() { step_seconds = previous; }
+  } restore{step_seconds};
+  for (int r = 0; r < runs; ++r) {
+    for (Tensor& o : outputs) o = Tensor();
+    step_seconds = &seconds;
+    run_steps(pointers, outputs, true);
   }
-  step_seconds = nullptr;
   std::vector<std::string> keys;
   for (const codegen::KernelSpec& k : impl.kernels) keys.push_back(k.key);
   double total = 0;
@@ -229,7 +228,10 @@ void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<
     impl.driver(bases);
   } else {
     try {
-      if (timed) program.run_timed(bases, *step_seconds);
+      if (timed) {
+        std::vector<double>& seconds = *step_seconds;  // (a nested profile may reset the pointer)
+        program.run_timed(bases, seconds);
+      }
       else program.run(bases);
     } catch (...) {  // an external step threw: leave no half-computed outputs behind
       for (std::size_t k = 0; k < outputs.size(); ++k) result[k] = Tensor();

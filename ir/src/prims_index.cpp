@@ -335,7 +335,7 @@ std::vector<Var> combine_placements(TapeBuilder& b, std::vector<Var> terms) {
       continue;
     }
     const bool one = op.prim->name == "unslice";
-    const int64_t axis = op.attrs.integer("axis");
+    const int64_t axis = checked_axis(op.prim->name.c_str(), op.attrs.integer("axis"), op.type.shape.size(), op.type);
     std::vector<Var> args = op.args;
     Shape starts = one ? Shape{op.attrs.integer("start")} : op.attrs.ints("starts");
     // The step matters only for arguments of more than one element along the axis (0: any).

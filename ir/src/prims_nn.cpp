@@ -155,28 +155,27 @@ bool filter_grad_on_pool(const Window& g, int64_t o) {
   return per_image_on_pool(o, g.c * g.kh * g.kw, g.oh * g.ow) && g.n > 1;
 }
 
-// Runs body(n, cols) for every image n, cols a scratch block of `elements` of its own:
-// on the pool (per_image_on_pool) or in order on this thread. The blocks are in
-// `scratch` (images blocks on the pool, one in order: conv_scratch), or allocated.
+// Images run in blocks of consecutive images: on the pool (per_image_on_pool) up to
+// kImageBlocks blocks, each with columns of its own, else one block in order. The blocks
+// depend on the image count alone, so the bits do not depend on the thread count, and
+// compiled code's scratch is the columns of at most kImageBlocks images, whatever the batch.
+constexpr int64_t kImageBlocks = 16;
+int64_t image_blocks(int64_t images, bool on_pool) { return on_pool ? std::clamp<int64_t>(images, 1, kImageBlocks) : 1; }
+
+// Runs body(n, block, cols) for every image n, in its block's order, cols the block's
+// `elements` of scratch: in `scratch` (image_blocks blocks, conv_scratch), or allocated.
 template <class T, class Body>
 void for_each_image(int64_t images, bool on_pool, int64_t elements, T* scratch, Body&& body) {
-  if (scratch != nullptr) {
-    if (!on_pool)
-      for (int64_t n = 0; n < images; ++n) body(n, scratch);
-    else
-      parallel::for_chunks(images, [&](int64_t n) { body(n, scratch + n * elements); });
-    return;
-  }
-  const auto size = static_cast<std::size_t>(std::max<int64_t>(elements, 1));
-  if (!on_pool) {
-    const auto cols = std::make_unique_for_overwrite<T[]>(size);
-    for (int64_t n = 0; n < images; ++n) body(n, cols.get());
-    return;
-  }
-  parallel::for_chunks(images, [&](int64_t n) {
-    const auto cols = std::make_unique_for_overwrite<T[]>(size);
-    body(n, cols.get());
-  });
+  const int64_t blocks = image_blocks(images, on_pool);
+  std::unique_ptr<T[]> own;
+  if (scratch == nullptr)
+    scratch = (own = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(std::max<int64_t>(blocks * elements, 1))))
+                  .get();
+  auto run = [&](int64_t blk) {
+    for (int64_t n = blk * images / blocks; n < (blk + 1) * images / blocks; ++n) body(n, blk, scratch + blk * elements);
+  };
+  if (blocks == 1) run(0);
+  else parallel::for_chunks(blocks, run);
 }
 
 const std::vector<AttrSpec> kConvAttrs = {
@@ -212,7 +211,7 @@ void conv_forward(const Tensor& x, const Tensor& w, const Attrs& a, Tensor& y, v
     using T = decltype(t);
     const T* in = x.data<T>();
     T* out = y.mutable_data<T>();
-    for_each_image<T>(g.n, per_image_on_pool(o, k, p), k * p, static_cast<T*>(scratch), [&](int64_t n, T* cols) {
+    for_each_image<T>(g.n, per_image_on_pool(o, k, p), k * p, static_cast<T*>(scratch), [&](int64_t n, int64_t, T* cols) {
       im2col(g, in + n * g.c * g.h * g.w, cols, p);
       blas::gemm<T>(false, false, o, p, k, w.data<T>(), k, cols, p, out + n * o * p, p, T(0));
     });
@@ -231,7 +230,7 @@ void conv_data_grad(const Tensor& dy, const Tensor& w, const Attrs& a, Tensor& d
     using T = decltype(t);
     const T* d = dy.data<T>();
     T* out = dx.mutable_data<T>();
-    for_each_image<T>(g.n, per_image_on_pool(o, k, p), k * p, static_cast<T*>(scratch), [&](int64_t n, T* cols) {
+    for_each_image<T>(g.n, per_image_on_pool(o, k, p), k * p, static_cast<T*>(scratch), [&](int64_t n, int64_t, T* cols) {
       blas::gemm<T>(true, false, k, p, o, w.data<T>(), k, d + n * o * p, p, cols, p, T(0));
       col2im(g, cols, p, out + n * g.c * g.h * g.w);
     });
@@ -254,21 +253,25 @@ void conv_filter_grad(const Tensor& x, const Tensor& dy, const Attrs& a, Tensor&
     T* out = dw.mutable_data<T>();
     T* cols_scratch = static_cast<T*>(scratch);
     if (!filter_grad_on_pool(g, o)) {
-      for_each_image<T>(g.n, false, k * p, cols_scratch, [&](int64_t n, T* cols) {
+      for_each_image<T>(g.n, false, k * p, cols_scratch, [&](int64_t n, int64_t, T* cols) {
         im2col(g, in + n * g.c * g.h * g.w, cols, p);
         blas::gemm<T>(false, true, o, k, p, d + n * o * p, p, cols, p, out, k, T(1));
       });
       return;
     }
+    // Each block of images sums its products into a block of its own (in image order),
+    // and the blocks are added in block order.
+    const int64_t nb = image_blocks(g.n, true);
     std::unique_ptr<T[]> own;
-    T* blocks = scratch != nullptr ? cols_scratch + g.n * k * p
-                                   : (own = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(g.n * o * k))).get();
-    for_each_image<T>(g.n, true, k * p, cols_scratch, [&](int64_t n, T* cols) {
+    T* blocks = scratch != nullptr ? cols_scratch + nb * k * p
+                                   : (own = std::make_unique_for_overwrite<T[]>(static_cast<std::size_t>(nb * o * k))).get();
+    for_each_image<T>(g.n, true, k * p, cols_scratch, [&](int64_t n, int64_t blk, T* cols) {
       im2col(g, in + n * g.c * g.h * g.w, cols, p);
-      blas::gemm<T>(false, true, o, k, p, d + n * o * p, p, cols, p, blocks + n * o * k, k, T(0));
+      const bool first = n == blk * g.n / nb;
+      blas::gemm<T>(false, true, o, k, p, d + n * o * p, p, cols, p, blocks + blk * o * k, k, first ? T(0) : T(1));
     });
-    for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t i = 0; i < o * k; ++i) out[i] += blocks[n * o * k + i];
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t i = 0; i < o * k; ++i) out[i] += blocks[b * o * k + i];
   });
 }
 
@@ -289,8 +292,8 @@ void conv_eager_into(std::span<const Tensor> in, const Attrs& a, std::span<Tenso
 }
 
 // The scratch a convolution's im2col columns need in compiled code (Primitive::scratch_bytes):
-// a block per image where images run on the pool, else one; conv2d_filter_grad on the
-// pool also its per-image products. `op` names the primitive; in: its arguments' types.
+// a block per block of images (image_blocks); conv2d_filter_grad on the pool also each
+// block's sum of products. `op` names the primitive; in: its arguments' types.
 int64_t conv_scratch(const char* op, std::span<const VarType> in, const Attrs& a) {
   const std::string_view name = op;
   Shape x, w;
@@ -305,9 +308,9 @@ int64_t conv_scratch(const char* op, std::span<const VarType> in, const Attrs& a
   }
   const Window g = window(op, x, w[2], w[3], a, false);
   const int64_t k = g.c * g.kh * g.kw, p = g.oh * g.ow;
-  int64_t elements = k * p;
-  if (name == "conv2d_filter_grad" ? filter_grad_on_pool(g, o) : per_image_on_pool(o, k, p))
-    elements = numel({g.n, elements}, op) + (name == "conv2d_filter_grad" ? numel({g.n, o, k}, op) : 0);
+  const bool on_pool = name == "conv2d_filter_grad" ? filter_grad_on_pool(g, o) : per_image_on_pool(o, k, p);
+  const int64_t blocks = image_blocks(g.n, on_pool);
+  const int64_t elements = numel({blocks, k * p}, op) + (name == "conv2d_filter_grad" && on_pool ? blocks * o * k : 0);
   return numel({elements, static_cast<int64_t>(dtype_size(in[0].dtype))}, op);
 }
 

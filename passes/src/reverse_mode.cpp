@@ -73,42 +73,52 @@ Tape reverse(const char* op, const Tape& f, std::span<const Seed> seeds, std::sp
   // A variable used more than once sums its adjoints, added as they come (so that each
   // term's memory can be reused at once: a weight read by each of 1000 steps), except the
   // terms that a primitive's rule may combine (Primitive::combine_terms: slices'
-  // gradients), kept until the sum is read. terms[v]: the running sum first, then those.
+  // gradients), kept until the sum is read. terms[v]: the running sum (kNoVar before
+  // one), then those. Past kMaxPending kept terms, they are combined at once and, unless
+  // that at least halved them (slices of one tensor: then one `place` stays kept, and
+  // more may join it), added to the running sum: the same slice read at each of 10,000
+  // steps keeps at most that many gradients alive.
+  constexpr std::size_t kMaxPending = 16;
   std::vector<std::vector<Var>> terms(n + 1);
+  // The terms with the primitives' rules applied: each rule once, the terms scanned again
+  // after each (a rule reorders them).
+  auto combined = [&](std::vector<Var> t) {
+    std::vector<const Primitive*> tried;
+    for (bool again = t.size() > 1; again;) {
+      again = false;
+      for (Var x : t) {
+        const Op& op = b.tape().op(x);
+        if (op.kind != OpKind::call || !op.prim->combine_terms ||
+            std::find(tried.begin(), tried.end(), op.prim) != tried.end())
+          continue;
+        tried.push_back(op.prim);
+        t = op.prim->combine_terms(b, std::move(t));
+        again = true;
+        break;
+      }
+    }
+    return t;
+  };
+  auto add_to = [&](Var& sum, Var x) { sum = sum == kNoVar ? x : b.add(sum, x); };
   auto add_term = [&](Var v, Var d) {
     std::vector<Var>& t = terms[v];
+    if (t.empty()) t.push_back(kNoVar);
     const Op& op = b.tape().op(d);
-    if (op.kind == OpKind::call && op.prim->combine_terms) {
-      if (t.empty()) t.push_back(kNoVar);  // (no running sum yet)
-      t.push_back(d);
-    } else if (t.empty()) {
-      t.push_back(d);
-    } else {
-      t[0] = t[0] == kNoVar ? d : b.add(t[0], d);
-    }
+    if (op.kind != OpKind::call || !op.prim->combine_terms) return add_to(t[0], d);
+    t.push_back(d);
+    if (t.size() - 1 <= kMaxPending) return;
+    const std::size_t pending = t.size() - 1;
+    std::vector<Var> c = combined(std::vector<Var>(t.begin() + 1, t.end()));
+    t.resize(1);
+    if (c.size() <= pending / 2) t.insert(t.end(), c.begin(), c.end());
+    else
+      for (Var x : c) add_to(t[0], x);
   };
   auto adjoint_of = [&](Var v) {
     std::vector<Var>& t = terms[v];
-    if (!t.empty() && t[0] == kNoVar) t.erase(t.begin());
-    if (t.size() > 1) {
-      // Each primitive's rule once, the terms scanned again after each (it reorders them).
-      std::vector<const Primitive*> tried;
-      for (bool again = true; again;) {
-        again = false;
-        for (Var x : t) {
-          const Op& op = b.tape().op(x);
-          if (op.kind != OpKind::call || !op.prim->combine_terms ||
-              std::find(tried.begin(), tried.end(), op.prim) != tried.end())
-            continue;
-          tried.push_back(op.prim);
-          t = op.prim->combine_terms(b, std::move(t));
-          again = true;
-          break;
-        }
-      }
-    }
-    Var sum = kNoVar;
-    for (Var x : t) sum = sum == kNoVar ? x : b.add(sum, x);
+    Var sum = t.empty() ? kNoVar : t[0];
+    if (t.size() > 1)
+      for (Var x : combined(std::vector<Var>(t.begin() + 1, t.end()))) add_to(sum, x);
     t.assign(sum == kNoVar ? 0 : 1, sum);
     return sum;
   };

@@ -1,7 +1,7 @@
 // Algebraic simplification of the identities the reverse pass produces most: a seed of
 // ones multiplied in (x * 1 -> x), double negation, a reshape of a reshape, slices put
 // back where they came from (a stack of a tensor's slices is the tensor; so is the
-// gradient of those slices), a sum of negations (the negation of the sum). Only exact IEEE identities (x + 0 is not one: -0 + 0 is
+// gradient of those slices). Only exact IEEE identities (x + 0 is not one: -0 + 0 is
 // +0), and only where the kept operand already has the result's type, so no broadcast
 // is lost.
 #include <cmath>
@@ -77,16 +77,6 @@ Var simpler(TapeBuilder& b, const Op& op, const std::vector<Var>& a) {
     return source != a[0] ? b.copy(op, {source}) : kNoVar;
   }
   if (const Var x = placed_back(t, op, a); x != kNoVar) return x;
-  // A sum (or mean) of a linear elementwise involution of x, which can only be x or -x
-  // element by element, is that operation of the sum: exact, and on the smaller value.
-  if (p.structure == Structure::reduction && p.reduce_op == kernels::ReduceOp::sum && !p.reduce_index &&
-      a.size() == 1) {
-    const Op& inner = t.op(a[0]);
-    if (inner.kind == OpKind::call && inner.results == 1 && inner.args.size() == 1 &&
-        inner.prim->structure == Structure::elementwise && inner.prim->linear && inner.prim->involution &&
-        t.type(inner.args[0]) == inner.type)
-      return b.call(*inner.prim, {b.copy(op, {inner.args[0]})}, inner.attrs);
-  }
   auto same_type = [&](Var v) { return t.type(v) == op.type; };
   if (a.size() == 2) {
     if (p.left_identity && is_filled_with(t, a[0], *p.left_identity) && same_type(a[1])) return a[1];

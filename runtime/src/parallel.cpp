@@ -108,13 +108,19 @@ void for_chunks(int64_t chunks, const std::function<void(int64_t)>& body) {
   tbb::task_group_context context(tbb::task_group_context::isolated,
                                   tbb::task_group_context::default_traits | tbb::task_group_context::fp_settings);
   context.capture_fp_settings();
+  // Isolated: a thread waiting for these chunks runs only these chunks (and what they
+  // start), never an outer caller's other chunks: such a task could run a compiled
+  // function on this thread while this one's compiled call, at the same workspace
+  // depth, is still using its workspace.
   p->arena->execute([&] {
-    tbb::parallel_for(
-        tbb::blocked_range<int64_t>(0, chunks, 1),
-        [&](const tbb::blocked_range<int64_t>& r) {
-          for (int64_t c = r.begin(); c < r.end(); ++c) body(c);
-        },
-        tbb::simple_partitioner(), context);
+    tbb::this_task_arena::isolate([&] {
+      tbb::parallel_for(
+          tbb::blocked_range<int64_t>(0, chunks, 1),
+          [&](const tbb::blocked_range<int64_t>& r) {
+            for (int64_t c = r.begin(); c < r.end(); ++c) body(c);
+          },
+          tbb::simple_partitioner(), context);
+    });
   });
 }
 
