@@ -94,6 +94,11 @@ int num_threads() {
 
 namespace parallel {
 
+int cores() {
+  static const int n = every_core();
+  return n;
+}
+
 void for_chunks(int64_t chunks, const std::function<void(int64_t)>& body) {
   if (chunks <= 0) return;
   std::shared_ptr<const Pool> p;

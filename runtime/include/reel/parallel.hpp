@@ -12,9 +12,10 @@
 //                              may run on)
 //
 // Results do not depend on the thread count: a kernel is cut into the same chunks, and
-// a product into the same blocks, whatever the count (by its size alone), and the
-// chunks' partial sums are combined in chunk order, so one thread and eight give the
-// same bits. docs/threads.md.
+// a product into the same blocks, whatever the count (by its size alone; a product's
+// blocks by the machine's core count too, at most two per core), and the chunks'
+// partial sums are combined in chunk order, so one thread and eight give the same bits
+// on one machine. docs/threads.md.
 #include <cstdint>
 #include <functional>
 
@@ -25,6 +26,9 @@ void set_num_threads(int n);
 int num_threads();
 
 namespace parallel {
+
+// The cores this process may run on (its affinity mask), fixed for the process.
+int cores();
 
 // Runs body(c) for every chunk c in [0, chunks), on up to num_threads() threads (the
 // caller's among them); on one thread, or for one chunk, in order on the caller's.
