@@ -159,6 +159,25 @@ Tensor updated_copy(const Tensor& target, const Tensor& values, const Indexed& g
   return out;
 }
 
+// The tangent rule of a primitive linear in all its arguments together (concat, place):
+// the same call on the tangents, zeros where none.
+std::function<Results<Var>(TapeBuilder&, const TangentArgs&)> on_tangents(const char* name) {
+  return [name](TapeBuilder& b, const TangentArgs& a) -> Results<Var> {
+    std::vector<Var> parts;
+    for (std::size_t i = 0; i < a.args.size(); ++i)
+      parts.push_back(a.tangents[i] != kNoVar ? a.tangents[i] : zeros_of(b, b.type(a.args[i])));
+    return b.call(name, parts, a.attrs);
+  };
+}
+
+// The batching rule of a primitive of any number of arguments along `axis` (concat,
+// place): every argument batched (shared ones broadcast), the axis behind the batch.
+Results<Var> batch_all_along_axis(TapeBuilder& b, const BatchArgs& a, const char* name) {
+  std::vector<Var> parts;
+  for (std::size_t i = 0; i < a.args.size(); ++i) parts.push_back(batched_arg(b, a, i));
+  return b.call(name, parts, with_attr(a.attrs, "axis", axis_behind_batch(a.attrs, "axis", a.types[0].shape.size())));
+}
+
 // The batching rule of a primitive of one argument along `axis`: the same call, the axis
 // behind the batch (slice, unslice).
 Results<Var> batch_along_axis(TapeBuilder& b, const BatchArgs& a, const char* name) {
@@ -414,18 +433,9 @@ Primitive place_p() {
         return d;
       },
       .any_dtype = true,
-      .tangent = [](TapeBuilder& b, const TangentArgs& a) {
-        std::vector<Var> parts;
-        for (std::size_t i = 0; i < a.args.size(); ++i)
-          parts.push_back(a.tangents[i] != kNoVar ? a.tangents[i] : zeros_of(b, b.type(a.args[i])));
-        return b.call("place", parts, a.attrs);
-      },
+      .tangent = on_tangents("place"),
       .structure = Structure::opaque,
-      .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
-        std::vector<Var> parts;
-        for (std::size_t i = 0; i < a.args.size(); ++i) parts.push_back(batched_arg(b, a, i));
-        return b.call("place", parts, with_attr(a.attrs, "axis", axis_behind_batch(a.attrs, "axis", a.types[0].shape.size())));
-      },
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_all_along_axis(b, a, "place"); },
       // Compiled: zeros, then each argument at its start along the axis (as unslice).
       .strided_place = [](std::span<const VarType> in, const Attrs& a) {
         const Placed p = place_geometry(in, a);
@@ -575,19 +585,9 @@ Primitive concat_p() {
       .eager = concat_eager,
       .adjoint = concat_adjoint,
       .any_dtype = true,
-      .tangent = [](TapeBuilder& b, const TangentArgs& a) {
-        std::vector<Var> parts;
-        for (std::size_t i = 0; i < a.args.size(); ++i)
-          parts.push_back(a.tangents[i] != kNoVar ? a.tangents[i] : zeros_of(b, b.type(a.args[i])));
-        return b.call("concat", parts, a.attrs);
-      },
+      .tangent = on_tangents("concat"),
       .structure = Structure::opaque,
-      // Batched: every part batched (shared ones broadcast), joined behind the batch.
-      .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
-        std::vector<Var> parts;
-        for (std::size_t i = 0; i < a.args.size(); ++i) parts.push_back(batched_arg(b, a, i));
-        return b.call("concat", parts, {{"axis", axis_behind_batch(a.attrs, "axis", a.types[0].shape.size())}});
-      },
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_all_along_axis(b, a, "concat"); },
       // Compiled: each part copied to its offset along the axis, in the result's strides.
       .strided_place = [](std::span<const VarType> in, const Attrs& a) {
         const VarType out = concat_type(in, a);
