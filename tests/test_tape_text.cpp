@@ -47,3 +47,43 @@ TEST_CASE("a tape with no outputs and a gradient tape round-trip") {
                                  randn({3, 4}, 1), randn({4}, 2)));
   test::check_round_trip(g);
 }
+
+TEST_CASE("to_dot draws a tape: nodes, typed edges, outputs, a gradient's two parts, kernels and loop bodies") {
+  const Tape g = grad_tape(parse_tape("inp %1::f64[3]\n%2 = sigmoid(%1)::f64[3]\n%3 = sum(%2)::f64[]\nout %3"));
+  const std::string d = to_dot(g, {.gradient = true});
+  CAPTURE(d);
+  CHECK(d.rfind("digraph tape {", 0) == 0);
+  CHECK(d.find("v1 [label=\"%1: input\\nf64[3]\", shape=ellipse") != std::string::npos);
+  CHECK(d.find("v2 [label=\"%2 = sigmoid\", shape=box, style=\"rounded,filled\", fillcolor=\"#dbe8fb\"]") != std::string::npos);
+  CHECK(d.find("v6 [label=\"%6 = mul\", shape=box, style=\"rounded,filled\", fillcolor=\"#fde3c8\"]") != std::string::npos);
+  CHECK(d.find("v1 -> v2 [label=\"f64[3]\"]") != std::string::npos);
+  CHECK(d.find("v3 -> outputs [label=\"0: f64[]\"]") != std::string::npos);
+  CHECK(d.find("v6 -> outputs [label=\"1: f64[3]\"]") != std::string::npos);
+  // One node per operation and one edge per argument and output.
+  int nodes = 0, edges = 0;
+  for (std::size_t at = d.find(" [label="); at != std::string::npos; at = d.find(" [label=", at + 1)) ++nodes;
+  for (std::size_t at = d.find(" -> "); at != std::string::npos; at = d.find(" -> ", at + 1)) ++edges;
+  int args = 0;
+  for (Var v = 1; v <= g.size(); ++v) args += static_cast<int>(g.op(v).args.size());
+  CHECK(edges == args + static_cast<int>(g.outputs.size()));
+  CHECK(nodes == edges + g.size() + 1);  // (edge labels count as " [label=" too; + the outputs node)
+  // Without the gradient option, no colours of parts.
+  CHECK(to_dot(g).find("#fde3c8") == std::string::npos);
+  // As compiled: the fused loop in a box.
+  const std::string p = plan_dot(g);
+  CHECK(p.find("subgraph cluster_k0 {") != std::string::npos);
+  CHECK(p.find("label=\"step 0: loop f64 over [3]\"") != std::string::npos);
+  // A loop's body in a dashed box next to it.
+  const Tape loop = parse_tape(
+      "inp %1::f64[2]\n%2 = scan(%1, body={inp %1::f64[2]; %2 = sin(%1)::f64[2]; out %2}, length=3, num_consts=0, num_carry=1)::f64[2]\nout %2");
+  const std::string l = to_dot(loop);
+  CAPTURE(l);
+  CHECK(l.find("subgraph cluster_b1_ {") != std::string::npos);
+  CHECK(l.find("b1_v2 [label=\"%2 = sin\"") != std::string::npos);
+  CHECK(l.find("b1_outputs -> v2 [style=dotted") != std::string::npos);
+  // Bad clusters.
+  CHECK_ERROR(to_dot(g, {.clusters = {{"k", {7}}}}), "to_dot", "%7", "not on the tape");
+  CHECK_ERROR(to_dot(g, {.clusters = {{"a", {2}}, {"b", {2}}}}), "to_dot", "%2 is in cluster 1 and cluster 2");
+  // Quotes and backslashes in labels are escaped.
+  CHECK(to_dot(g, {.title = "a \"b\" \\ c"}).find("label=\"a \\\"b\\\" \\\\ c\"") != std::string::npos);
+}

@@ -1,8 +1,10 @@
 // reel-opt: reads a tape in text form, runs passes on it, prints the result.
-//   reel-opt [--passes=grad,cse,dce] [--print-plan [--no-reuse]] [--split-input-file]
-//            [--print-after-all] [--print-after=cse,dce] [file]
+//   reel-opt [--passes=grad,cse,dce] [--print-plan [--no-reuse]] [--dot | --dot-plan]
+//            [--split-input-file] [--print-after-all] [--print-after=cse,dce] [file]
 // (standard input without a file). --print-plan prints, instead of the tape, the
-// schedule and memory plan reel::compile would make of the result.
+// schedule and memory plan reel::compile would make of the result; --dot the result as
+// Graphviz DOT (reel::to_dot; after grad or vjp, its forward and adjoint parts told
+// apart), --dot-plan the tape as compiled with each fused loop in a box (reel::plan_dot).
 // --print-after-all (--print-after=NAMES: after those passes only), as LLVM's opt,
 // prints the tape after each pass to standard error under "# *** Tape after NAME ***"
 // (PassPipeline::print_after_all; REEL_PRINT_AFTER_ALL=1 does the same in any program).
@@ -40,6 +42,8 @@ int usage() {
              "  --passes=P1,P2,...    run these passes in order ({})\n"
              "  --print-plan          print the schedule and memory plan of the result instead of the tape\n"
              "  --no-reuse            (with --print-plan) plan without reusing memory\n"
+             "  --dot                 print the result as Graphviz DOT (render: dot -Tsvg)\n"
+             "  --dot-plan            the same, as compiled: each fused loop (kernel) in a box\n"
              "  --split-input-file    treat parts between '# -----' lines as separate tapes\n"
              "  --print-after-all     print the tape after each pass to standard error\n"
              "  --print-after=P1,...  print the tape after these passes only\n"
@@ -56,12 +60,14 @@ int main(int argc, char** argv) {
 #endif
   std::vector<std::string> passes, print_after;
   std::string path;
-  bool print_plan = false, reuse = true, split_input = false, print_after_all = false;
+  bool print_plan = false, reuse = true, split_input = false, print_after_all = false, dot = false, dot_plan = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--passes=", 0) == 0) passes = split(arg.substr(9));
     else if (arg == "--print-plan") print_plan = true;
     else if (arg == "--no-reuse") reuse = false;
+    else if (arg == "--dot") dot = true;
+    else if (arg == "--dot-plan") dot_plan = true;
     else if (arg == "--split-input-file") split_input = true;
     else if (arg == "--print-after-all") print_after_all = true;
     else if (arg.rfind("--print-after=", 0) == 0) for (std::string& p : split(arg.substr(14))) print_after.push_back(std::move(p));
@@ -85,6 +91,10 @@ int main(int argc, char** argv) {
     if (print_after_all) pipeline.print_after_all();
     for (const std::string& p : print_after) pipeline.print_after(p);
     const reel::Tape tape = pipeline.run(reel::parse_tape(part));
+    bool gradient = false;  // (a gradient tape's parts are told apart in pictures)
+    for (const std::string& p : passes) gradient = gradient || p == "grad" || p == "vjp";
+    if (dot) return reel::to_dot(tape, {.gradient = gradient});
+    if (dot_plan) return reel::plan_dot(tape, {.reuse_memory = reuse}, {.gradient = gradient});
     return print_plan ? reel::plan_text(tape, {.reuse_memory = reuse}) : fmt::format("{}\n", tape);
   };
   if (split_input) {

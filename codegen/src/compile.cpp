@@ -287,6 +287,20 @@ std::string plan_text(const Tape& tape, const CompileOptions& options) {
   return text;
 }
 
+std::string plan_dot(const Tape& tape, const CompileOptions& options, DotOptions dot) {
+  const Planned p = plan_tape(tape, options);
+  for (std::size_t s = 0; s < p.plan.steps.size(); ++s)
+    if (const auto* loop = std::get_if<codegen::LoopStep>(&p.plan.steps[s]))
+      dot.clusters.push_back({fmt::format("step {}: loop {} over {}", s, dtype_name(p.tape.type(loop->members[0]).dtype),
+                                          shape_str(loop->shape)),
+                              [&] {
+                                std::vector<Var> vars = loop->members;
+                                vars.insert(vars.end(), loop->reductions.begin(), loop->reductions.end());
+                                return vars;
+                              }()});
+  return to_dot(p.tape, dot);
+}
+
 std::string jit_cpu() { return codegen::Jit::get().cpu(); }
 
 }  // namespace reel

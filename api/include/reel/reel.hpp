@@ -6,6 +6,7 @@
 #include "reel/format.hpp"
 #include "reel/ir/tape.hpp"
 #include "reel/ir/builder.hpp"
+#include "reel/ir/dot.hpp"
 #include "reel/ops.hpp"
 #include "reel/trace.hpp"
 #include "reel/tree.hpp"

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "reel/ir/dot.hpp"
 #include "reel/ir/tape.hpp"
 
 namespace reel {
@@ -124,6 +125,11 @@ std::string dump_ir(const Tape& tape, const CompileOptions& options = {});
 // and each workspace buffer's offset, size and live range, with the total and the
 // liveness lower bound. Needs no JIT.
 std::string plan_text(const Tape& tape, const CompileOptions& options = {});
+
+// The tape as compile() plans it (after the cleanup passes, so its variables are
+// those plan_text names), as Graphviz DOT (reel::to_dot), each fused loop (one
+// kernel) drawn in a box labelled with its step and iteration space.
+std::string plan_dot(const Tape& tape, const CompileOptions& options = {}, DotOptions dot = {});
 
 // The host CPU code is generated for, e.g. "skylake-avx512".
 std::string jit_cpu();
