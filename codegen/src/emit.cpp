@@ -200,14 +200,17 @@ class Emitter {
     // the loop vectorizer would then vectorize that one across rows: gathers and scatters
     // at the row stride (a [100, 1000, 10] loop ran at a third of memory speed). It is
     // kept scalar instead, and the SLP vectorizer turns the unrolled row into vectors.
-    bool short_rows = dims.size() >= 2;
-    if (short_rows) {
+    // scalar_level: the level kept scalar, -1 for none.
+    int64_t scalar_level = -1;
+    if (short_body) {
+      scalar_level = static_cast<int64_t>(dims.size()) - 1;
+    } else if (dims.size() >= 2) {
+      bool short_rows = true;
       int64_t from = 0;
       for (int64_t end : segments.empty() ? std::vector<int64_t>{dims.back()} : segments)
         short_rows = short_rows && end - from <= kMaxUnrolledTripCount, from = end;
+      if (short_rows) scalar_level = static_cast<int64_t>(dims.size()) - 2;
     }
-    const std::size_t scalar_level = short_body ? dims.size() - 1 : dims.size() - 2;
-    short_rows = short_rows || (short_body && !dims.empty());
     std::function<void(std::size_t)> level = [&](std::size_t d) {
       if (d == dims.size()) {
         body(idx);
@@ -220,7 +223,7 @@ class Emitter {
         idx.push_back(i);
         level(d + 1);
         idx.pop_back();
-        close_counted_loop(i, range_end_, "done", false, short_rows && d == scalar_level);
+        close_counted_loop(i, range_end_, "done", false, static_cast<int64_t>(d) == scalar_level);
         return;
       }
       int64_t start = 0;
@@ -231,7 +234,7 @@ class Emitter {
         level(d + 1);
         idx.pop_back();
         close_counted_loop(i, b_.getInt64(ends[s]), "done", innermost && ends[s] - start <= kMaxUnrolledTripCount,
-                           short_rows && d == scalar_level);
+                           static_cast<int64_t>(d) == scalar_level);
       }
     };
     level(0);

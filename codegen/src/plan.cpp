@@ -404,8 +404,9 @@ class Planner {
     for (Step& step : plan_.steps) {
       if (auto* loop = std::get_if<LoopCallStep>(&step))
         loop->scratch = add_slot({SlotKind::workspace, 0, 0, loop->loop->scratch_bytes});
-      if (auto* e = std::get_if<ExternStep>(&step); e != nullptr && eager_into_scratch(t_, e->out) > 0)
-        e->scratch = add_slot({SlotKind::workspace, 0, 0, eager_into_scratch(t_, e->out)});
+      if (auto* e = std::get_if<ExternStep>(&step))
+        if (const int64_t bytes = eager_into_scratch(t_, e->out); bytes > 0)
+          e->scratch = add_slot({SlotKind::workspace, 0, 0, bytes});
     }
     for (Var v = 1; v <= n_; ++v) {
       if (view_src_[v] != kNoVar) plan_.slot_of[v] = plan_.slot_of[storage_of(v)];

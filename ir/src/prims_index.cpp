@@ -342,7 +342,7 @@ std::vector<Var> combine_placements(TapeBuilder& b, std::vector<Var> terms) {
     std::vector<Var> args;
     Shape starts;
     std::vector<bool> taken;
-    std::size_t first, calls = 0;
+    std::vector<Var> calls;  // the terms it holds
   };
   std::vector<Group> groups;
   std::vector<Var> rest;
@@ -361,30 +361,28 @@ std::vector<Var> combine_placements(TapeBuilder& b, std::vector<Var> terms) {
     bool stepped = false;
     for (Var x : args) stepped = stepped || b.type(x).shape[static_cast<std::size_t>(axis)] > 1;
     const int64_t step = stepped ? op.attrs.integer("step") : 0;
-    auto fits = [&](Group& g) {
+    // The positions along the axis this term's arguments take.
+    std::vector<std::size_t> positions;
+    for (std::size_t i = 0; i < args.size(); ++i)
+      for (int64_t j = 0; j < b.type(args[i]).shape[static_cast<std::size_t>(axis)]; ++j)
+        positions.push_back(static_cast<std::size_t>(starts[i] + j * step));
+    auto fits = [&](const Group& g) {
       if (g.type != op.type || g.axis != axis || (g.step != 0 && step != 0 && g.step != step)) return false;
-      for (std::size_t i = 0; i < args.size(); ++i)
-        for (int64_t j = 0; j < b.type(args[i]).shape[static_cast<std::size_t>(axis)]; ++j)
-          if (g.taken[static_cast<std::size_t>(starts[i] + j * step)]) return false;
-      return true;
+      return std::none_of(positions.begin(), positions.end(), [&](std::size_t at) { return g.taken[at]; });
     };
     auto it = std::find_if(groups.begin(), groups.end(), fits);
     if (it == groups.end()) {
-      groups.push_back({op.type, axis, step, {}, {}, std::vector<bool>(static_cast<std::size_t>(op.type.shape[static_cast<std::size_t>(axis)]), false), t});
+      groups.push_back({op.type, axis, step, {}, {}, std::vector<bool>(static_cast<std::size_t>(op.type.shape[static_cast<std::size_t>(axis)]), false), {}});
       it = groups.end() - 1;
     }
     if (step != 0) it->step = step;
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      for (int64_t j = 0; j < b.type(args[i]).shape[static_cast<std::size_t>(axis)]; ++j)
-        it->taken[static_cast<std::size_t>(starts[i] + j * step)] = true;
-      it->args.push_back(args[i]);
-      it->starts.push_back(starts[i]);
-    }
-    it->calls++;
-    if (it->calls == 1) it->first = terms[t];
+    for (std::size_t at : positions) it->taken[at] = true;
+    it->args.insert(it->args.end(), args.begin(), args.end());
+    it->starts.insert(it->starts.end(), starts.begin(), starts.end());
+    it->calls.push_back(terms[t]);
   }
   for (Group& g : groups) {
-    if (g.calls == 1) rest.push_back(static_cast<Var>(g.first));
+    if (g.calls.size() == 1) rest.push_back(g.calls[0]);
     else
       rest.push_back(b.call("place", std::move(g.args),
                             {{"axis", g.axis}, {"starts", g.starts}, {"step", std::max<int64_t>(g.step, 1)},
