@@ -89,6 +89,18 @@ Tensor Tensor::borrow(const void* data, DType dtype, Shape shape) {
   return t;
 }
 
+Tensor Tensor::adopt(std::shared_ptr<void> storage, DType dtype, Shape shape) {
+  Tensor t;
+  check_shape(shape, "tensor");
+  t.dtype_ = dtype;
+  t.numel_ = reel::numel(shape, "tensor");
+  t.shape_ = std::move(shape);
+  if (storage == nullptr && t.numel_ > 0) throw Error("tensor: adopt needs memory for a non-empty tensor");
+  // An empty tensor still needs storage to be defined: a shared empty block.
+  t.storage_ = storage != nullptr ? std::move(storage) : allocate(0);
+  return t;
+}
+
 std::vector<double> Tensor::values() const {
   if (!defined()) throw Error("values: the tensor is undefined");
   record_value_read("values");

@@ -42,6 +42,10 @@ class Tensor {
   // A tensor over memory it does not own, which must outlive it and every copy (used
   // to hand compiled code's buffers to an eager function).
   static Tensor borrow(const void* data, DType dtype, Shape shape);
+  // A tensor over memory that `storage` keeps alive (an aliasing shared_ptr: its
+  // pointer is the first element, its owner anything): NumPy arrays seen as tensors
+  // without a copy. The memory must not change while the tensor is used.
+  static Tensor adopt(std::shared_ptr<void> storage, DType dtype, Shape shape);
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }

@@ -1,0 +1,283 @@
+// Tracing Python functions and the transformations of their tapes: reel.trace, the
+// gradient family (grad, vjp, jvp, hvp), tapes (text, passes, pictures) and compiled
+// functions (reel.compile, reel.compile_grad), which run with the GIL released.
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "common.hpp"
+#include "transforms.hpp"
+
+namespace reel::py_bind {
+
+PyTrace trace_py(py::handle f, const py::tuple& args, bool lift, bool value_guards, const char* op) {
+  if (!PyCallable_Check(f.ptr()))
+    throw Error(fmt::format("{}: expected a function, got {}", op, std::string(py::repr(f))));
+  PyTrace out;
+  detail::TraceScope scope(lift, value_guards);
+  flatten(args, out.inputs);
+  std::vector<Tensor> wrapped;
+  wrapped.reserve(out.inputs.size());
+  for (const Tensor& t : out.inputs) wrapped.push_back(scope.input(t));
+  std::size_t next = 0;
+  py::tuple wrapped_args = rebuild(args, wrapped, next, false);
+  out.result = f(*wrapped_args);
+  for (const Tensor& t : result_tensors(out.result, op)) scope.output(t);
+  out.captured = scope.captured();
+  out.tape = scope.finish();
+  return out;
+}
+
+std::vector<Tensor> detached(std::span<const Tensor> ts) {
+  std::vector<Tensor> out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) out.push_back(detach(t));
+  return out;
+}
+
+py::tuple gradients_per_arg(const py::tuple& args, std::span<const Tensor> grads, std::size_t first) {
+  py::tuple out(args.size());
+  std::size_t next = first;
+  for (std::size_t i = 0; i < args.size(); ++i) out[i] = rebuild(args[i], grads, next, true);
+  return out;
+}
+
+std::vector<Tensor> run_compiled(const CompiledFunction& f, std::span<const Tensor> args) {
+  std::vector<const Tensor*> ptrs(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) ptrs[i] = &args[i];
+  std::vector<Tensor> outs(f.num_outputs());
+  py::gil_scoped_release release;
+  f.run(ptrs, outs);
+  return outs;
+}
+
+namespace {
+
+py::tuple as_args(py::handle primals) {
+  if (py::isinstance<py::tuple>(primals)) return py::reinterpret_borrow<py::tuple>(primals);
+  if (py::isinstance<py::list>(primals)) return py::tuple(py::reinterpret_borrow<py::list>(primals));
+  return py::make_tuple(primals);  // one argument
+}
+
+py::list to_list(std::span<const Tensor> ts) {
+  py::list out;
+  for (const Tensor& t : ts) out.append(to_py(t));
+  return out;
+}
+
+// reel.grad(f, *args): (value, gradients per argument), through the interpreter.
+py::tuple grad_py(py::handle f, py::tuple args) {
+  PyTrace t = trace_py(f, args, /*lift=*/true, false, "grad");
+  std::vector<Tensor> in = detached(t.inputs);
+  const Tape g = detail::own_gradients(grad_tape(t.tape), in.size());
+  for (const Tensor& c : t.captured) in.push_back(detach(c));
+  const std::vector<Tensor> outs = play(g, in);
+  return py::make_tuple(to_py(outs.at(0)), gradients_per_arg(args, outs, 1));
+}
+
+py::tuple vjp_py(py::handle f, py::handle seed, py::tuple args) {
+  PyTrace t = trace_py(f, args, /*lift=*/true, false, "vjp");
+  const Tensor s = as_tensor(seed, "vjp");
+  detail::check_seed(t.tape, s);
+  std::vector<Tensor> in = detached(t.inputs);
+  const Tape g = detail::own_gradients(vjp_tape(t.tape), in.size());
+  for (const Tensor& c : t.captured) in.push_back(detach(c));
+  in.push_back(s);
+  const std::vector<Tensor> outs = play(g, in);
+  return py::make_tuple(to_py(outs.at(0)), gradients_per_arg(args, outs, 1));
+}
+
+// (value tree, tangent tree, values, tangents)
+py::tuple jvp_py(py::handle f, py::handle primals, py::handle tangents) {
+  const py::tuple args = as_args(primals), tans = as_args(tangents);
+  std::vector<Tensor> a, v;
+  flatten(args, a);
+  flatten(tans, v);
+  if (a.size() != v.size())
+    throw Error(fmt::format("jvp: expected one tangent per argument tensor ({}), got {}", a.size(), v.size()));
+  const int64_t k = detail::tangent_count("jvp", a, v);
+  PyTrace t = trace_py(f, args, /*lift=*/true, false, "jvp");
+  const std::vector<Tensor> out =
+      play(k < 0 ? jvp_tape(t.tape) : jvp_tape(t.tape, k), detail::jvp_inputs(detached(a), t.captured, v, k));
+  const std::size_t m = out.size() / 2;
+  std::span<const Tensor> values(out.data(), m), dots(out.data() + m, m);
+  std::size_t i = 0, j = 0;
+  return py::make_tuple(rebuild(t.result, values, i, false), rebuild(t.result, dots, j, false), to_list(values),
+                        to_list(dots));
+}
+
+// (value, gradients, H v), the last two with the primals' structure.
+py::tuple hvp_py(py::handle f, py::handle primals, py::handle vs) {
+  const py::tuple args = as_args(primals), dirs = as_args(vs);
+  std::vector<Tensor> a, v;
+  flatten(args, a);
+  flatten(dirs, v);
+  if (a.size() != v.size())
+    throw Error(fmt::format("hvp: expected one vector per argument tensor ({}), got {}", a.size(), v.size()));
+  const int64_t k = detail::tangent_count("hvp", a, v);
+  PyTrace t = trace_py(f, args, /*lift=*/true, false, "hvp");
+  const std::size_t n = a.size();
+  const Tape g = detail::own_gradients(grad_tape(t.tape), n);
+  const std::vector<Tensor> out =
+      play(k < 0 ? jvp_tape(g) : jvp_tape(g, k), detail::jvp_inputs(detached(a), t.captured, v, k));
+  std::vector<Tensor> grads(out.begin() + 1, out.begin() + 1 + static_cast<std::ptrdiff_t>(n));
+  std::vector<Tensor> hv(out.begin() + static_cast<std::ptrdiff_t>(n + 2),
+                         out.begin() + static_cast<std::ptrdiff_t>(2 * n + 2));  // after [value, grads, d value]
+  std::size_t i = 0, j = 0;
+  return py::make_tuple(to_py(out.at(0)), rebuild(args, grads, i, true), rebuild(args, hv, j, true));
+}
+
+// reel.compile_grad(f, *args): the gradient tape compiled once; a call returns
+// (value, gradient of each argument), the gradients shaped as the arguments.
+class CompiledGrad {
+ public:
+  CompiledGrad(py::handle f, py::tuple args) {
+    PyTrace t = trace_py(f, args, /*lift=*/false, false, "compile_grad");
+    inputs_ = t.inputs.size();
+    fn_ = compile(grad_tape(t.tape));
+  }
+  py::tuple call(const py::args& args) const {
+    std::vector<Tensor> leaves;
+    leaves.reserve(inputs_);
+    flatten(args, leaves);
+    if (leaves.size() != inputs_)
+      throw Error(fmt::format("compile_grad: expected {} tensors in the arguments (as traced), got {}", inputs_,
+                              leaves.size()));
+    const std::vector<Tensor> outs = run_compiled(fn_, leaves);
+    py::tuple result(args.size() + 1);
+    result[0] = to_py(outs.at(0));
+    std::size_t next = 1;
+    for (std::size_t i = 0; i < args.size(); ++i) result[i + 1] = rebuild(args[i], outs, next, true);
+    return result;
+  }
+  const CompiledFunction& compiled() const { return fn_; }
+
+ private:
+  std::size_t inputs_ = 0;
+  CompiledFunction fn_;
+};
+
+std::vector<Tensor> call_args(const py::args& args) {
+  std::vector<Tensor> out;
+  if (args.size() == 1 && (py::isinstance<py::list>(args[0]) || py::isinstance<py::tuple>(args[0]))) {
+    for (py::handle a : args[0]) out.push_back(as_tensor(a, "compiled function"));
+  } else {
+    out.reserve(args.size());
+    for (py::handle a : args) out.push_back(as_tensor(a, "compiled function"));
+  }
+  return out;
+}
+
+CompileOptions compile_options(bool vector_math, bool reuse_memory) {
+  CompileOptions o;
+  o.vector_math = vector_math;
+  o.reuse_memory = reuse_memory;
+  return o;
+}
+
+// Seconds per call of f on args, timed in C++ (the benchmark's side-by-side baseline):
+// f(args) as a C++ program calls it.
+double time_cpp_calls(const CompiledFunction& f, const std::vector<Tensor>& args, int64_t calls) {
+  py::gil_scoped_release release;
+  std::vector<Tensor> keep;
+  for (int i = 0; i < 10; ++i) keep = f(args);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < calls; ++i) keep = f(args);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(calls);
+}
+
+}  // namespace
+
+void bind_transforms(py::module_& m) {
+  py::class_<Tape>(m, "Tape", "A linear SSA tape: print it for its text form (docs/tape-format.md).")
+      .def("__str__", [](const Tape& t) { return fmt::format("{}", t); })
+      .def("__repr__", [](const Tape& t) {
+        return fmt::format("reel.Tape({} inputs, {} operations, {} outputs)", t.inputs().size(), t.ops.size(),
+                           t.outputs.size());
+      })
+      .def_property_readonly("num_inputs", [](const Tape& t) { return t.inputs().size(); })
+      .def_property_readonly("num_outputs", [](const Tape& t) { return t.outputs.size(); })
+      .def("__len__", [](const Tape& t) { return t.ops.size(); });
+
+  m.def("trace",
+        [](py::handle f, py::args args) { return trace_py(f, args, false, false, "trace").tape; },
+        py::arg("f"), "The tape of f at these arguments (their tensors are its inputs, in walk order).");
+  m.def("parse_tape", [](const std::string& text) { return parse_tape(text); }, py::arg("text"));
+  m.def("play",
+        [](const Tape& tape, py::handle args) {
+          std::vector<Tensor> in;
+          flatten(args, in);
+          return to_list(play(tape, in));
+        },
+        py::arg("tape"), py::arg("args"), "Interprets a tape on new inputs; a list of its outputs.");
+  m.def("grad_tape", &grad_tape, py::arg("tape"));
+  m.def("vjp_tape", &vjp_tape, py::arg("tape"));
+  m.def("jvp_tape",
+        [](const Tape& tape, py::handle k) { return k.is_none() ? jvp_tape(tape) : jvp_tape(tape, k.cast<int64_t>()); },
+        py::arg("tape"), py::arg("k") = py::none());
+  m.def("forward_mode", &forward_mode, py::arg("tape"));
+  m.def("reverse_mode", &reverse_mode, py::arg("tape"));
+  m.def("simplify", &simplify, py::arg("tape"));
+  m.def("cse", &cse, py::arg("tape"));
+  m.def("dce", &dce, py::arg("tape"));
+  m.def("cleanup", &cleanup, py::arg("tape"));
+  m.def("to_dot",
+        [](const Tape& tape, bool gradient, const std::string& title) {
+          DotOptions o;
+          o.gradient = gradient;
+          o.title = title;
+          return to_dot(tape, o);
+        },
+        py::arg("tape"), py::arg("gradient") = false, py::arg("title") = "",
+        "Graphviz DOT of a tape; gradient=True tells a gradient tape's forward and adjoint parts apart.");
+  m.def("plan_dot", [](const Tape& tape) { return plan_dot(tape); }, py::arg("tape"));
+  m.def("plan_text", [](const Tape& tape) { return plan_text(tape); }, py::arg("tape"));
+  m.def("dump_ir", [](const Tape& tape) { return dump_ir(tape); }, py::arg("tape"));
+
+  m.def("_grad", &grad_py);
+  m.def("_vjp", &vjp_py);
+  m.def("_jvp", &jvp_py);
+  m.def("_hvp", &hvp_py);
+
+  py::class_<CompiledFunction>(m, "CompiledFunction",
+                               "Native code of a tape: f(*args) (or f([args])) returns a list of its outputs.")
+      .def("__call__", [](const CompiledFunction& f, py::args args) { return to_list(run_compiled(f, call_args(args))); })
+      .def("profile",
+           [](const CompiledFunction& f, py::handle args, int runs) {
+             std::vector<Tensor> in;
+             flatten(args, in);
+             py::gil_scoped_release release;
+             return f.profile(in, runs);
+           },
+           py::arg("args"), py::arg("runs") = 20, "Each step's time over `runs` calls, as text.")
+      .def_property_readonly("tape", &CompiledFunction::tape)
+      .def_property_readonly("llvm_ir", &CompiledFunction::llvm_ir)
+      .def("workspace_bytes", &CompiledFunction::workspace_bytes)
+      .def("workspace_lower_bound", &CompiledFunction::workspace_lower_bound)
+      .def("num_steps", &CompiledFunction::num_steps)
+      .def("num_kernels", &CompiledFunction::num_kernels)
+      .def("kernels_compiled", &CompiledFunction::kernels_compiled)
+      .def("num_outputs", &CompiledFunction::num_outputs);
+  m.def("compile",
+        [](const Tape& tape, bool vector_math, bool reuse_memory) {
+          py::gil_scoped_release release;
+          return compile(tape, compile_options(vector_math, reuse_memory));
+        },
+        py::arg("tape"), py::arg("vector_math") = true, py::arg("reuse_memory") = true);
+
+  py::class_<CompiledGrad>(m, "CompiledGrad",
+                           "reel.compile_grad(f, *args): g(*args) returns (value, gradient of each argument).")
+      .def(py::init<py::handle, py::tuple>())
+      .def("__call__", &CompiledGrad::call)
+      .def_property_readonly("compiled", &CompiledGrad::compiled)
+      .def_property_readonly("tape", [](const CompiledGrad& g) { return g.compiled().tape(); });
+
+  m.def("_time_cpp_calls",
+        [](const CompiledFunction& f, py::handle args, int64_t calls) {
+          std::vector<Tensor> in;
+          flatten(args, in);
+          return time_cpp_calls(f, in, calls);
+        });
+}
+
+}  // namespace reel::py_bind
