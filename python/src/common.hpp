@@ -24,6 +24,9 @@ DType to_dtype(py::handle h, const char* op);
 // C-contiguous, aligned f32, f64 or i64 array in native byte order; other arrays are
 // converted: other integers and booleans to i64... see tensor.cpp); nothing else.
 bool is_tensor_like(py::handle h);
+// The tensor of a reel.Tensor, without pybind11's type lookup (calls are hot); null
+// for anything else.
+const Tensor* tensor_of(py::handle h);
 Tensor as_tensor(py::handle h, const char* op);
 // A Tensor as a Python object, None for an undefined one.
 py::object to_py(const Tensor& t);
@@ -44,6 +47,18 @@ void append_key(detail::KeyBuffer& key, py::handle arg, std::vector<Tensor>& ten
                 std::size_t argno);
 // The argument as text, for REEL_LOG=recompiles.
 std::string describe(py::handle arg);
+
+// Compiled (or interpreted) code runs with the GIL released: this releases it and marks
+// the thread, so that a Python rule called from that code (which takes the GIL back)
+// can tell (reel._reel._gil_released(), for the tests).
+extern thread_local int gil_released_depth;
+struct ReleaseGil {
+  py::gil_scoped_release release;
+  ReleaseGil() { ++gil_released_depth; }
+  ~ReleaseGil() { --gil_released_depth; }
+  ReleaseGil(const ReleaseGil&) = delete;
+  ReleaseGil& operator=(const ReleaseGil&) = delete;
+};
 
 void bind_tensor(py::module_& m);
 void bind_ops(py::module_& m);

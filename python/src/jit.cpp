@@ -45,14 +45,14 @@ class PyJit {
     detail::CallLooks looks;
     std::optional<detail::JitCore::Hit> hit;
     {
-      py::gil_scoped_release release;
+      ReleaseGil release;
       hit = core_->run(key.view(), ptrs, looks.look());
     }
     if (!hit) {
       const auto lock = miss_lock();
       std::vector<std::string> parts = describe_all(args);
       {
-        py::gil_scoped_release release;
+        ReleaseGil release;
         hit = core_->run(key.view(), ptrs, looks.look({}, &parts));
       }
       if (!hit) return trace_jit(args, key, std::move(parts));
@@ -89,19 +89,19 @@ class PyJit {
     detail::CallLooks looks;
     bool hit;
     {
-      py::gil_scoped_release release;
+      ReleaseGil release;
       hit = core_->run(key.view(), ptrs, looks.look(outs)).has_value();
     }
     if (!hit) {
       const auto lock = miss_lock();
       std::vector<std::string> parts = describe_all(args);
       {
-        py::gil_scoped_release release;
+        ReleaseGil release;
         hit = core_->run(key.view(), ptrs, looks.look(outs, &parts)).has_value();
       }
       if (!hit) {
         Tape g = grad_tape(trace_py(f_, args, false, /*value_guards=*/true, what()).tape);
-        py::gil_scoped_release release;
+        ReleaseGil release;
         core_->add(key.view(), std::move(parts), std::move(g), nullptr, ptrs, outs);
       }
     }

@@ -2,6 +2,10 @@
 // public face.
 #include "common.hpp"
 
+namespace reel::py_bind {
+thread_local int gil_released_depth = 0;
+}
+
 PYBIND11_MODULE(_reel, m) {
   namespace py = pybind11;
   using namespace reel::py_bind;
@@ -28,4 +32,6 @@ PYBIND11_MODULE(_reel, m) {
   m.def("set_num_threads", &reel::set_num_threads, py::arg("n"),
         "Threads compiled code uses (REEL_NUM_THREADS; default: every core).");
   m.def("num_threads", &reel::num_threads);
+  m.def("_gil_released", [] { return gil_released_depth > 0; },
+        "True inside a Python rule called from code that runs with the GIL released (tests).");
 }

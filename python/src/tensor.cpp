@@ -129,10 +129,21 @@ DType to_dtype(py::handle h, const char* op) {
                           op, std::string(py::repr(h))));
 }
 
-bool is_tensor_like(py::handle h) { return py::isinstance<Tensor>(h) || py::isinstance<py::array>(h); }
+namespace {
+PyTypeObject* tensor_type = nullptr;  // reel.Tensor, set when it is bound
+}
+
+const Tensor* tensor_of(py::handle h) {
+  PyTypeObject* t = Py_TYPE(h.ptr());
+  if (t != tensor_type && !PyType_IsSubtype(t, tensor_type)) return nullptr;
+  auto* inst = reinterpret_cast<py::detail::instance*>(h.ptr());
+  return static_cast<const Tensor*>(inst->get_value_and_holder().value_ptr());  // null before __init__
+}
+
+bool is_tensor_like(py::handle h) { return tensor_of(h) != nullptr || py::isinstance<py::array>(h); }
 
 Tensor as_tensor(py::handle h, const char* op) {
-  if (py::isinstance<Tensor>(h)) return h.cast<const Tensor&>();
+  if (const Tensor* t = tensor_of(h)) return *t;
   if (py::isinstance<py::array>(h)) return from_array(py::reinterpret_borrow<py::array>(h), op);
   throw Error(fmt::format("{}: expected a reel.Tensor or a NumPy array, got {}", op, type_name(h)));
 }
@@ -236,6 +247,7 @@ memory as a read-only array. Tensors never change once made; operations make new
            py::return_value_policy::reference_internal,
            "Writes values into a param's own memory (Tracker's W.data .= values).");
   py::implicitly_convertible<py::array, Tensor>();
+  tensor_type = reinterpret_cast<PyTypeObject*>(m.attr("Tensor").ptr());
 
   m.def("tensor", &make_tensor, py::arg("values"), py::arg("shape") = py::none(), py::arg("dtype") = py::none(),
         "A new tensor (a copy) of a number, nested list or array; f64 unless the array or `dtype` says otherwise.");

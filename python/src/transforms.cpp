@@ -46,7 +46,7 @@ std::vector<Tensor> run_compiled(const CompiledFunction& f, std::span<const Tens
   std::vector<const Tensor*> ptrs(args.size());
   for (std::size_t i = 0; i < args.size(); ++i) ptrs[i] = &args[i];
   std::vector<Tensor> outs(f.num_outputs());
-  py::gil_scoped_release release;
+  ReleaseGil release;
   f.run(ptrs, outs);
   return outs;
 }
@@ -178,7 +178,7 @@ CompileOptions compile_options(bool vector_math, bool reuse_memory) {
 // Seconds per call of f on args, timed in C++ (the benchmark's side-by-side baseline):
 // f(args) as a C++ program calls it.
 double time_cpp_calls(const CompiledFunction& f, const std::vector<Tensor>& args, int64_t calls) {
-  py::gil_scoped_release release;
+  ReleaseGil release;
   std::vector<Tensor> keep;
   for (int i = 0; i < 10; ++i) keep = f(args);
   const auto t0 = std::chrono::steady_clock::now();
@@ -246,7 +246,7 @@ void bind_transforms(py::module_& m) {
            [](const CompiledFunction& f, py::handle args, int runs) {
              std::vector<Tensor> in;
              flatten(args, in);
-             py::gil_scoped_release release;
+             ReleaseGil release;
              return f.profile(in, runs);
            },
            py::arg("args"), py::arg("runs") = 20, "Each step's time over `runs` calls, as text.")
@@ -260,7 +260,7 @@ void bind_transforms(py::module_& m) {
       .def("num_outputs", &CompiledFunction::num_outputs);
   m.def("compile",
         [](const Tape& tape, bool vector_math, bool reuse_memory) {
-          py::gil_scoped_release release;
+          ReleaseGil release;
           return compile(tape, compile_options(vector_math, reuse_memory));
         },
         py::arg("tape"), py::arg("vector_math") = true, py::arg("reuse_memory") = true);

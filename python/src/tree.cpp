@@ -25,8 +25,8 @@ void put_string(detail::KeyBuffer& key, std::string_view s) {
 }  // namespace
 
 void flatten(py::handle tree, std::vector<Tensor>& leaves) {
-  if (py::isinstance<Tensor>(tree)) {
-    leaves.push_back(tree.cast<const Tensor&>());
+  if (const Tensor* t = tensor_of(tree)) {
+    leaves.push_back(*t);
   } else if (py::isinstance<py::array>(tree)) {
     leaves.push_back(as_tensor(tree, "reel"));
   } else if (py::isinstance<py::list>(tree) || py::isinstance<py::tuple>(tree)) {
@@ -84,7 +84,13 @@ std::vector<Tensor> result_tensors(py::handle result, const char* op) {
 
 void append_key(detail::KeyBuffer& key, py::handle arg, std::vector<Tensor>& tensors, const char* op,
                 std::size_t argno) {
-  if (py::isinstance<Tensor>(arg) || py::isinstance<py::array>(arg)) {
+  if (const Tensor* t = tensor_of(arg)) {
+    tensors.push_back(*t);
+    key.put(Tag::tensor);
+    key.put(t->dtype());
+    key.put(static_cast<uint32_t>(t->rank()));
+    for (int64_t d : t->shape()) key.put(d);
+  } else if (py::isinstance<py::array>(arg)) {
     tensors.push_back(as_tensor(arg, op));
     const Tensor& t = tensors.back();
     key.put(Tag::tensor);
