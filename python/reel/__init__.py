@@ -153,6 +153,22 @@ def simplegrad(f, *args, **options):
     return jit_grad(f, **options)
 
 
+def tree_map(fn, tree, *rest):
+    """fn applied to each tensor of `tree` (and the tensors at the same places in `rest`,
+    trees of the same structure), the dicts, lists and tuples rebuilt around the results;
+    other values kept from `tree`. An SGD step: reel.tree_map(lambda w, g: w - lr * g, model, grads)."""
+    if isinstance(tree, Tensor):
+        return fn(tree, *rest)
+    if isinstance(tree, dict):
+        return {k: tree_map(fn, v, *(r[k] for r in rest)) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        items = [tree_map(fn, v, *(r[i] for r in rest)) for i, v in enumerate(tree)]
+        if isinstance(tree, list):
+            return items
+        return type(tree)(*items) if hasattr(tree, "_fields") else tuple(items)
+    return tree
+
+
 # Methods and indexing on tensors (each an operation, recorded while tracing).
 def _reduction(name):
     op = getattr(_reel, name)

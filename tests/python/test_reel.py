@@ -441,3 +441,18 @@ def test_tracker_params():
     assert W.grad().tolist() == [[1.0, 1.0], [-1.0, -1.0]]
     W.assign(W.numpy() - 0.5 * W.grad().numpy())
     assert W.numpy()[0, 0] == 0.5
+
+
+def test_tree_map_and_example_style_training_step():
+    model = {"layers": [{"W": reel.tensor([[1.0, 2.0]]), "b": reel.tensor([0.5, 0.5])}], "name": "m"}
+    x = np.array([[1.0], [2.0]])  # a NumPy array is an argument like a tensor
+
+    def loss(m, x):
+        return reel.sum(reel.square(reel.matmul(x, m["layers"][0]["W"]) + m["layers"][0]["b"]))
+
+    g = reel.simplegrad(loss)
+    value, dm, dx = g(model, x)
+    assert dm["name"] is None and dx.shape == (2, 1)
+    new = reel.tree_map(lambda w, d: w - 0.1 * d, model, dm)
+    assert new["name"] == "m"
+    assert float(loss(new, reel.Tensor(x))) < float(value)
