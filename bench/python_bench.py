@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 import reel
+from timing import median_seconds
 
 try:
     import torch
@@ -25,15 +26,6 @@ except ImportError:  # the PyTorch column is left out
     torch = None
 
 
-def median_seconds(fn, min_runs=20, min_seconds=0.4):
-    fn()
-    times = []
-    start = time.perf_counter()
-    while len(times) < min_runs or time.perf_counter() - start < min_seconds:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def per_call(fn, calls):

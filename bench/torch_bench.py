@@ -10,25 +10,15 @@ asserts nothing."""
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import tempfile
-import time
 
 import torch
 
+from timing import median_seconds
 from torch_threads import set_torch_threads
 
 
-def median_seconds(fn, min_runs=20, min_seconds=0.5):
-    fn()  # warm up
-    times = []
-    start = time.perf_counter()
-    while len(times) < min_runs or time.perf_counter() - start < min_seconds:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def softmax_xent():

@@ -220,20 +220,17 @@ void bind_ops(py::module_& m) {
           return conv1d(x, w, {.stride = stride, .padding = padding, .dilation = dilation});
         },
         py::arg("x"), py::arg("w"), py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1);
-  m.def("max_pool2d",
-        [](const Tensor& x, py::handle kernel, py::handle stride, py::handle padding) {
-          return max_pool2d(x, pair(kernel),
-                            {.stride = stride.is_none() ? std::array<int64_t, 2>{0, 0} : pair(stride),
-                             .padding = pair(padding)});
-        },
-        py::arg("x"), py::arg("kernel"), py::arg("stride") = py::none(), py::arg("padding") = 0);
-  m.def("avg_pool2d",
-        [](const Tensor& x, py::handle kernel, py::handle stride, py::handle padding) {
-          return avg_pool2d(x, pair(kernel),
-                            {.stride = stride.is_none() ? std::array<int64_t, 2>{0, 0} : pair(stride),
-                             .padding = pair(padding)});
-        },
-        py::arg("x"), py::arg("kernel"), py::arg("stride") = py::none(), py::arg("padding") = 0);
+  auto pool = [&m](const char* name, Tensor (*op)(const Tensor&, std::array<int64_t, 2>, const Pool2dOptions&)) {
+    m.def(name,
+          [op](const Tensor& x, py::handle kernel, py::handle stride, py::handle padding) {
+            return op(x, pair(kernel),
+                      {.stride = stride.is_none() ? std::array<int64_t, 2>{0, 0} : pair(stride),
+                       .padding = pair(padding)});
+          },
+          py::arg("x"), py::arg("kernel"), py::arg("stride") = py::none(), py::arg("padding") = 0);
+  };
+  pool("max_pool2d", &max_pool2d);
+  pool("avg_pool2d", &avg_pool2d);
 
   // Python's operators on reel.Tensor.
   py::class_<Tensor> t = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));

@@ -87,15 +87,26 @@ py::tuple vjp_py(py::handle f, py::handle seed, py::tuple args) {
   return py::make_tuple(to_py(outs.at(0)), gradients_per_arg(args, outs, 1));
 }
 
+// The primals (a tuple of f's arguments, or one argument) and one direction per tensor
+// in them: their tensors, and k directions each (k < 0: one), checked.
+struct Directions {
+  py::tuple args;
+  std::vector<Tensor> a, v;
+  int64_t k = -1;
+};
+Directions directions(const char* op, py::handle primals, py::handle dirs) {
+  Directions d{as_args(primals), {}, {}, -1};
+  flatten(d.args, d.a);
+  flatten(as_args(dirs), d.v);
+  if (d.a.size() != d.v.size())
+    throw Error(fmt::format("{}: expected one direction per argument tensor ({}), got {}", op, d.a.size(), d.v.size()));
+  d.k = detail::tangent_count(op, d.a, d.v);
+  return d;
+}
+
 // (value tree, tangent tree, values, tangents)
 py::tuple jvp_py(py::handle f, py::handle primals, py::handle tangents) {
-  const py::tuple args = as_args(primals), tans = as_args(tangents);
-  std::vector<Tensor> a, v;
-  flatten(args, a);
-  flatten(tans, v);
-  if (a.size() != v.size())
-    throw Error(fmt::format("jvp: expected one tangent per argument tensor ({}), got {}", a.size(), v.size()));
-  const int64_t k = detail::tangent_count("jvp", a, v);
+  const auto [args, a, v, k] = directions("jvp", primals, tangents);
   PyTrace t = trace_py(f, args, /*lift=*/true, false, "jvp");
   const std::vector<Tensor> out =
       play(k < 0 ? jvp_tape(t.tape) : jvp_tape(t.tape, k), detail::jvp_inputs(detached(a), t.captured, v, k));
@@ -108,13 +119,7 @@ py::tuple jvp_py(py::handle f, py::handle primals, py::handle tangents) {
 
 // (value, gradients, H v), the last two with the primals' structure.
 py::tuple hvp_py(py::handle f, py::handle primals, py::handle vs) {
-  const py::tuple args = as_args(primals), dirs = as_args(vs);
-  std::vector<Tensor> a, v;
-  flatten(args, a);
-  flatten(dirs, v);
-  if (a.size() != v.size())
-    throw Error(fmt::format("hvp: expected one vector per argument tensor ({}), got {}", a.size(), v.size()));
-  const int64_t k = detail::tangent_count("hvp", a, v);
+  const auto [args, a, v, k] = directions("hvp", primals, vs);
   PyTrace t = trace_py(f, args, /*lift=*/true, false, "hvp");
   const std::size_t n = a.size();
   const Tape g = detail::own_gradients(grad_tape(t.tape), n);
