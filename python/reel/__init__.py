@@ -143,9 +143,11 @@ def compile_grad(f, *args):
     return CompiledGrad(f, args)
 
 
-def simplegrad(f, *args, **options):
+def simplegrad(f=None, *args, **options):
     """Yota's simplegrad, both C++ meanings: simplegrad(f[, options]) is jit_grad(f);
-    simplegrad(f, *args) is compile_grad(f, *args)."""
+    simplegrad(f, *args) is compile_grad(f, *args). Also a decorator, as jit_grad."""
+    if f is None:
+        return lambda g: jit_grad(g, **options)
     if args:
         if options:
             raise Error("simplegrad: options go with simplegrad(f, **options) (a cache), not with example arguments")
@@ -212,4 +214,12 @@ def _getitem(x, key):
 
 
 Tensor.__getitem__ = _getitem
+
+
+def _iter(x):
+    for i in range(len(x)):
+        yield _reel.index(x, i, 0)
+
+
+Tensor.__iter__ = _iter
 del _name

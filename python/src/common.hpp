@@ -51,13 +51,29 @@ std::string describe(py::handle arg);
 // Compiled (or interpreted) code runs with the GIL released: this releases it and marks
 // the thread, so that a Python rule called from that code (which takes the GIL back)
 // can tell (reel._reel._gil_released(), for the tests).
+// (Its destructor may throw: at exit, taking the GIL back ends a daemon thread with a
+// forced unwind, which a noexcept destructor would turn into std::terminate.)
 extern thread_local int gil_released_depth;
 struct ReleaseGil {
-  py::gil_scoped_release release;
-  ReleaseGil() { ++gil_released_depth; }
-  ~ReleaseGil() { --gil_released_depth; }
+  PyThreadState* state;
+  ReleaseGil() : state(PyEval_SaveThread()) { ++gil_released_depth; }
+  ~ReleaseGil() noexcept(false) {
+    --gil_released_depth;
+    PyEval_RestoreThread(state);
+  }
   ReleaseGil(const ReleaseGil&) = delete;
   ReleaseGil& operator=(const ReleaseGil&) = delete;
+};
+
+// Guards a recursive walk of a Python tree: a cycle or a tree too deep is Python's
+// RecursionError, not a stack overflow.
+struct WalkDepth {
+  WalkDepth() {
+    if (Py_EnterRecursiveCall(" while reel walked a tree of arguments")) throw py::error_already_set();
+  }
+  ~WalkDepth() { Py_LeaveRecursiveCall(); }
+  WalkDepth(const WalkDepth&) = delete;
+  WalkDepth& operator=(const WalkDepth&) = delete;
 };
 
 void bind_tensor(py::module_& m);

@@ -36,7 +36,7 @@ class PyJit {
   const char* what() const { return grad_ ? "simplegrad" : "jit"; }
 
   std::unique_lock<std::recursive_mutex> miss_lock() const {
-    py::gil_scoped_release release;  // a thread tracing holds the lock and needs the GIL
+    ReleaseGil release;  // a thread tracing holds the lock and needs the GIL
     return core_->miss_lock();
   }
 
@@ -77,7 +77,11 @@ class PyJit {
     const std::vector<Tensor> placeholders(outs.size(), scalar(0.0));
     next = 0;
     auto structure = hold(rebuild(result, placeholders, next, false));
-    core_->add(key.view(), std::move(parts), scope.finish(), structure);
+    Tape tape = scope.finish();
+    {
+      ReleaseGil release;  // compile_after 1 compiles here
+      core_->add(key.view(), std::move(parts), std::move(tape), structure);
+    }
     for (Tensor& t : outs) t.clear_trace_tags();
     next = 0;
     return rebuild(*structure, outs, next, false);

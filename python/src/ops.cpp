@@ -187,7 +187,8 @@ void bind_ops(py::module_& m) {
         [](const Tensor& x, const py::slice& s, const Tensor& v, int64_t axis) {
           if (!s.attr("step").is_none() && s.attr("step").cast<int64_t>() != 1)
             throw Error("index_update: a slice of step 1 (start:stop) or i64 indices, got a slice with a step");
-          const int64_t n = x.rank() > 0 ? x.shape()[static_cast<std::size_t>(axis < 0 ? axis + x.rank() : axis)] : 0;
+          const int64_t a = normalize_axis("index_update", axis, VarType{x.dtype(), x.shape()});
+          const int64_t n = x.shape()[static_cast<std::size_t>(a)];
           const int64_t start = s.attr("start").is_none() ? 0 : s.attr("start").cast<int64_t>();
           const int64_t stop = s.attr("stop").is_none() ? n : s.attr("stop").cast<int64_t>();
           return index_update(x, axis, start, stop, v);

@@ -68,9 +68,16 @@ Tensor from_array(py::array a, const char* op) {
   return Tensor::adopt(std::move(storage), *t, std::move(shape));
 }
 
+// Values read while the tensor is traced for a cache become a guard on them, as item()
+// and values() do (C++'s Tensor::values records the read).
+void read_values(const Tensor& t) {
+  if (!t.trace_tags().empty()) (void)t.values();
+}
+
 // A read-only array over the tensor's memory, keeping `self` (the reel.Tensor) alive.
 py::array to_array(const Tensor& t, py::handle self) {
   if (!t.defined()) throw Error("numpy: the tensor is undefined");
+  read_values(t);
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
   py::array a(numpy_dtype(t.dtype()), shape, {}, t.raw(), self);
   py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
@@ -136,8 +143,9 @@ PyTypeObject* tensor_type = nullptr;  // reel.Tensor, set when it is bound
 const Tensor* tensor_of(py::handle h) {
   PyTypeObject* t = Py_TYPE(h.ptr());
   if (t != tensor_type && !PyType_IsSubtype(t, tensor_type)) return nullptr;
-  auto* inst = reinterpret_cast<py::detail::instance*>(h.ptr());
-  return static_cast<const Tensor*>(inst->get_value_and_holder().value_ptr());  // null before __init__
+  auto vh = reinterpret_cast<py::detail::instance*>(h.ptr())->get_value_and_holder();
+  if (!vh.holder_constructed()) return nullptr;  // made by __new__ without __init__
+  return static_cast<const Tensor*>(vh.value_ptr());
 }
 
 bool is_tensor_like(py::handle h) { return tensor_of(h) != nullptr || py::isinstance<py::array>(h); }
@@ -191,6 +199,7 @@ memory as a read-only array. Tensors never change once made; operations make new
            py::arg("values"))
       .def_buffer([](const Tensor& t) {
         if (!t.defined()) throw Error("buffer: the tensor is undefined");
+        read_values(t);
         std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end()), strides(shape.size());
         py::ssize_t s = static_cast<py::ssize_t>(dtype_size(t.dtype()));
         for (std::size_t i = shape.size(); i-- > 0;) strides[i] = s, s *= shape[i];

@@ -137,17 +137,26 @@ py::tuple hvp_py(py::handle f, py::handle primals, py::handle vs) {
 class CompiledGrad {
  public:
   CompiledGrad(py::handle f, py::tuple args) {
+    std::vector<Tensor> tensors;
+    key_ = key_of(args, tensors);
+    for (py::handle a : args) traced_.push_back(describe(a));
     PyTrace t = trace_py(f, args, /*lift=*/false, false, "compile_grad");
-    inputs_ = t.inputs.size();
     fn_ = compile(grad_tape(t.tape));
   }
+  // The arguments must be those traced: tensors of the same dtypes and shapes, the same
+  // plain values (they are constants of the code) and the same structure.
   py::tuple call(const py::args& args) const {
     std::vector<Tensor> leaves;
-    leaves.reserve(inputs_);
-    flatten(args, leaves);
-    if (leaves.size() != inputs_)
-      throw Error(fmt::format("compile_grad: expected {} tensors in the arguments (as traced), got {}", inputs_,
-                              leaves.size()));
+    if (key_of(args, leaves) != key_) {
+      std::string traced, given;
+      for (std::size_t i = 0; i < args.size() || i < traced_.size(); ++i) {
+        traced += fmt::format("{}{}", i ? ", " : "", i < traced_.size() ? traced_[i] : "-");
+        given += fmt::format("{}{}", i ? ", " : "", i < args.size() ? describe(args[i]) : "-");
+      }
+      throw Error(fmt::format("compile_grad: expected arguments as traced ({}), got ({}); plain values are "
+                              "constants of the compiled code: use reel.simplegrad(f) for arguments that change",
+                              traced, given));
+    }
     const std::vector<Tensor> outs = run_compiled(fn_, leaves);
     py::tuple result(args.size() + 1);
     result[0] = to_py(outs.at(0));
@@ -158,7 +167,13 @@ class CompiledGrad {
   const CompiledFunction& compiled() const { return fn_; }
 
  private:
-  std::size_t inputs_ = 0;
+  static std::string key_of(const py::tuple& args, std::vector<Tensor>& tensors) {
+    detail::KeyBuffer key;
+    for (std::size_t i = 0; i < args.size(); ++i) append_key(key, args[i], tensors, "compile_grad", i + 1);
+    return std::string(key.view());
+  }
+  std::string key_;
+  std::vector<std::string> traced_;
   CompiledFunction fn_;
 };
 

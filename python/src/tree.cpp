@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <unordered_set>
 
 #include "common.hpp"
 
@@ -25,6 +26,7 @@ void put_string(detail::KeyBuffer& key, std::string_view s) {
 }  // namespace
 
 void flatten(py::handle tree, std::vector<Tensor>& leaves) {
+  const WalkDepth depth;
   if (const Tensor* t = tensor_of(tree)) {
     leaves.push_back(*t);
   } else if (py::isinstance<py::array>(tree)) {
@@ -37,6 +39,7 @@ void flatten(py::handle tree, std::vector<Tensor>& leaves) {
 }
 
 py::object rebuild(py::handle like, std::span<const Tensor> leaves, std::size_t& next, bool plain_to_none) {
+  const WalkDepth depth;
   if (is_tensor_like(like)) {
     if (next >= leaves.size())
       throw Error(fmt::format("reel: a tree has more tensors than the {} values given for it", leaves.size()));
@@ -68,6 +71,7 @@ std::vector<Tensor> result_tensors(py::handle result, const char* op) {
   std::vector<Tensor> out;
   // Every leaf must be a tensor: walk as flatten does, refusing plain values.
   std::function<void(py::handle)> walk = [&](py::handle h) {
+    const WalkDepth depth;
     if (is_tensor_like(h)) out.push_back(as_tensor(h, op));
     else if (py::isinstance<py::list>(h) || py::isinstance<py::tuple>(h))
       for (py::handle item : h) walk(item);
@@ -84,6 +88,7 @@ std::vector<Tensor> result_tensors(py::handle result, const char* op) {
 
 void append_key(detail::KeyBuffer& key, py::handle arg, std::vector<Tensor>& tensors, const char* op,
                 std::size_t argno) {
+  const WalkDepth depth;
   if (const Tensor* t = tensor_of(arg)) {
     tensors.push_back(*t);
     key.put(Tag::tensor);
@@ -126,8 +131,13 @@ void append_key(detail::KeyBuffer& key, py::handle arg, std::vector<Tensor>& ten
     put_string(key, std::string_view(s, static_cast<std::size_t>(n)));
   } else if (py::isinstance<py::list>(arg) || py::isinstance<py::tuple>(arg)) {
     if (is_namedtuple(arg)) {
+      // Keyed by the type's address, so the type is kept alive (never freed: another
+      // type at its address would hit its paths).
+      static std::unordered_set<PyObject*> keyed;
+      PyObject* type = py::type::handle_of(arg).ptr();
+      if (keyed.insert(type).second) Py_INCREF(type);
       key.put(Tag::named);
-      key.put(static_cast<const void*>(py::type::handle_of(arg).ptr()));
+      key.put(static_cast<const void*>(type));
     } else {
       key.put(py::isinstance<py::list>(arg) ? Tag::list : Tag::tuple);
     }
