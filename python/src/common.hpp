@@ -23,6 +23,9 @@ DType to_dtype(py::handle h, const char* op);
 // A reel.Tensor's tensor; a NumPy array seen as a tensor (without a copy when it is a
 // C-contiguous, aligned f32, f64 or i64 array in native byte order; other arrays are
 // converted: other integers and booleans to i64... see tensor.cpp); nothing else.
+// The name of a Python object's type, for messages.
+std::string type_name(py::handle h);
+
 bool is_tensor_like(py::handle h);
 // The tensor of a reel.Tensor, without pybind11's type lookup (calls are hot); null
 // for anything else.
@@ -30,6 +33,7 @@ const Tensor* tensor_of(py::handle h);
 Tensor as_tensor(py::handle h, const char* op);
 // A Tensor as a Python object, None for an undefined one.
 py::object to_py(const Tensor& t);
+py::list to_list(std::span<const Tensor> ts);
 
 // Pytrees: tensors (and NumPy arrays) are leaves; dicts, lists and tuples (named tuples
 // too) are walked; anything else is a plain value.
@@ -45,8 +49,11 @@ std::vector<Tensor> result_tensors(py::handle result, const char* op);
 // tensors are collected in walk order. A reel.Error naming `op` for other values.
 void append_key(detail::KeyBuffer& key, py::handle arg, std::vector<Tensor>& tensors, const char* op,
                 std::size_t argno);
-// The argument as text, for REEL_LOG=recompiles.
+// The key of a call's arguments (append_key of each, numbered from 1).
+void append_args_key(detail::KeyBuffer& key, const py::tuple& args, std::vector<Tensor>& tensors, const char* op);
+// The argument as text, for REEL_LOG=recompiles; describe_all: each of a call's.
 std::string describe(py::handle arg);
+std::vector<std::string> describe_all(const py::tuple& args);
 
 // Compiled (or interpreted) code runs with the GIL released: this releases it and marks
 // the thread, so that a Python rule called from that code (which takes the GIL back)

@@ -9,8 +9,6 @@ namespace reel::py_bind {
 
 namespace {
 
-std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
-
 AttrValue to_attr(const std::string& name, py::handle v) {
   if (PyBool_Check(v.ptr())) return v.ptr() == Py_True;
   if (PyLong_Check(v.ptr())) return v.cast<int64_t>();
@@ -63,12 +61,6 @@ AttrKind attr_kind(const std::string& prim, const std::string& name, const std::
   throw Error(fmt::format("define_primitive: {}: attribute '{}' has kind '{}'; kinds are integer, real, shape, ints, "
                           "reals, boolean, string, dtype, axis, axes and tape",
                           prim, name, kind));
-}
-
-py::list to_list(std::span<const Tensor> ts) {
-  py::list out;
-  for (const Tensor& t : ts) out.append(to_py(t));
-  return out;
 }
 
 // A rule's result: a tensor (or array), as the primitive's value.

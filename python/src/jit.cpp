@@ -22,7 +22,7 @@ class PyJit {
     detail::KeyBuffer key;
     std::vector<Tensor> tensors;
     tensors.reserve(args.size());
-    for (std::size_t i = 0; i < args.size(); ++i) append_key(key, args[i], tensors, what(), i + 1);
+    append_args_key(key, args, tensors, what());
     std::vector<const Tensor*> ptrs(tensors.size());
     for (std::size_t i = 0; i < tensors.size(); ++i) ptrs[i] = &tensors[i];
     // Inside another trace: no cache; f runs as it is, recorded on that trace.
@@ -116,21 +116,6 @@ class PyJit {
   py::object traced_grad(const py::args& args) const {
     PyTrace t = trace_py(f_, args, false, false, what());
     return value_and_grads(args, play(grad_tape(t.tape), t.inputs));
-  }
-
-  // (value, gradient of each argument).
-  static py::tuple value_and_grads(const py::args& args, std::span<const Tensor> outs) {
-    py::tuple result(args.size() + 1);
-    result[0] = to_py(outs[0]);
-    std::size_t next = 1;
-    for (std::size_t i = 0; i < args.size(); ++i) result[i + 1] = rebuild(args[i], outs, next, true);
-    return result;
-  }
-
-  static std::vector<std::string> describe_all(const py::args& args) {
-    std::vector<std::string> parts;
-    for (py::handle a : args) parts.push_back(describe(a));
-    return parts;
   }
 
   py::object f_;

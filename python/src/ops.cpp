@@ -11,8 +11,6 @@ namespace {
 
 bool is_number(py::handle h) { return PyFloat_Check(h.ptr()) || PyLong_Check(h.ptr()); }
 
-std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
-
 [[noreturn]] void bad_operand(const char* op, py::handle h) {
   throw Error(fmt::format("{}: expected a reel.Tensor, a NumPy array or a number, got {}", op, type_name(h)));
 }

@@ -11,8 +11,6 @@ namespace reel::py_bind {
 
 namespace {
 
-std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
-
 // The NumPy dtype of a Reel dtype.
 py::dtype numpy_dtype(DType t) {
   switch (t) {
@@ -159,6 +157,12 @@ Tensor as_tensor(py::handle h, const char* op) {
 py::object to_py(const Tensor& t) {
   if (!t.defined()) return py::none();
   return py::cast(t);
+}
+
+py::list to_list(std::span<const Tensor> ts) {
+  py::list out;
+  for (const Tensor& t : ts) out.append(to_py(t));
+  return out;
 }
 
 std::shared_ptr<py::object> hold(py::object o) {

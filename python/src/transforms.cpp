@@ -42,6 +42,14 @@ py::tuple gradients_per_arg(const py::tuple& args, std::span<const Tensor> grads
   return out;
 }
 
+py::tuple value_and_grads(const py::tuple& args, std::span<const Tensor> outs) {
+  py::tuple result(args.size() + 1);
+  result[0] = to_py(outs[0]);
+  std::size_t next = 1;
+  for (std::size_t i = 0; i < args.size(); ++i) result[i + 1] = rebuild(args[i], outs, next, true);
+  return result;
+}
+
 std::vector<Tensor> run_compiled(const CompiledFunction& f, std::span<const Tensor> args) {
   std::vector<const Tensor*> ptrs(args.size());
   for (std::size_t i = 0; i < args.size(); ++i) ptrs[i] = &args[i];
@@ -57,12 +65,6 @@ py::tuple as_args(py::handle primals) {
   if (py::isinstance<py::tuple>(primals)) return py::reinterpret_borrow<py::tuple>(primals);
   if (py::isinstance<py::list>(primals)) return py::tuple(py::reinterpret_borrow<py::list>(primals));
   return py::make_tuple(primals);  // one argument
-}
-
-py::list to_list(std::span<const Tensor> ts) {
-  py::list out;
-  for (const Tensor& t : ts) out.append(to_py(t));
-  return out;
 }
 
 // reel.grad(f, *args): (value, gradients per argument), through the interpreter.
@@ -137,17 +139,21 @@ py::tuple hvp_py(py::handle f, py::handle primals, py::handle vs) {
 class CompiledGrad {
  public:
   CompiledGrad(py::handle f, py::tuple args) {
+    detail::KeyBuffer key;
     std::vector<Tensor> tensors;
-    key_ = key_of(args, tensors);
-    for (py::handle a : args) traced_.push_back(describe(a));
+    append_args_key(key, args, tensors, "compile_grad");
+    key_ = key.view();
+    traced_ = describe_all(args);
     PyTrace t = trace_py(f, args, /*lift=*/false, false, "compile_grad");
     fn_ = compile(grad_tape(t.tape));
   }
   // The arguments must be those traced: tensors of the same dtypes and shapes, the same
   // plain values (they are constants of the code) and the same structure.
   py::tuple call(const py::args& args) const {
+    detail::KeyBuffer key;
     std::vector<Tensor> leaves;
-    if (key_of(args, leaves) != key_) {
+    append_args_key(key, args, leaves, "compile_grad");
+    if (key.view() != key_) {
       std::string traced, given;
       for (std::size_t i = 0; i < args.size() || i < traced_.size(); ++i) {
         traced += fmt::format("{}{}", i ? ", " : "", i < traced_.size() ? traced_[i] : "-");
@@ -157,21 +163,11 @@ class CompiledGrad {
                               "constants of the compiled code: use reel.simplegrad(f) for arguments that change",
                               traced, given));
     }
-    const std::vector<Tensor> outs = run_compiled(fn_, leaves);
-    py::tuple result(args.size() + 1);
-    result[0] = to_py(outs.at(0));
-    std::size_t next = 1;
-    for (std::size_t i = 0; i < args.size(); ++i) result[i + 1] = rebuild(args[i], outs, next, true);
-    return result;
+    return value_and_grads(args, run_compiled(fn_, leaves));
   }
   const CompiledFunction& compiled() const { return fn_; }
 
  private:
-  static std::string key_of(const py::tuple& args, std::vector<Tensor>& tensors) {
-    detail::KeyBuffer key;
-    for (std::size_t i = 0; i < args.size(); ++i) append_key(key, args[i], tensors, "compile_grad", i + 1);
-    return std::string(key.view());
-  }
   std::string key_;
   std::vector<std::string> traced_;
   CompiledFunction fn_;

@@ -22,6 +22,10 @@ std::vector<Tensor> detached(std::span<const Tensor> ts);
 // for its plain values).
 py::tuple gradients_per_arg(const py::tuple& args, std::span<const Tensor> grads, std::size_t first);
 
+// (value, gradient of each argument): outs = [value, the gradients of the arguments'
+// tensors in walk order].
+py::tuple value_and_grads(const py::tuple& args, std::span<const Tensor> outs);
+
 // A compiled call with the GIL released.
 std::vector<Tensor> run_compiled(const CompiledFunction& f, std::span<const Tensor> args);
 

@@ -10,8 +10,6 @@ namespace reel::py_bind {
 
 namespace {
 
-std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
-
 bool is_namedtuple(py::handle h) { return py::isinstance<py::tuple>(h) && py::hasattr(h, "_fields"); }
 
 // The key's tags: one byte per part.
@@ -24,6 +22,8 @@ void put_string(detail::KeyBuffer& key, std::string_view s) {
 }
 
 }  // namespace
+
+std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
 
 void flatten(py::handle tree, std::vector<Tensor>& leaves) {
   const WalkDepth depth;
@@ -161,6 +161,17 @@ void append_key(detail::KeyBuffer& key, py::handle arg, std::vector<Tensor>& ten
                             "closure: they become constants of what is traced)",
                             op, argno, type_name(arg)));
   }
+}
+
+void append_args_key(detail::KeyBuffer& key, const py::tuple& args, std::vector<Tensor>& tensors, const char* op) {
+  for (std::size_t i = 0; i < args.size(); ++i) append_key(key, args[i], tensors, op, i + 1);
+}
+
+std::vector<std::string> describe_all(const py::tuple& args) {
+  std::vector<std::string> parts;
+  parts.reserve(args.size());
+  for (py::handle a : args) parts.push_back(describe(a));
+  return parts;
 }
 
 std::string describe(py::handle arg) {
