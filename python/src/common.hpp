@@ -16,6 +16,38 @@ namespace reel::py_bind {
 
 namespace py = pybind11;
 
+// An object of a class bound here made by Class.__new__ without __init__ (so without
+// its C++ object): no entry point may use it. False for anything else.
+bool uninitialised(py::handle h);
+
+// pybind11's loading of a bound class's object, refusing an uninitialised one. Every
+// argument (self too) of every bound function is loaded by it, so an uninitialised
+// object is a mismatch, which the module reports as a reel.Error naming the call, what
+// it expects and what it was given (module.cpp).
+template <class T>
+struct InitialisedCaster : py::detail::type_caster_base<T> {
+  bool load(py::handle src, bool convert) {
+    return !uninitialised(src) && py::detail::type_caster_base<T>::load(src, convert);
+  }
+};
+
+}  // namespace reel::py_bind
+
+// Every class bound here loads through InitialisedCaster: in every file before any use
+// (the ones bound in one file, CompiledGrad and JitFunction, in that file).
+#define REEL_INITIALISED_CASTER(T)                                                \
+  namespace pybind11::detail {                                                    \
+  template <>                                                                     \
+  class type_caster<T> : public reel::py_bind::InitialisedCaster<T> {};          \
+  }
+REEL_INITIALISED_CASTER(reel::Tensor)
+REEL_INITIALISED_CASTER(reel::Tape)
+REEL_INITIALISED_CASTER(reel::CompiledFunction)
+REEL_INITIALISED_CASTER(reel::CacheInfo)
+REEL_INITIALISED_CASTER(reel::DType)
+
+namespace reel::py_bind {
+
 // f32, f64, i64 from reel.f32/f64/i64 (the DType enum), a string ("f32", "float32",
 // "f64", "float64", "i64", "int64") or a NumPy dtype; a reel.Error naming `op` otherwise.
 DType to_dtype(py::handle h, const char* op);
@@ -23,21 +55,38 @@ DType to_dtype(py::handle h, const char* op);
 // A reel.Tensor's tensor; a NumPy array seen as a tensor (without a copy when it is a
 // C-contiguous, aligned f32, f64 or i64 array in native byte order; other arrays are
 // converted: other integers and booleans to i64... see tensor.cpp); nothing else.
-// The name of a Python object's type, for messages.
+// The name of a Python object's type, for messages ("uninitialised Tensor (made by
+// Tensor.__new__ without __init__)" for such an object).
 std::string type_name(py::handle h);
+// A Python object as messages show what was given: its repr (truncated), or its
+// type_name when uninitialised (whose repr refuses it).
+std::string shown(py::handle h);
+
+// Python values as C++ parameters, each a reel.Error naming `op` and the parameter
+// `what` otherwise: an integer (a Python or NumPy integer, not a bool) that fits in 64
+// bits; an int or a list or tuple of them; a number (int, float, NumPy scalar) as a double.
+py::int_ to_pyint(py::handle h, const char* op, const char* what);  // any size
+int64_t to_int(py::handle h, const char* op, const char* what);
+std::vector<int64_t> to_ints(py::handle h, const char* op, const char* what);
+bool is_number(py::handle h);
+double to_double(py::handle h, const char* op, const char* what);
 
 bool is_tensor_like(py::handle h);
 // The tensor of a reel.Tensor, without pybind11's type lookup (calls are hot); null
 // for anything else.
 const Tensor* tensor_of(py::handle h);
 Tensor as_tensor(py::handle h, const char* op);
+// The tensor of a reel.Tensor (a reel.Error naming `op` for anything else, such as an
+// uninitialised one).
+const Tensor& tensor_ref(py::handle h, const char* op);
 // A Tensor as a Python object, None for an undefined one.
 py::object to_py(const Tensor& t);
 py::list to_list(std::span<const Tensor> ts);
 
 // Pytrees: tensors (and NumPy arrays) are leaves; dicts, lists and tuples (named tuples
-// too) are walked; anything else is a plain value.
-void flatten(py::handle tree, std::vector<Tensor>& leaves);
+// too) are walked; anything else is a plain value (an uninitialised object is a
+// reel.Error naming `op`).
+void flatten(py::handle tree, std::vector<Tensor>& leaves, const char* op);
 // `like` rebuilt with leaves[next], leaves[next + 1], ... in place of its tensors; its
 // plain values kept, or None with plain_to_none (the gradient of a plain value).
 py::object rebuild(py::handle like, std::span<const Tensor> leaves, std::size_t& next, bool plain_to_none);
@@ -72,13 +121,24 @@ struct ReleaseGil {
   ReleaseGil& operator=(const ReleaseGil&) = delete;
 };
 
-// Guards a recursive walk of a Python tree: a cycle or a tree too deep is Python's
-// RecursionError, not a stack overflow.
+// Guards a recursive walk of a Python tree: a cycle or a tree nested deeper than
+// kMaxDepth (whatever sys.getrecursionlimit says: the walk runs on the C stack) is
+// Python's RecursionError, not a stack overflow.
 struct WalkDepth {
+  static constexpr int kMaxDepth = 1000;
+  static thread_local int depth;
   WalkDepth() {
+    if (depth >= kMaxDepth) {
+      PyErr_Format(PyExc_RecursionError, "reel: a tree of arguments nested deeper than %d (or a cycle)", kMaxDepth);
+      throw py::error_already_set();
+    }
     if (Py_EnterRecursiveCall(" while reel walked a tree of arguments")) throw py::error_already_set();
+    ++depth;
   }
-  ~WalkDepth() { Py_LeaveRecursiveCall(); }
+  ~WalkDepth() {
+    --depth;
+    Py_LeaveRecursiveCall();
+  }
   WalkDepth(const WalkDepth&) = delete;
   WalkDepth& operator=(const WalkDepth&) = delete;
 };

@@ -9,30 +9,40 @@ namespace reel::py_bind {
 
 namespace {
 
-AttrValue to_attr(const std::string& name, py::handle v) {
+// `op`'s attribute `name`: an int, float, bool, string, dtype, tape, or a list of ints
+// or of numbers (NumPy's integers and numbers too).
+AttrValue to_attr(const char* op, const std::string& name, py::handle v) {
+  const auto integer = [](py::handle h) { return PyIndex_Check(h.ptr()) && !PyBool_Check(h.ptr()); };
+  const std::string what = fmt::format("attribute '{}'", name);
   if (PyBool_Check(v.ptr())) return v.ptr() == Py_True;
-  if (PyLong_Check(v.ptr())) return v.cast<int64_t>();
-  if (PyFloat_Check(v.ptr())) return v.cast<double>();
+  if (integer(v)) return to_int(v, op, what.c_str());
+  if (is_number(v)) return to_double(v, op, what.c_str());
   if (py::isinstance<py::str>(v)) return v.cast<std::string>();
-  if (py::isinstance<DType>(v)) return v.cast<DType>();
-  if (py::isinstance<Tape>(v)) return TapeRef{std::make_shared<const Tape>(v.cast<Tape>())};
+  if (py::isinstance<DType>(v) && !uninitialised(v)) return v.cast<DType>();
+  if (py::isinstance<Tape>(v) && !uninitialised(v)) return TapeRef{std::make_shared<const Tape>(v.cast<Tape>())};
   if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
     bool ints = true;
-    for (py::handle item : v) ints = ints && PyLong_Check(item.ptr()) && !PyBool_Check(item.ptr());
-    if (ints) return v.cast<Shape>();
-    return v.cast<std::vector<double>>();
+    for (py::handle item : v) ints = ints && integer(item);
+    if (ints) return to_ints(v, op, what.c_str());
+    std::vector<double> reals;
+    for (py::handle item : v) reals.push_back(to_double(item, op, what.c_str()));
+    return reals;
   }
-  throw Error(fmt::format("apply: attribute '{}' is a {}; attributes are ints, floats, bools, strings, dtypes, tapes "
+  throw Error(fmt::format("{}: attribute '{}' is a {}; attributes are ints, floats, bools, strings, dtypes, tapes "
                           "and lists of ints or floats",
-                          name, type_name(v)));
+                          op, name, type_name(v)));
 }
 
-Attrs to_attrs(py::handle d) {
+// The attributes of a call of `op`: None (none) or a dict {name: value}.
+Attrs to_attrs(const char* op, py::handle d) {
   Attrs a;
   if (d.is_none()) return a;
+  if (!py::isinstance<py::dict>(d))
+    throw Error(fmt::format("{}: expected the attributes as a dict {{name: value}} (or None), got {}", op,
+                            type_name(d)));
   for (auto item : py::reinterpret_borrow<py::dict>(d)) {
     const std::string name = py::str(item.first);
-    a.set(name, to_attr(name, item.second));
+    a.set(name, to_attr(op, name, item.second));
   }
   return a;
 }
@@ -93,13 +103,15 @@ const Primitive& define_py(const std::string& name, int arity, py::object eager,
   def.name = name;
   def.arity = arity;
   def.pure = pure;
+  if (!attrs.is_none() && !py::isinstance<py::dict>(attrs))
+    throw Error(fmt::format("define_primitive: {}: expected attrs as a dict {{name: kind}} (or None), got {}", name,
+                            type_name(attrs)));
   if (!attrs.is_none())
     for (auto item : py::reinterpret_borrow<py::dict>(attrs))
       def.attrs.push_back({py::str(item.first), attr_kind(name, py::str(item.first), py::str(item.second))});
   const bool with_attrs = !def.attrs.empty();
   if (eager.is_none() || !PyCallable_Check(eager.ptr()))
-    throw Error(fmt::format("define_primitive: {}: expected an eager function, got {}", name,
-                            std::string(py::repr(eager))));
+    throw Error(fmt::format("define_primitive: {}: expected an eager function, got {}", name, shown(eager)));
   auto e = hold(std::move(eager));
   def.eager = [e, name, with_attrs](std::span<const Tensor> x, const Attrs& a) {
     py::gil_scoped_acquire gil;
@@ -164,8 +176,9 @@ attributes as one more argument (a dict).)");
         std::vector<Tensor> in;
         for (py::handle a : args) in.push_back(as_tensor(a, name.c_str()));
         const Primitive& p = primitive(name);
-        if (p.results > 1) return to_list(apply_results(p, in, to_attrs(attrs)));
-        return py::cast(apply(p, in, to_attrs(attrs)));
+        // Several results (a loop's: as many as its body gives) are a list.
+        if (p.results != 1) return to_list(apply_results(p, in, to_attrs(name.c_str(), attrs)));
+        return py::cast(apply(p, in, to_attrs(name.c_str(), attrs)));
       },
       py::arg("name"), py::arg("args"), py::arg("attrs") = py::none(),
       "Applies the primitive `name` (recorded as one call while tracing).");

@@ -3,6 +3,8 @@
 // hit runs with the GIL released.
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "common.hpp"
 #include "transforms.hpp"
 
@@ -15,7 +17,7 @@ class PyJit {
   PyJit(py::object f, JitOptions options, bool grad)
       : f_(std::move(f)), grad_(grad), core_(detail::make_core(options, grad ? "simplegrad" : "jit")) {
     if (!PyCallable_Check(f_.ptr()))
-      throw Error(fmt::format("{}: expected a function, got {}", what(), std::string(py::repr(f_))));
+      throw Error(fmt::format("{}: expected a function, got {}", what(), shown(f_)));
   }
 
   py::object call(const py::args& args) const {
@@ -26,7 +28,7 @@ class PyJit {
     std::vector<const Tensor*> ptrs(tensors.size());
     for (std::size_t i = 0; i < tensors.size(); ++i) ptrs[i] = &tensors[i];
     // Inside another trace: no cache; f runs as it is, recorded on that trace.
-    if (detail::any_traced(ptrs)) return grad_ ? traced_grad(args) : f_(*args);
+    if (detail::any_traced(ptrs)) return uncached(args);
     return grad_ ? call_grad(args, key, tensors, ptrs) : call_jit(args, key, ptrs);
   }
 
@@ -34,6 +36,9 @@ class PyJit {
 
  private:
   const char* what() const { return grad_ ? "simplegrad" : "jit"; }
+
+  // f run as it is, without the cache: the value (and gradients) a miss gives.
+  py::object uncached(const py::args& args) const { return grad_ ? traced_grad(args) : f_(*args); }
 
   std::unique_lock<std::recursive_mutex> miss_lock() const {
     ReleaseGil release;  // a thread tracing holds the lock and needs the GIL
@@ -66,13 +71,13 @@ class PyJit {
   py::object trace_jit(const py::args& args, const detail::KeyBuffer& key, std::vector<std::string> parts) const {
     detail::TraceScope scope(false, /*value_guards=*/true);
     std::vector<Tensor> inputs;
-    flatten(args, inputs);
+    flatten(args, inputs, what());
     for (Tensor& t : inputs) t = scope.input(t);
     std::size_t next = 0;
     py::tuple wrapped = rebuild(args, inputs, next, false);
     py::object result = f_(*wrapped);
     std::vector<Tensor> outs;
-    flatten(result, outs);
+    flatten(result, outs, what());
     for (const Tensor& t : outs) scope.output(t);
     const std::vector<Tensor> placeholders(outs.size(), scalar(0.0));
     next = 0;
@@ -123,12 +128,27 @@ class PyJit {
   std::shared_ptr<detail::JitCore> core_;
 };
 
-JitOptions jit_options(int compile_after, std::size_t max_entries, std::size_t max_paths, bool vector_math,
-                       bool reuse_memory) {
+}  // namespace
+}  // namespace reel::py_bind
+
+REEL_INITIALISED_CASTER(reel::py_bind::PyJit)
+
+namespace reel::py_bind {
+namespace {
+
+// The options as reel.jit and reel.simplegrad(f) take them (`op`), each count an
+// integer from 1 to the most its C++ field holds.
+JitOptions jit_options(const char* op, py::handle compile_after, py::handle max_entries, py::handle max_paths,
+                       bool vector_math, bool reuse_memory) {
+  const auto count = [op](py::handle h, const char* what, int64_t most) {
+    const int64_t v = to_int(h, op, what);
+    if (v < 1 || v > most) throw Error(fmt::format("{}: expected {} from 1 to {}, got {}", op, what, most, v));
+    return v;
+  };
   JitOptions o;
-  o.compile_after = compile_after;
-  o.max_entries = max_entries;
-  o.max_paths = max_paths;
+  o.compile_after = static_cast<int>(count(compile_after, "compile_after", std::numeric_limits<int>::max()));
+  o.max_entries = static_cast<std::size_t>(count(max_entries, "max_entries", INT64_MAX));
+  o.max_paths = static_cast<std::size_t>(count(max_paths, "max_paths", INT64_MAX));
   o.compile.vector_math = vector_math;
   o.compile.reuse_memory = reuse_memory;
   return o;
@@ -154,9 +174,10 @@ void bind_jit(py::module_& m) {
       .def("cache_info", &PyJit::info);
   m.def(
       "_jit",
-      [](py::object f, bool grad, int compile_after, std::size_t max_entries, std::size_t max_paths, bool vector_math,
-         bool reuse_memory) {
-        return PyJit(std::move(f), jit_options(compile_after, max_entries, max_paths, vector_math, reuse_memory),
+      [](py::object f, bool grad, py::handle compile_after, py::handle max_entries, py::handle max_paths,
+         bool vector_math, bool reuse_memory) {
+        const char* op = grad ? "simplegrad" : "jit";
+        return PyJit(std::move(f), jit_options(op, compile_after, max_entries, max_paths, vector_math, reuse_memory),
                      grad);
       },
       py::arg("f"), py::arg("grad"), py::arg("compile_after") = 2, py::arg("max_entries") = 256,

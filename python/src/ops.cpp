@@ -9,8 +9,6 @@ namespace reel::py_bind {
 
 namespace {
 
-bool is_number(py::handle h) { return PyFloat_Check(h.ptr()) || PyLong_Check(h.ptr()); }
-
 [[noreturn]] void bad_operand(const char* op, py::handle h) {
   throw Error(fmt::format("{}: expected a reel.Tensor, a NumPy array or a number, got {}", op, type_name(h)));
 }
@@ -23,9 +21,9 @@ Tensor binary(const char* op, py::handle a, py::handle b, TT tt, TD td, DT dt) {
   if (!ta && !is_number(a)) bad_operand(op, a);
   if (!tb && !is_number(b)) bad_operand(op, b);
   if (ta && tb) return tt(as_tensor(a, op), as_tensor(b, op));
-  if (ta) return td(as_tensor(a, op), b.cast<double>());
-  if (tb) return dt(a.cast<double>(), as_tensor(b, op));
-  return tt(scalar(a.cast<double>()), scalar(b.cast<double>()));
+  if (ta) return td(as_tensor(a, op), to_double(b, op, "an operand"));
+  if (tb) return dt(to_double(a, op, "an operand"), as_tensor(b, op));
+  return tt(scalar(to_double(a, op, "an operand")), scalar(to_double(b, op, "an operand")));
 }
 
 #define REEL_BINARY(op, expr)                                                                        \
@@ -43,17 +41,17 @@ Tensor binary(const char* op, py::handle a, py::handle b, TT tt, TD td, DT dt) {
         [](const Tensor& x, double y) { return fn(x, y); }, [](double x, const Tensor& y) { return fn(y, x); }); \
   }
 
-// A reduction's axes: None (all), an int, or a list or tuple of ints.
+// A reduction's axes: None (all), an int, or a list or tuple of ints (NumPy's too).
 template <class All, class One, class Many>
-Tensor reduce(const Tensor& x, py::handle axis, bool keepdims, All all, One one, Many many) {
+Tensor reduce(const char* op, const Tensor& x, py::handle axis, bool keepdims, All all, One one, Many many) {
   if (axis.is_none()) {
     if (!keepdims) return all(x);
     std::vector<int64_t> axes(static_cast<std::size_t>(x.rank()));
     for (int64_t i = 0; i < x.rank(); ++i) axes[static_cast<std::size_t>(i)] = i;
     return many(x, axes, true);
   }
-  if (PyLong_Check(axis.ptr())) return one(x, axis.cast<int64_t>(), keepdims);
-  return many(x, axis.cast<std::vector<int64_t>>(), keepdims);
+  if (!py::isinstance<py::list>(axis) && !py::isinstance<py::tuple>(axis)) return one(x, to_int(axis, op, "axis"), keepdims);
+  return many(x, to_ints(axis, op, "axis"), keepdims);
 }
 
 #define REEL_REDUCTION(name)                                                                                   \
@@ -61,19 +59,16 @@ Tensor reduce(const Tensor& x, py::handle axis, bool keepdims, All all, One one,
       #name,                                                                                                   \
       [](const Tensor& x, py::handle axis, bool keepdims) {                                                    \
         return reduce(                                                                                         \
-            x, axis, keepdims, [](const Tensor& t) { return reel::name(t); },                                  \
+            #name, x, axis, keepdims, [](const Tensor& t) { return reel::name(t); },                                  \
             [](const Tensor& t, int64_t a, bool k) { return reel::name(t, a, k); },                            \
             [](const Tensor& t, const std::vector<int64_t>& a, bool k) { return reel::name(t, a, k); });       \
       },                                                                                                       \
       py::arg("x"), py::arg("axis") = py::none(), py::arg("keepdims") = false)
 
-std::array<int64_t, 2> pair(py::handle h) {
-  if (PyLong_Check(h.ptr())) {
-    const int64_t v = h.cast<int64_t>();
-    return {v, v};
-  }
-  const auto v = h.cast<std::vector<int64_t>>();
-  if (v.size() != 2) throw Error(fmt::format("expected an int or two ints, got {} of them", v.size()));
+std::array<int64_t, 2> pair(py::handle h, const char* op, const char* what) {
+  const std::vector<int64_t> v = to_ints(h, op, what);
+  if (v.size() == 1 && !py::isinstance<py::list>(h) && !py::isinstance<py::tuple>(h)) return {v[0], v[0]};
+  if (v.size() != 2) throw Error(fmt::format("{}: expected {} as an int or two ints, got {} of them", op, what, v.size()));
   return {v[0], v[1]};
 }
 
@@ -129,10 +124,10 @@ void bind_ops(py::module_& m) {
           if (!ta && !is_number(a)) bad_operand("where", a);
           if (!tb && !is_number(b)) bad_operand("where", b);
           if (ta && tb) return where(c, as_tensor(a, "where"), as_tensor(b, "where"));
-          if (ta) return where(c, as_tensor(a, "where"), b.cast<double>());
-          if (tb) return where(c, a.cast<double>(), as_tensor(b, "where"));
-          return where(c, full(c.shape(), a.cast<double>(), c.dtype() == DType::i64 ? DType::f64 : c.dtype()),
-                       b.cast<double>());
+          if (ta) return where(c, as_tensor(a, "where"), to_double(b, "where", "b"));
+          if (tb) return where(c, to_double(a, "where", "a"), as_tensor(b, "where"));
+          return where(c, full(c.shape(), to_double(a, "where", "a"), c.dtype() == DType::i64 ? DType::f64 : c.dtype()),
+                       to_double(b, "where", "b"));
         },
         py::arg("cond"), py::arg("a"), py::arg("b"));
   m.def("cast", [](const Tensor& x, py::handle dtype) { return cast(x, to_dtype(dtype, "cast")); }, py::arg("x"),
@@ -148,10 +143,10 @@ void bind_ops(py::module_& m) {
   m.def("log_softmax", [](const Tensor& x, int64_t axis) { return log_softmax(x, axis); }, py::arg("x"),
         py::arg("axis") = -1);
   m.def("argmax",
-        [](const Tensor& x, py::handle axis) { return axis.is_none() ? argmax(x) : argmax(x, axis.cast<int64_t>()); },
+        [](const Tensor& x, py::handle axis) { return axis.is_none() ? argmax(x) : argmax(x, to_int(axis, "argmax", "axis")); },
         py::arg("x"), py::arg("axis") = py::none());
   m.def("argmin",
-        [](const Tensor& x, py::handle axis) { return axis.is_none() ? argmin(x) : argmin(x, axis.cast<int64_t>()); },
+        [](const Tensor& x, py::handle axis) { return axis.is_none() ? argmin(x) : argmin(x, to_int(axis, "argmin", "axis")); },
         py::arg("x"), py::arg("axis") = py::none());
 
   m.def("slice", [](const Tensor& x, int64_t start, int64_t stop) { return slice(x, start, stop); }, py::arg("x"),
@@ -183,12 +178,12 @@ void bind_ops(py::module_& m) {
         py::arg("x"), py::arg("indices"), py::arg("values"), py::arg("axis") = 0);
   m.def("index_update",
         [](const Tensor& x, const py::slice& s, const Tensor& v, int64_t axis) {
-          if (!s.attr("step").is_none() && s.attr("step").cast<int64_t>() != 1)
+          if (!s.attr("step").is_none() && to_int(s.attr("step"), "index_update", "a slice's step") != 1)
             throw Error("index_update: a slice of step 1 (start:stop) or i64 indices, got a slice with a step");
           const int64_t a = normalize_axis("index_update", axis, VarType{x.dtype(), x.shape()});
           const int64_t n = x.shape()[static_cast<std::size_t>(a)];
-          const int64_t start = s.attr("start").is_none() ? 0 : s.attr("start").cast<int64_t>();
-          const int64_t stop = s.attr("stop").is_none() ? n : s.attr("stop").cast<int64_t>();
+          const int64_t start = s.attr("start").is_none() ? 0 : to_int(s.attr("start"), "index_update", "a slice's start");
+          const int64_t stop = s.attr("stop").is_none() ? n : to_int(s.attr("stop"), "index_update", "a slice's stop");
           return index_update(x, axis, start, stop, v);
         },
         py::arg("x"), py::arg("indices"), py::arg("values"), py::arg("axis") = 0);
@@ -211,7 +206,10 @@ void bind_ops(py::module_& m) {
   m.def("sum_to", [](const Tensor& x, const Shape& s) { return sum_to(x, s); }, py::arg("x"), py::arg("shape"));
   m.def("conv2d",
         [](const Tensor& x, const Tensor& w, py::handle stride, py::handle padding, py::handle dilation) {
-          return conv2d(x, w, {.stride = pair(stride), .padding = pair(padding), .dilation = pair(dilation)});
+          return conv2d(x, w,
+                        {.stride = pair(stride, "conv2d", "stride"),
+                         .padding = pair(padding, "conv2d", "padding"),
+                         .dilation = pair(dilation, "conv2d", "dilation")});
         },
         py::arg("x"), py::arg("w"), py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1);
   m.def("conv1d",
@@ -221,10 +219,10 @@ void bind_ops(py::module_& m) {
         py::arg("x"), py::arg("w"), py::arg("stride") = 1, py::arg("padding") = 0, py::arg("dilation") = 1);
   auto pool = [&m](const char* name, Tensor (*op)(const Tensor&, std::array<int64_t, 2>, const Pool2dOptions&)) {
     m.def(name,
-          [op](const Tensor& x, py::handle kernel, py::handle stride, py::handle padding) {
-            return op(x, pair(kernel),
-                      {.stride = stride.is_none() ? std::array<int64_t, 2>{0, 0} : pair(stride),
-                       .padding = pair(padding)});
+          [op, name](const Tensor& x, py::handle kernel, py::handle stride, py::handle padding) {
+            return op(x, pair(kernel, name, "kernel"),
+                      {.stride = stride.is_none() ? std::array<int64_t, 2>{0, 0} : pair(stride, name, "stride"),
+                       .padding = pair(padding, name, "padding")});
           },
           py::arg("x"), py::arg("kernel"), py::arg("stride") = py::none(), py::arg("padding") = 0);
   };
@@ -234,10 +232,12 @@ void bind_ops(py::module_& m) {
   // Python's operators on reel.Tensor.
   py::class_<Tensor> t = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
   // An operand that is neither a tensor, an array nor a number: NotImplemented, so that
-  // Python tries the other side or raises its TypeError.
+  // Python tries the other side or raises its TypeError (an uninitialised tensor is
+  // refused by the operation, as anywhere).
 #define REEL_OPERATOR(py_name, op, expr, swap)                                                           \
   t.def(py_name, [](py::handle self, py::handle other) -> py::object {                                  \
-    if (!is_tensor_like(other) && !is_number(other)) return py::reinterpret_borrow<py::object>(Py_NotImplemented); \
+    if (!is_tensor_like(other) && !is_number(other) && !uninitialised(other))                             \
+      return py::reinterpret_borrow<py::object>(Py_NotImplemented);                                       \
     auto f = REEL_BINARY(op, expr);                                                                      \
     return py::cast(swap ? f(other, self) : f(self, other));                                             \
   })
@@ -266,8 +266,8 @@ void bind_ops(py::module_& m) {
   t.attr("__array_ufunc__") = py::none();  // numpy_array + tensor calls the tensor's __radd__
   t.def_property_readonly("T", [](const Tensor& x) { return transpose(x); });
   t.def("reshape", [](const Tensor& x, py::args shape) {
-    if (shape.size() == 1 && !PyLong_Check(shape[0].ptr())) return reshape(x, shape[0].cast<Shape>());
-    return reshape(x, shape.cast<Shape>());
+    if (shape.size() == 1 && !PyIndex_Check(shape[0].ptr())) return reshape(x, to_ints(shape[0], "reshape", "shape"));
+    return reshape(x, to_ints(shape, "reshape", "shape"));
   });
   t.def("astype", [](const Tensor& x, py::handle dtype) { return cast(x, to_dtype(dtype, "astype")); });
 }

@@ -50,6 +50,13 @@ Tensor from_array(py::array a, const char* op) {
                               "floats, converted), got a NumPy array of dtype {}",
                               op, std::string(py::str(a.dtype()))));
   }
+  if (a.dtype().kind() == 'u' && a.itemsize() == 8 && a.size() > 0) {
+    // uint64 values from 2**63 would wrap to negative i64 values.
+    py::object top = a.attr("max")();
+    if (top.cast<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      throw Error(fmt::format("{}: expected uint64 values that fit in i64 (at most 2**63 - 1), got {}", op,
+                              std::string(py::str(top))));
+  }
   const bool aligned = reinterpret_cast<std::uintptr_t>(a.data()) % static_cast<std::uintptr_t>(a.itemsize()) == 0;
   if (convert || !(a.flags() & py::array::c_style) || !aligned || !a.dtype().attr("isnative").cast<bool>()) {
     py::module_ np = py::module_::import("numpy");
@@ -82,13 +89,80 @@ py::array to_array(const Tensor& t, py::handle self) {
   return a;
 }
 
+// The buffer protocol (memoryview(t); NumPy's first try): pybind11's def_buffer would
+// dereference nothing for an uninitialised tensor and let a C++ exception (an undefined
+// tensor, a guard) escape a C callback, which is std::terminate. Here every error is a
+// Python error, translated as pybind11 translates a bound function's.
+extern "C" int tensor_getbuffer(PyObject* obj, Py_buffer* view, int flags) {
+  if (view == nullptr) {
+    PyErr_SetString(PyExc_BufferError, "buffer: no view to fill");
+    return -1;
+  }
+  view->obj = nullptr;
+  try {
+    const Tensor& t = tensor_ref(obj, "buffer");
+    if (!t.defined()) throw Error("buffer: the tensor is undefined");
+    if ((flags & PyBUF_WRITABLE) == PyBUF_WRITABLE)
+      throw py::buffer_error("buffer: expected a read-only buffer request, got a writable one (tensors never change)");
+    read_values(t);
+    std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end()), strides(shape.size());
+    py::ssize_t size = static_cast<py::ssize_t>(dtype_size(t.dtype()));
+    for (std::size_t i = shape.size(); i-- > 0;) strides[i] = size, size *= shape[i];
+    const char* format = t.dtype() == DType::f32 ? "f" : t.dtype() == DType::f64 ? "d" : "q";
+    auto* info = new py::buffer_info(const_cast<void*>(t.raw()), static_cast<py::ssize_t>(dtype_size(t.dtype())),
+                                     format, static_cast<py::ssize_t>(shape.size()), shape, strides, /*readonly=*/true);
+    std::memset(view, 0, sizeof(Py_buffer));
+    view->obj = obj;
+    view->internal = info;  // deleted by pybind11_releasebuffer, the slot's other half
+    view->buf = info->ptr;
+    view->itemsize = info->itemsize;
+    view->len = size;
+    view->readonly = 1;
+    view->ndim = 1;
+    if ((flags & PyBUF_FORMAT) == PyBUF_FORMAT) view->format = const_cast<char*>(info->format.c_str());
+    if ((flags & PyBUF_STRIDES) == PyBUF_STRIDES) {
+      view->ndim = static_cast<int>(info->ndim);
+      view->strides = info->strides.data();
+      view->shape = info->shape.data();
+    }
+    Py_INCREF(obj);
+    return 0;
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (...) {
+    if (!py::detail::apply_exception_translators(py::detail::get_local_internals().registered_exception_translators) &&
+        !py::detail::apply_exception_translators(py::detail::get_internals().registered_exception_translators))
+      PyErr_SetString(PyExc_RuntimeError, "buffer: an unknown C++ exception");
+  }
+  return -1;
+}
+
 // Values from a Python number, nested list or array, as a NumPy array of `dtype`; when
 // not given, an array keeps its dtype and Python numbers are f64 (as reel::tensor's).
-py::array values_array(py::handle values, std::optional<DType> dtype) {
+// NumPy's refusal (a string, ragged lists, an integer too large for i64) is a
+// reel.Error naming `op`.
+py::array values_array(py::handle values, std::optional<DType> dtype, const char* op) {
   py::module_ np = py::module_::import("numpy");
   if (!dtype && !py::isinstance<py::array>(values)) dtype = DType::f64;
-  if (dtype) return np.attr("array")(values, numpy_dtype(*dtype)).cast<py::array>();
-  return np.attr("array")(values).cast<py::array>();
+  try {
+    if (dtype) return np.attr("array")(values, numpy_dtype(*dtype)).cast<py::array>();
+    return np.attr("array")(values).cast<py::array>();
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_ValueError) && !e.matches(PyExc_TypeError) && !e.matches(PyExc_OverflowError)) throw;
+    throw Error(fmt::format("{}: expected a number, a nested list of numbers or an array, got {} ({})", op,
+                            shown(values), std::string(py::str(e.value()))));
+  }
+}
+
+// A random generator's seed: an integer from 0 to 2**64 - 1.
+uint64_t seed_of(py::handle h, const char* op) {
+  const py::int_ i = to_pyint(h, op, "seed");
+  const unsigned long long v = PyLong_AsUnsignedLongLong(i.ptr());
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw Error(fmt::format("{}: expected a seed from 0 to 2**64 - 1, got {}", op, std::string(py::str(py::handle(i)))));
+  }
+  return v;
 }
 
 std::optional<DType> optional_dtype(py::handle h, const char* op) {
@@ -99,12 +173,13 @@ std::optional<DType> optional_dtype(py::handle h, const char* op) {
 // reel.tensor(values[, shape][, dtype]): a copy.
 Tensor make_tensor(py::handle values, py::handle shape, py::handle dtype) {
   const std::optional<DType> t = optional_dtype(dtype, "tensor");
-  Tensor src = py::isinstance<Tensor>(values) ? values.cast<Tensor>() : from_array(values_array(values, t), "tensor");
+  Tensor src = py::isinstance<Tensor>(values) ? tensor_ref(values, "tensor")
+                                              : from_array(values_array(values, t, "tensor"), "tensor");
   if (t && src.dtype() != *t) src = cast(src, *t);
   Tensor out(src.dtype(), src.shape());
   if (src.nbytes() > 0) std::memcpy(out.mutable_raw(), src.raw(), src.nbytes());
   if (!shape.is_none()) {
-    const Shape s = shape.cast<Shape>();
+    const Shape s = to_ints(shape, "tensor", "shape");
     if (numel(s, "tensor") != out.numel())
       throw Error(fmt::format("tensor: {} values do not fill shape {}", out.numel(), shape_str(s)));
     out = out.reshaped(s);
@@ -115,7 +190,7 @@ Tensor make_tensor(py::handle values, py::handle shape, py::handle dtype) {
 }  // namespace
 
 DType to_dtype(py::handle h, const char* op) {
-  if (py::isinstance<DType>(h)) return h.cast<DType>();
+  if (py::isinstance<DType>(h) && !uninitialised(h)) return h.cast<DType>();
   if (py::isinstance<py::str>(h)) {
     const std::string s = h.cast<std::string>();
     if (s == "f32" || s == "float32") return DType::f32;
@@ -131,7 +206,7 @@ DType to_dtype(py::handle h, const char* op) {
   } catch (const py::error_already_set&) {
   }
   throw Error(fmt::format("{}: expected a dtype (reel.f32, reel.f64, reel.i64, a string or a NumPy dtype), got {}",
-                          op, std::string(py::repr(h))));
+                          op, shown(h)));
 }
 
 namespace {
@@ -141,12 +216,16 @@ PyTypeObject* tensor_type = nullptr;  // reel.Tensor, set when it is bound
 const Tensor* tensor_of(py::handle h) {
   PyTypeObject* t = Py_TYPE(h.ptr());
   if (t != tensor_type && !PyType_IsSubtype(t, tensor_type)) return nullptr;
-  auto vh = reinterpret_cast<py::detail::instance*>(h.ptr())->get_value_and_holder();
-  if (!vh.holder_constructed()) return nullptr;  // made by __new__ without __init__
-  return static_cast<const Tensor*>(vh.value_ptr());
+  if (uninitialised(h)) return nullptr;
+  return static_cast<const Tensor*>(reinterpret_cast<py::detail::instance*>(h.ptr())->get_value_and_holder().value_ptr());
 }
 
 bool is_tensor_like(py::handle h) { return tensor_of(h) != nullptr || py::isinstance<py::array>(h); }
+
+const Tensor& tensor_ref(py::handle h, const char* op) {
+  if (const Tensor* t = tensor_of(h)) return *t;
+  throw Error(fmt::format("{}: expected a reel.Tensor, got {}", op, type_name(h)));
+}
 
 Tensor as_tensor(py::handle h, const char* op) {
   if (const Tensor* t = tensor_of(h)) return *t;
@@ -196,28 +275,16 @@ reel.Tensor(array) shares a NumPy array's memory (C-contiguous float32, float64 
 int64; other arrays are copied); numpy.asarray(t) and t.numpy() share the tensor's
 memory as a read-only array. Tensors never change once made; operations make new ones.)")
       .def(py::init([](py::handle a) {
-             if (py::isinstance<Tensor>(a)) return a.cast<Tensor>();
+             if (py::isinstance<Tensor>(a)) return tensor_ref(a, "Tensor");
              if (py::isinstance<py::array>(a)) return as_tensor(a, "Tensor");
              return make_tensor(a, py::none(), py::none());
            }),
            py::arg("values"))
-      .def_buffer([](const Tensor& t) {
-        if (!t.defined()) throw Error("buffer: the tensor is undefined");
-        read_values(t);
-        std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end()), strides(shape.size());
-        py::ssize_t s = static_cast<py::ssize_t>(dtype_size(t.dtype()));
-        for (std::size_t i = shape.size(); i-- > 0;) strides[i] = s, s *= shape[i];
-        const char* format = t.dtype() == DType::f32   ? "f"
-                             : t.dtype() == DType::f64 ? "d"
-                                                       : "q";
-        return py::buffer_info(const_cast<void*>(t.raw()), static_cast<py::ssize_t>(dtype_size(t.dtype())), format,
-                               static_cast<py::ssize_t>(shape.size()), shape, strides, /*readonly=*/true);
-      })
-      .def("numpy", [](py::object self) { return to_array(self.cast<const Tensor&>(), self); },
+      .def("numpy", [](py::handle self) { return to_array(tensor_ref(self, "Tensor.numpy"), self); },
            "A read-only NumPy array over the tensor's memory (no copy).")
       .def("__array__",
            [](py::object self, py::object dtype) -> py::object {
-             py::array a = to_array(self.cast<const Tensor&>(), self);
+             py::array a = to_array(tensor_ref(self, "Tensor.__array__"), self);
              if (dtype.is_none()) return a;
              return a.attr("astype")(dtype);
            },
@@ -238,15 +305,24 @@ memory as a read-only array. Tensors never change once made; operations make new
            })
       .def("item", &Tensor::item, "The one value of a one-element tensor (a guard on it inside reel.jit).")
       .def("tolist",
-           [](py::object self) { return to_array(self.cast<const Tensor&>(), self).attr("tolist")(); })
+           [](py::handle self) { return to_array(tensor_ref(self, "Tensor.tolist"), self).attr("tolist")(); })
       .def("values", &Tensor::values, "The values, row-major, as floats (a guard on them inside reel.jit).")
       .def("__bool__", [](const Tensor& t) { return static_cast<bool>(t); },
            "The truth of a one-element tensor; while traced, a guard on the branch taken.")
       .def("__float__", &Tensor::item)
-      .def("__int__", [](const Tensor& t) { return static_cast<int64_t>(t.item()); })
+      // As Python's int(float): the exact integer (truncated), ValueError for NaN,
+      // OverflowError for an infinity; i64 tensors exactly.
+      .def("__int__",
+           [](const Tensor& t) -> py::object {
+             const double v = t.item();  // checks one element; a guard while traced
+             if (t.dtype() == DType::i64) return py::int_(t.data<int64_t>()[0]);
+             PyObject* i = PyNumber_Long(py::float_(v).ptr());
+             if (i == nullptr) throw py::error_already_set();
+             return py::reinterpret_steal<py::object>(i);
+           })
       .def("__repr__",
-           [](py::object self) {
-             const Tensor& t = self.cast<const Tensor&>();
+           [](py::handle self) {
+             const Tensor& t = tensor_ref(self, "Tensor.__repr__");
              if (!t.defined()) return std::string("reel.Tensor(undefined)");
              const std::string values = py::str(to_array(t, self));
              return fmt::format("reel.Tensor({}, {})", values, type_str(t.dtype(), t.shape()));
@@ -261,6 +337,7 @@ memory as a read-only array. Tensors never change once made; operations make new
            "Writes values into a param's own memory (Tracker's W.data .= values).");
   py::implicitly_convertible<py::array, Tensor>();
   tensor_type = reinterpret_cast<PyTypeObject*>(m.attr("Tensor").ptr());
+  reinterpret_cast<PyHeapTypeObject*>(tensor_type)->as_buffer.bf_getbuffer = tensor_getbuffer;
 
   m.def("tensor", &make_tensor, py::arg("values"), py::arg("shape") = py::none(), py::arg("dtype") = py::none(),
         "A new tensor (a copy) of a number, nested list or array; f64 unless the array or `dtype` says otherwise.");
@@ -275,9 +352,14 @@ memory as a read-only array. Tensors never change once made; operations make new
   m.def("full", [](const Shape& s, double v, py::handle dtype) { return full(s, v, to_dtype(dtype, "full")); },
         py::arg("shape"), py::arg("value"), py::arg("dtype") = DType::f64);
   m.def("randn",
-        [](const Shape& s, uint64_t seed, py::handle dtype) { return randn(s, seed, to_dtype(dtype, "randn")); },
+        [](const Shape& s, py::handle seed, py::handle dtype) {
+          return randn(s, seed_of(seed, "randn"), to_dtype(dtype, "randn"));
+        },
         py::arg("shape"), py::arg("seed") = 0, py::arg("dtype") = DType::f64);
-  m.def("rand", [](const Shape& s, uint64_t seed, py::handle dtype) { return rand(s, seed, to_dtype(dtype, "rand")); },
+  m.def("rand",
+        [](const Shape& s, py::handle seed, py::handle dtype) {
+          return rand(s, seed_of(seed, "rand"), to_dtype(dtype, "rand"));
+        },
         py::arg("shape"), py::arg("seed") = 0, py::arg("dtype") = DType::f64);
   m.def("arange", [](int64_t n, py::handle dtype) { return arange(n, to_dtype(dtype, "arange")); }, py::arg("n"),
         py::arg("dtype") = DType::i64);

@@ -12,10 +12,10 @@ namespace reel::py_bind {
 
 PyTrace trace_py(py::handle f, const py::tuple& args, bool lift, bool value_guards, const char* op) {
   if (!PyCallable_Check(f.ptr()))
-    throw Error(fmt::format("{}: expected a function, got {}", op, std::string(py::repr(f))));
+    throw Error(fmt::format("{}: expected a function, got {}", op, shown(f)));
   PyTrace out;
   detail::TraceScope scope(lift, value_guards);
-  flatten(args, out.inputs);
+  flatten(args, out.inputs, op);
   std::vector<Tensor> wrapped;
   wrapped.reserve(out.inputs.size());
   for (const Tensor& t : out.inputs) wrapped.push_back(scope.input(t));
@@ -98,8 +98,8 @@ struct Directions {
 };
 Directions directions(const char* op, py::handle primals, py::handle dirs) {
   Directions d{as_args(primals), {}, {}, -1};
-  flatten(d.args, d.a);
-  flatten(as_args(dirs), d.v);
+  flatten(d.args, d.a, op);
+  flatten(as_args(dirs), d.v, op);
   if (d.a.size() != d.v.size())
     throw Error(fmt::format("{}: expected one direction per argument tensor ({}), got {}", op, d.a.size(), d.v.size()));
   d.k = detail::tangent_count(op, d.a, d.v);
@@ -173,6 +173,14 @@ class CompiledGrad {
   CompiledFunction fn_;
 };
 
+}  // namespace
+}  // namespace reel::py_bind
+
+REEL_INITIALISED_CASTER(reel::py_bind::CompiledGrad)
+
+namespace reel::py_bind {
+namespace {
+
 std::vector<Tensor> call_args(const py::args& args) {
   std::vector<Tensor> out;
   if (args.size() == 1 && (py::isinstance<py::list>(args[0]) || py::isinstance<py::tuple>(args[0]))) {
@@ -222,14 +230,16 @@ void bind_transforms(py::module_& m) {
   m.def("play",
         [](const Tape& tape, py::handle args) {
           std::vector<Tensor> in;
-          flatten(args, in);
+          flatten(args, in, "play");
           return to_list(play(tape, in));
         },
         py::arg("tape"), py::arg("args"), "Interprets a tape on new inputs; a list of its outputs.");
   m.def("grad_tape", &grad_tape, py::arg("tape"));
   m.def("vjp_tape", &vjp_tape, py::arg("tape"));
   m.def("jvp_tape",
-        [](const Tape& tape, py::handle k) { return k.is_none() ? jvp_tape(tape) : jvp_tape(tape, k.cast<int64_t>()); },
+        [](const Tape& tape, py::handle k) {
+          return k.is_none() ? jvp_tape(tape) : jvp_tape(tape, to_int(k, "jvp_tape", "k"));
+        },
         py::arg("tape"), py::arg("k") = py::none());
   m.def("forward_mode", &forward_mode, py::arg("tape"));
   m.def("reverse_mode", &reverse_mode, py::arg("tape"));
@@ -261,7 +271,7 @@ void bind_transforms(py::module_& m) {
       .def("profile",
            [](const CompiledFunction& f, py::handle args, int runs) {
              std::vector<Tensor> in;
-             flatten(args, in);
+             flatten(args, in, "profile");
              ReleaseGil release;
              return f.profile(in, runs);
            },
@@ -291,7 +301,7 @@ void bind_transforms(py::module_& m) {
   m.def("_time_cpp_calls",
         [](const CompiledFunction& f, py::handle args, int64_t calls) {
           std::vector<Tensor> in;
-          flatten(args, in);
+          flatten(args, in, "_time_cpp_calls");
           return time_cpp_calls(f, in, calls);
         });
 }

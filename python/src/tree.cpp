@@ -23,18 +23,91 @@ void put_string(detail::KeyBuffer& key, std::string_view s) {
 
 }  // namespace
 
-std::string type_name(py::handle h) { return py::str(py::type::handle_of(h).attr("__name__")); }
+bool uninitialised(py::handle h) {
+  if (!h || !PyObject_TypeCheck(h.ptr(), reinterpret_cast<PyTypeObject*>(py::detail::get_internals().instance_base)))
+    return false;
+  auto* inst = reinterpret_cast<py::detail::instance*>(h.ptr());
+  if (!inst->owned) return false;  // a reference to a C++ object held elsewhere
+  for (const auto& vh : py::detail::values_and_holders(inst))
+    if (!vh.holder_constructed()) return true;
+  return false;
+}
 
-void flatten(py::handle tree, std::vector<Tensor>& leaves) {
+std::string type_name(py::handle h) {
+  const std::string name = py::str(py::type::handle_of(h).attr("__name__"));
+  if (uninitialised(h)) return fmt::format("uninitialised {0} (made by {0}.__new__ without __init__)", name);
+  return name;
+}
+
+std::string shown(py::handle h) {
+  if (uninitialised(h)) return type_name(h);
+  std::string s = py::repr(h);
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+py::int_ to_pyint(py::handle h, const char* op, const char* what) {
+  const auto refuse = [&] { return Error(fmt::format("{}: expected an integer {}, got {}", op, what, type_name(h))); };
+  if (PyBool_Check(h.ptr()) || PyFloat_Check(h.ptr()) || !PyIndex_Check(h.ptr())) throw refuse();
+  PyObject* i = PyNumber_Index(h.ptr());
+  if (i == nullptr) {
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw py::error_already_set();
+    PyErr_Clear();  // an array of several elements, say
+    throw refuse();
+  }
+  return py::reinterpret_steal<py::int_>(i);
+}
+
+int64_t to_int(py::handle h, const char* op, const char* what) {
+  const py::int_ i = to_pyint(h, op, what);
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (overflow != 0)
+    throw Error(fmt::format("{}: expected {} to fit in 64 bits (from -2**63 to 2**63 - 1), got {}", op, what,
+                            std::string(py::str(py::handle(i)))));
+  if (v == -1 && PyErr_Occurred()) throw py::error_already_set();
+  return v;
+}
+
+std::vector<int64_t> to_ints(py::handle h, const char* op, const char* what) {
+  if (!py::isinstance<py::list>(h) && !py::isinstance<py::tuple>(h)) {
+    if (PyIndex_Check(h.ptr()) && !PyBool_Check(h.ptr())) return {to_int(h, op, what)};
+    throw Error(fmt::format("{}: expected {} as an int or a list or tuple of ints, got {}", op, what, type_name(h)));
+  }
+  std::vector<int64_t> out;
+  out.reserve(py::len(h));
+  for (py::handle item : h) out.push_back(to_int(item, op, what));
+  return out;
+}
+
+bool is_number(py::handle h) {
+  if (PyFloat_Check(h.ptr()) || PyLong_Check(h.ptr())) return true;
+  static PyObject* numpy_number = py::object(py::module_::import("numpy").attr("number")).release().ptr();  // never freed
+  return PyObject_IsInstance(h.ptr(), numpy_number) == 1;
+}
+
+double to_double(py::handle h, const char* op, const char* what) {
+  if (!is_number(h)) throw Error(fmt::format("{}: expected a number as {}, got {}", op, what, type_name(h)));
+  const double v = PyFloat_AsDouble(h.ptr());
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw Error(fmt::format("{}: expected {} to be a real number that fits in a double, got {}", op, what, shown(h)));
+  }
+  return v;
+}
+
+void flatten(py::handle tree, std::vector<Tensor>& leaves, const char* op) {
   const WalkDepth depth;
   if (const Tensor* t = tensor_of(tree)) {
     leaves.push_back(*t);
   } else if (py::isinstance<py::array>(tree)) {
-    leaves.push_back(as_tensor(tree, "reel"));
+    leaves.push_back(as_tensor(tree, op));
   } else if (py::isinstance<py::list>(tree) || py::isinstance<py::tuple>(tree)) {
-    for (py::handle item : tree) flatten(item, leaves);
+    for (py::handle item : tree) flatten(item, leaves, op);
   } else if (py::isinstance<py::dict>(tree)) {
-    for (auto item : py::reinterpret_borrow<py::dict>(tree)) flatten(item.second, leaves);
+    for (auto item : py::reinterpret_borrow<py::dict>(tree)) flatten(item.second, leaves, op);
+  } else if (uninitialised(tree)) {  // not a plain value either
+    throw Error(fmt::format("{}: expected tensors and plain values, got {}", op, type_name(tree)));
   }
 }
 
@@ -156,10 +229,10 @@ void append_key(detail::KeyBuffer& key, py::handle arg, std::vector<Tensor>& ten
       append_key(key, item.second, tensors, op, argno);
     }
   } else {
-    throw Error(fmt::format("{}: argument {} is a {}; arguments are reel.Tensors, NumPy arrays, dicts, lists and "
+    throw Error(fmt::format("{}: argument {} is {}{}; arguments are reel.Tensors, NumPy arrays, dicts, lists and "
                             "tuples of them, ints, floats, bools, strings and None (pass other values through a "
                             "closure: they become constants of what is traced)",
-                            op, argno, type_name(arg)));
+                            op, argno, uninitialised(arg) ? "" : "a ", type_name(arg)));
   }
 }
 
@@ -175,6 +248,7 @@ std::vector<std::string> describe_all(const py::tuple& args) {
 }
 
 std::string describe(py::handle arg) {
+  const WalkDepth depth;
   if (is_tensor_like(arg)) {
     const Tensor t = as_tensor(arg, "reel");
     return fmt::format("tensor {}", type_str(t.dtype(), t.shape()));
