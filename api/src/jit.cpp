@@ -87,6 +87,9 @@ void JitCore::compile_path(Path& p) {
 }
 
 std::unique_lock<std::recursive_mutex> JitCore::miss_lock() { return std::unique_lock<std::recursive_mutex>(s_->miss_mutex); }
+std::unique_lock<std::recursive_mutex> JitCore::try_miss_lock() {
+  return std::unique_lock<std::recursive_mutex>(s_->miss_mutex, std::try_to_lock);
+}
 
 // The lookup: the signature's most recently successful path (nullptr for none), its
 // signature made the most recently used.

@@ -40,11 +40,6 @@ class PyJit {
   // f run as it is, without the cache: the value (and gradients) a miss gives.
   py::object uncached(const py::args& args) const { return grad_ ? traced_grad(args) : f_(*args); }
 
-  std::unique_lock<std::recursive_mutex> miss_lock() const {
-    ReleaseGil release;  // a thread tracing holds the lock and needs the GIL
-    return core_->miss_lock();
-  }
-
   py::object call_jit(const py::args& args, const detail::KeyBuffer& key,
                       const std::vector<const Tensor*>& ptrs) const {
     detail::CallLooks looks;
@@ -54,7 +49,12 @@ class PyJit {
       hit = core_->run(key.view(), ptrs, looks.look());
     }
     if (!hit) {
-      const auto lock = miss_lock();
+      // A miss traces holding the miss lock. While another thread holds it (tracing or
+      // compiling f), this call runs f uncached instead of waiting: that thread may be
+      // waiting for this one (f calling itself on a thread it joins), which would never
+      // end.
+      const auto lock = core_->try_miss_lock();
+      if (!lock.owns_lock()) return uncached(args);
       std::vector<std::string> parts = describe_all(args);
       {
         ReleaseGil release;
@@ -102,7 +102,8 @@ class PyJit {
       hit = core_->run(key.view(), ptrs, looks.look(outs)).has_value();
     }
     if (!hit) {
-      const auto lock = miss_lock();
+      const auto lock = core_->try_miss_lock();  // as call_jit's
+      if (!lock.owns_lock()) return uncached(args);
       std::vector<std::string> parts = describe_all(args);
       {
         ReleaseGil release;

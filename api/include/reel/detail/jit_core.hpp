@@ -103,6 +103,10 @@ class JitCore {
   // Held while a miss traces, so that a signature missed on several threads at once is
   // traced and compiled once (the others find it when they get the lock).
   std::unique_lock<std::recursive_mutex> miss_lock();
+  // The same lock if it is free (or held by this thread), else an unlocked one: for a
+  // caller that must not wait for the thread tracing (Python: a thread that the tracing
+  // thread itself waits for).
+  std::unique_lock<std::recursive_mutex> try_miss_lock();
   CacheInfo info() const;
 
  private:
