@@ -47,10 +47,23 @@ class JvpResult:
         return f"JvpResult(value={self.value!r}, tangent={self.tangent!r})"
 
 
-def _pick(grads, argnums):
-    if isinstance(argnums, int):
-        return grads[argnums]
-    return tuple(grads[i] for i in argnums)  # noqa: C401
+def _check_argnums(what, argnums):
+    """argnums as JAX takes it: an int or a tuple (or list) of ints; a reel.Error otherwise."""
+    nums = argnums if isinstance(argnums, (tuple, list)) else (argnums,)
+    for i in nums:
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise Error(f"{what}: expected argnums as an int or a tuple of ints, got {type(i).__name__}")
+
+
+def _pick(what, grads, argnums):
+    nums = argnums if isinstance(argnums, (tuple, list)) else (argnums,)
+    for i in nums:
+        if not -len(grads) <= i < len(grads):
+            raise Error(f"{what}: expected argnums {argnums!r} to name arguments of the call (0 to {len(grads) - 1}), "
+                        f"got {len(grads)} argument{'' if len(grads) == 1 else 's'}")
+    if isinstance(argnums, (tuple, list)):
+        return tuple(grads[i] for i in argnums)  # noqa: C401
+    return grads[argnums]
 
 
 def grad(f, *args, argnums=0):
@@ -65,9 +78,10 @@ def grad(f, *args, argnums=0):
     if args:
         value, grads = _reel._grad(f, args)
         return GradResult(value, grads)
+    _check_argnums("grad", argnums)
 
     def grad_f(*a):
-        return _pick(_reel._grad(f, a)[1], argnums)
+        return _pick("grad", _reel._grad(f, a)[1], argnums)
 
     grad_f.__name__ = f"grad({getattr(f, '__name__', 'f')})"
     return grad_f
@@ -75,10 +89,11 @@ def grad(f, *args, argnums=0):
 
 def value_and_grad(f, argnums=0):
     """JAX's value_and_grad: a function returning (f(*args), gradient of argument argnums)."""
+    _check_argnums("value_and_grad", argnums)
 
     def value_and_grad_f(*a):
         value, grads = _reel._grad(f, a)
-        return value, _pick(grads, argnums)
+        return value, _pick("value_and_grad", grads, argnums)
 
     return value_and_grad_f
 
@@ -113,9 +128,14 @@ def hvp(f, primals, v):
     return HvpResult(*_reel._hvp(f, primals, v))
 
 
-def _options(compile_after=2, max_entries=256, max_paths=8, vector_math=True, reuse_memory=True):
-    return dict(compile_after=compile_after, max_entries=max_entries, max_paths=max_paths, vector_math=vector_math,
-                reuse_memory=reuse_memory)
+_OPTIONS = dict(compile_after=2, max_entries=256, max_paths=8, vector_math=True, reuse_memory=True)
+
+
+def _options(what, options):
+    unknown = [k for k in options if k not in _OPTIONS]
+    if unknown:
+        raise Error(f"{what}: expected options among {', '.join(_OPTIONS)}, got {', '.join(unknown)}")
+    return {**_OPTIONS, **options}
 
 
 def jit(f=None, **options):
@@ -126,7 +146,7 @@ def jit(f=None, **options):
     vector_math, reuse_memory. Also a decorator: @reel.jit or @reel.jit(compile_after=1)."""
     if f is None:
         return lambda g: jit(g, **options)
-    return _reel._jit(f, False, **_options(**options))
+    return _reel._jit(f, False, **_options("jit", options))
 
 
 def jit_grad(f=None, **options):
@@ -134,7 +154,7 @@ def jit_grad(f=None, **options):
     (value, gradient of each argument), None for plain arguments."""
     if f is None:
         return lambda g: jit_grad(g, **options)
-    return _reel._jit(f, True, **_options(**options))
+    return _reel._jit(f, True, **_options("simplegrad", options))
 
 
 def compile_grad(f, *args):
@@ -184,8 +204,21 @@ def _reduction(name):
 
 for _name in ("sum", "mean", "prod", "max", "min", "logsumexp"):
     setattr(Tensor, _name, _reduction(_name))
+def _method(name):
+    # A function of the module is no method (a builtin never receives self): t.exp()
+    # calls reel.exp(t).
+    op = getattr(_reel, name)
+
+    def method(self):
+        return op(self)
+
+    method.__name__ = name
+    method.__doc__ = f"reel.{name}(self)"
+    return method
+
+
 for _name in ("exp", "log", "sin", "cos", "tanh", "sigmoid", "sqrt", "square", "abs", "relu"):
-    setattr(Tensor, _name, getattr(_reel, _name))
+    setattr(Tensor, _name, _method(_name))
 
 
 def _getitem(x, key):
