@@ -73,6 +73,21 @@ AttrKind attr_kind(const std::string& prim, const std::string& name, const std::
                           prim, name, kind));
 }
 
+// A call's arguments: a list or tuple of tensors (or arrays).
+std::vector<Tensor> argument_tensors(py::handle args, const char* op) {
+  if (!py::isinstance<py::list>(args) && !py::isinstance<py::tuple>(args))
+    throw Error(fmt::format("{}: expected the arguments as a list of tensors, got {}", op, type_name(args)));
+  std::vector<Tensor> in;
+  for (py::handle a : args) in.push_back(as_tensor(a, op));
+  return in;
+}
+
+// A rule given to custom_vjp or define_primitive, which must be callable.
+void check_rule(const char* op, const std::string& name, const char* rule, py::handle f) {
+  if (!PyCallable_Check(f.ptr()))
+    throw Error(fmt::format("{}: {}: expected a function as its {} rule, got {}", op, name, rule, shown(f)));
+}
+
 // A rule's result: a tensor (or array), as the primitive's value.
 Tensor rule_tensor(const std::string& prim, const char* rule, py::handle r) {
   if (!is_tensor_like(r))
@@ -110,8 +125,9 @@ const Primitive& define_py(const std::string& name, int arity, py::object eager,
     for (auto item : py::reinterpret_borrow<py::dict>(attrs))
       def.attrs.push_back({py::str(item.first), attr_kind(name, py::str(item.first), py::str(item.second))});
   const bool with_attrs = !def.attrs.empty();
-  if (eager.is_none() || !PyCallable_Check(eager.ptr()))
-    throw Error(fmt::format("define_primitive: {}: expected an eager function, got {}", name, shown(eager)));
+  check_rule("define_primitive", name, "eager", eager);
+  for (const auto& [rule, f] : {std::pair{"vjp", &vjp}, std::pair{"jvp", &jvp}, std::pair{"type", &type}})
+    if (!f->is_none()) check_rule("define_primitive", name, rule, *f);
   auto e = hold(std::move(eager));
   def.eager = [e, name, with_attrs](std::span<const Tensor> x, const Attrs& a) {
     py::gil_scoped_acquire gil;
@@ -173,8 +189,7 @@ attributes as one more argument (a dict).)");
   m.def(
       "apply",
       [](const std::string& name, py::handle args, py::handle attrs) -> py::object {
-        std::vector<Tensor> in;
-        for (py::handle a : args) in.push_back(as_tensor(a, name.c_str()));
+        const std::vector<Tensor> in = argument_tensors(args, name.c_str());
         const Primitive& p = primitive(name);
         // Several results (a loop's: as many as its body gives) are a list.
         if (p.results != 1) return to_list(apply_results(p, in, to_attrs(name.c_str(), attrs)));
@@ -185,8 +200,10 @@ attributes as one more argument (a dict).)");
   m.def(
       "custom_vjp",
       [](const std::string& name, py::handle args, py::object forward, py::object pullback) {
-        std::vector<Tensor> in;
-        for (py::handle a : args) in.push_back(as_tensor(a, name.c_str()));
+        const std::vector<Tensor> in = argument_tensors(args, name.c_str());
+        // (None: the functions registered by the name's first call, reused.)
+        if (!forward.is_none()) check_rule("custom_vjp", name, "forward", forward);
+        if (!pullback.is_none()) check_rule("custom_vjp", name, "pullback", pullback);
         auto f = hold(std::move(forward));
         auto b = hold(std::move(pullback));
         return custom_vjp(

@@ -63,7 +63,8 @@ std::string given_text(py::handle h) {
   if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) {
     int overflow = 0;
     (void)PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
-    const std::string v = py::str(h);
+    std::string v = py::str(h);
+    if (v.size() > 40) v = v.substr(0, 20) + "..." + v.substr(v.size() - 5);
     return overflow ? v + " (beyond 64 bits)" : v;
   }
   if (PyBool_Check(h.ptr()) || PyFloat_Check(h.ptr()) || h.is_none() || py::isinstance<py::str>(h)) return shown(h);
@@ -123,7 +124,26 @@ void explain_mismatch(PyObject* capsule, PyObject* args, PyObject* kwargs) {
   PyErr_SetString(error_type, message.c_str());
 }
 
+// pybind11 ignores __init__ called again on an initialised object (its C++ object
+// cannot change): a reel.Error here, not a call that silently does nothing.
+bool initialised_again(PyObject* capsule, PyObject* args) {
+  auto* rec = static_cast<py::detail::function_record*>(
+      PyCapsule_GetPointer(capsule, py::detail::get_function_record_capsule_name()));
+  if (rec == nullptr || !rec->is_constructor || PyTuple_GET_SIZE(args) == 0) return false;
+  py::handle self = PyTuple_GET_ITEM(args, 0);
+  if (!PyObject_TypeCheck(self.ptr(), reinterpret_cast<PyTypeObject*>(py::detail::get_internals().instance_base)))
+    return false;
+  for (const auto& vh : py::detail::values_and_holders(reinterpret_cast<py::detail::instance*>(self.ptr())))
+    if (!vh.holder_constructed()) return false;
+  PyErr_SetString(error_type, fmt::format("{}.__init__: expected an object made by {}.__new__, got one already "
+                                          "initialised (its C++ object never changes: make a new one)",
+                                          call_name(*rec), call_name(*rec))
+                                  .c_str());
+  return true;
+}
+
 extern "C" PyObject* checked_dispatch(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (initialised_again(self, args)) return nullptr;
   PyObject* result = pybind11_dispatcher(self, args, kwargs);
   if (result == nullptr && PyErr_ExceptionMatches(PyExc_TypeError)) explain_mismatch(self, args, kwargs);
   return result;

@@ -178,12 +178,12 @@ void bind_ops(py::module_& m) {
         py::arg("x"), py::arg("indices"), py::arg("values"), py::arg("axis") = 0);
   m.def("index_update",
         [](const Tensor& x, const py::slice& s, const Tensor& v, int64_t axis) {
-          if (!s.attr("step").is_none() && to_int(s.attr("step"), "index_update", "a slice's step") != 1)
+          if (!s.attr("step").is_none() && to_int(s.attr("step"), "index_update", "slice step") != 1)
             throw Error("index_update: a slice of step 1 (start:stop) or i64 indices, got a slice with a step");
           const int64_t a = normalize_axis("index_update", axis, VarType{x.dtype(), x.shape()});
           const int64_t n = x.shape()[static_cast<std::size_t>(a)];
-          const int64_t start = s.attr("start").is_none() ? 0 : to_int(s.attr("start"), "index_update", "a slice's start");
-          const int64_t stop = s.attr("stop").is_none() ? n : to_int(s.attr("stop"), "index_update", "a slice's stop");
+          const int64_t start = s.attr("start").is_none() ? 0 : to_int(s.attr("start"), "index_update", "slice start");
+          const int64_t stop = s.attr("stop").is_none() ? n : to_int(s.attr("stop"), "index_update", "slice stop");
           return index_update(x, axis, start, stop, v);
         },
         py::arg("x"), py::arg("indices"), py::arg("values"), py::arg("axis") = 0);
