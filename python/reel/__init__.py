@@ -16,6 +16,7 @@ so every transformation of the C++ library applies to Python functions:
 See the README's "Python" section.
 """
 import builtins as _builtins
+import operator as _operator
 from collections import namedtuple as _namedtuple
 
 from . import _reel
@@ -228,6 +229,11 @@ def _getitem(x, key):
         raise Error("getitem: an index with ... is not supported; index each axis (ints, slices, an i64 tensor)")
     axis = 0
     for k in key:
+        if not isinstance(k, (bool, int, _builtins.slice, Tensor)) and hasattr(type(k), "__index__"):
+            try:
+                k = _operator.index(k)  # NumPy's integers too
+            except TypeError:
+                pass  # an array, say: refused below
         if isinstance(k, bool) or not isinstance(k, (int, _builtins.slice, Tensor)):
             raise Error(f"getitem: expected ints, slices or an i64 tensor, got {type(k).__name__}")
         if isinstance(k, int):
