@@ -325,3 +325,40 @@ def test_33_6_seeds_and_options_out_of_range_are_errors():
                                          r"vector_math, reuse_memory, got max_entrie$"):
         reel.jit(f, max_entrie=3)
     assert reel.jit(f, max_entries=np.int64(3))(reel.tensor([1.0])).tolist() == [1.0]
+
+
+def test_33_4_hostile_new_user_probes():
+    x = reel.tensor([[1.0, 2.0], [3.0, 4.0]])
+    # __init__ again on a made object was silently ignored by pybind11 (the tensor kept
+    # its values): an error, as the object cannot change.
+    with pytest.raises(reel.Error, match=r"^Tensor.__init__: expected an object made by Tensor.__new__, got one "
+                                         r"already initialised"):
+        reel.Tensor.__init__(x, [5.0])
+    assert x.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    g = reel.compile_grad(lambda a: reel.sum(a), x)
+    with pytest.raises(reel.Error, match=r"^CompiledGrad.__init__: expected an object made by"):
+        reel.CompiledGrad.__init__(g, lambda a: reel.sum(a * 2), (x,))
+    assert g(x)[1].tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    # NumPy integers index as ints do; arrays are refused as before.
+    assert x[np.int64(1), np.int32(0)].item() == 3.0
+    assert x[np.int64(0):np.int64(1)].shape == (1, 2)
+    with pytest.raises(reel.Error, match=r"^getitem: expected ints, slices or an i64 tensor, got ndarray$"):
+        x[np.array([0, 1])]
+    # Rules and argument lists are checked when given, not when first called.
+    with pytest.raises(reel.Error, match=r"^custom_vjp: cv33: expected a function as its forward rule, got 5$"):
+        reel.custom_vjp("cv33", [x], 5, lambda a, o, d: [d])
+    with pytest.raises(reel.Error, match=r"^define_primitive: pp33: expected a function as its vjp rule, got 3$"):
+        reel.define_primitive("pp33", 1, lambda a: a[0], vjp=3)
+    with pytest.raises(reel.Error, match=r"^sin: expected the arguments as a list of tensors, got int$"):
+        reel.apply("sin", 5)
+    with pytest.raises(reel.Error, match=r"^index_update: expected an integer slice step, got str$"):
+        reel.index_update(reel.tensor([1.0, 2.0]), slice(0, 2, "a"), reel.tensor([1.0, 1.0]))
+    # A huge int is shortened in the message.
+    with pytest.raises(reel.Error, match=r"^scalar: expected arguments \(value: float, dtype: object = <DType.f64: 1>\), "
+                                         r"got \(10000000000000000000\.\.\.00000 \(beyond 64 bits\)\)$"):
+        reel.scalar(10**400)
+    # A subclass of Tensor is a tensor everywhere.
+    class T(reel.Tensor):
+        pass
+    t = T([1.0, 2.0])
+    assert (reel.sin(t) + t).shape == (2,) and float(reel.sum(t)) == 3.0
