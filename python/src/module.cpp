@@ -129,7 +129,7 @@ void explain_mismatch(PyObject* capsule, PyObject* args, PyObject* kwargs) {
 bool initialised_again(PyObject* capsule, PyObject* args) {
   auto* rec = static_cast<py::detail::function_record*>(
       PyCapsule_GetPointer(capsule, py::detail::get_function_record_capsule_name()));
-  if (rec == nullptr || !rec->is_constructor || PyTuple_GET_SIZE(args) == 0) return false;
+  if (rec == nullptr || PyTuple_GET_SIZE(args) == 0) return false;
   py::handle self = PyTuple_GET_ITEM(args, 0);
   if (!PyObject_TypeCheck(self.ptr(), reinterpret_cast<PyTypeObject*>(py::detail::get_internals().instance_base)))
     return false;
@@ -143,10 +143,15 @@ bool initialised_again(PyObject* capsule, PyObject* args) {
 }
 
 extern "C" PyObject* checked_dispatch(PyObject* self, PyObject* args, PyObject* kwargs) {
-  if (initialised_again(self, args)) return nullptr;
   PyObject* result = pybind11_dispatcher(self, args, kwargs);
   if (result == nullptr && PyErr_ExceptionMatches(PyExc_TypeError)) explain_mismatch(self, args, kwargs);
   return result;
+}
+
+// The same for a constructor (__init__).
+extern "C" PyObject* checked_init_dispatch(PyObject* self, PyObject* args, PyObject* kwargs) {
+  if (initialised_again(self, args)) return nullptr;
+  return checked_dispatch(self, args, kwargs);
 }
 
 // A bound function (or a method, property or static method wrapping one): its calls go
@@ -170,7 +175,7 @@ void check_calls(py::handle f, const std::string& name) {
       PyCapsule_GetPointer(capsule, py::detail::get_function_record_capsule_name()));
   PyMethodDef* def = rec->def;
   auto meth = reinterpret_cast<PyCFunctionWithKeywords>(reinterpret_cast<void (*)()>(def->ml_meth));
-  if (meth == checked_dispatch) return;
+  if (meth == checked_dispatch || meth == checked_init_dispatch) return;
   if (pybind11_dispatcher == nullptr) pybind11_dispatcher = meth;
   if (meth != pybind11_dispatcher) return;  // not pybind11's
   if (rec->name == nullptr || rec->name[0] == '\0') {  // pybind11 frees it with std::free
@@ -178,7 +183,8 @@ void check_calls(py::handle f, const std::string& name) {
     rec->name = strdup(name.c_str());
     def->ml_name = rec->name;
   }
-  def->ml_meth = reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(checked_dispatch));
+  def->ml_meth = reinterpret_cast<PyCFunction>(
+      reinterpret_cast<void (*)()>(rec->is_constructor ? checked_init_dispatch : checked_dispatch));
 }
 
 void check_all_calls(py::module_& m) {
