@@ -292,3 +292,89 @@ TEST_CASE("issue 33.1: a plain C++ loop carrying an argmax, re-rolled into a sca
   check_all_close(test::run_checked(g, {state0(), xs}), want, 1e-11, "re-rolled gradient vs REEL_REROLL=0");
   CHECK(sum(abs(want[1])).item() > 0.1);
 }
+
+// ---- Item 3: grad of a vmapped while_loop ----
+
+namespace {
+
+// while sum(c) < 10: c = 1.5 c + 0.1, so d sum(grow(x)) / dx = 1.5^trips elementwise.
+Tensor grow(const Tensor& x) {
+  return while_loop([](const Tensor& c) { return sum(c) < 10.0; }, [](const Tensor& c) { return c * 1.5 + 0.1; }, x);
+}
+
+int trips_of(const Tensor& x) {
+  Tensor c = x;
+  int trips = 0;
+  for (; sum(c).item() < 10.0; ++trips) c = c * 1.5 + 0.1;
+  return trips;
+}
+
+Tensor summed_vmap(const Tensor& X) { return sum(reel::vmap(grow)(X)); }
+
+// Row j of X: 1.5^(its trip count).
+Tensor expected_grad(const Tensor& X) {
+  std::vector<double> g;
+  for (int64_t j = 0; j < X.shape()[0]; ++j) {
+    const double d = std::pow(1.5, trips_of(index(X, j)));
+    for (int64_t i = 0; i < X.shape()[1]; ++i) g.push_back(d);
+  }
+  return tensor(g, X.shape());
+}
+
+}  // namespace
+
+TEST_CASE("issue 33.3: grad of vmap of a while_loop with the same trip count in every batch element") {
+  const Tensor X = tensor({1.0, 2.0, 1.1, 2.0, 0.5, 2.6}, {3, 2});  // sums 3, 3.1, 3.1: 3 trips each
+  for (int64_t j = 0; j < 3; ++j) REQUIRE(trips_of(index(X, j)) == 3);
+  const GradResult g = grad(summed_vmap, X);
+  test::check_close(g.grads[0], full({3, 2}, std::pow(1.5, 3)), 1e-12, 1e-12, "grad of vmap");
+  // vmap of grad, and a loop of grads, agree.
+  const Tensor per = reel::vmap([](const Tensor& x) { return grad([](const Tensor& v) { return sum(grow(v)); }, x).grads[0]; })(X);
+  test::check_close(g.grads[0], per, 1e-12, 1e-12, "grad of vmap vs vmap of grad");
+  for (int64_t j = 0; j < 3; ++j)
+    test::check_close(index(g.grads[0], j), grad([](const Tensor& v) { return sum(grow(v)); }, index(X, j)).grads[0],
+                      1e-12, 1e-12, fmt::format("row {} vs its own grad", j));
+  test::check_close(g.value, sum(reel::vmap(grow)(X)), 1e-12, 1e-12, "value");
+}
+
+TEST_CASE("issue 33.3: grad of vmap of a while_loop whose trip count differs per batch element") {
+  // Sums 3, 0.5, 20, 3.1: 3, 7, 0 and 3 trips; each element masked after its own.
+  const Tensor X = tensor({1.0, 2.0, 0.25, 0.25, 10.0, 10.0, 1.1, 2.0}, {4, 2});
+  CHECK(trips_of(index(X, 1)) == 7);
+  CHECK(trips_of(index(X, 2)) == 0);
+  const GradResult g = grad(summed_vmap, X);
+  test::check_close(g.grads[0], expected_grad(X), 1e-12, 1e-12, "grad of vmap");
+  test::check_close(g.value, sum(reel::vmap(grow)(X)), 1e-12, 1e-12, "value");
+  for (int64_t j = 0; j < 4; ++j)
+    test::check_close(index(g.grads[0], j), grad([](const Tensor& v) { return sum(grow(v)); }, index(X, j)).grads[0],
+                      1e-12, 1e-12, fmt::format("row {} vs its own grad", j));
+  // (vmap of grad holds one trip count, element 0's: its guards fail for the others.)
+  CHECK_THROWS_AS(reel::vmap([](const Tensor& x) { return grad([](const Tensor& v) { return sum(grow(v)); }, x).grads[0]; })(X),
+                  GuardFailure);
+  const std::vector<Tensor> fd = test::finite_diff([](const std::vector<Tensor>& a) { return summed_vmap(a[0]); }, {X});
+  test::check_close(g.grads[0], fd[0], 1e-6, 1e-6, "grad of vmap vs finite differences");
+  // Cached and compiled: a batch with another largest trip count traces again; one with
+  // the same largest count (other counts per element) reuses the path.
+  const auto cached = jit_grad(summed_vmap, JitOptions{.compile_after = 1});
+  for (const Tensor& B : {X, tensor({0.25, 0.25, 1.0, 2.0, 20.0, 1.0, 0.5, 0.0}, {4, 2}),
+                          tensor({1.0, 2.0, 1.0, 1.0, 1.0, 1.0, 9.0, 9.0}, {4, 2}), X}) {
+    const auto r = cached(B);
+    test::check_close(r[0], sum(reel::vmap(grow)(B)), 1e-12, 1e-12, "jit_grad value");
+    test::check_close(r[1], expected_grad(B), 1e-12, 1e-12, "jit_grad gradient");
+  }
+  CHECK(cached.cache_info().misses == 2);  // largest counts 7, 7, 4, 7
+  const auto once = compile_grad(summed_vmap, X);
+  test::check_close(once(tensor({0.25, 0.25, 1.0, 2.0, 20.0, 1.0, 0.5, 0.0}, {4, 2}))[1],
+                    expected_grad(tensor({0.25, 0.25, 1.0, 2.0, 20.0, 1.0, 0.5, 0.0}, {4, 2})), 1e-12, 1e-12,
+                    "compile_grad, the same largest trip count");
+  CHECK_THROWS_AS(once(tensor({1.0, 2.0, 1.0, 1.0, 1.0, 1.0, 9.0, 9.0}, {4, 2})), GuardFailure);
+}
+
+TEST_CASE("issue 33.3: a batched while_loop differentiated without a run has an error naming vmap and the trip counts") {
+  // vmap_tape batches a traced loop without running it: its trip count per batch element
+  // is not known, and grad says so in the user's terms.
+  const Tape t = trace([](const Tensor& x) { return sum(grow(x)); }, tensor({1.0, 2.0}));
+  const bool batched[] = {true};
+  const Tape v = vmap_tape(t, batched, 4);  // (one sum per batch element: vjp_tape seeds them)
+  CHECK_ERROR(vjp_tape(v), "while_loop", "vmap", "trip count", "batch element", "vmap of grad");
+}
