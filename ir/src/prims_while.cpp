@@ -4,12 +4,13 @@
 //
 // cond(consts, carries) gives one value of one element (nonzero: run the body again);
 // body(consts, carries) gives the next carries. The results are the final carries.
-// `trips` is the trip count reel::while_loop saw when it was traced; the loop itself
-// ignores it (it runs until cond is false), reverse mode needs it: the gradient tape runs
-// the loop as a scan of `trips` iterations whose body first guards that cond is true,
-// then guards that cond is false after the last one, so that a run with another trip
-// count raises reel::GuardFailure (reel::jit and reel::simplegrad(f) retrace) and scan's
-// two-half reverse mode does the rest. Forward mode is a while_loop over the body's jvp
+// `trips` is the trip count of the run that recorded the call (a trace, or Tracker's
+// recording for reel::back: Primitive::eager_recorded); the loop itself ignores it (it
+// runs until cond is false), reverse mode needs it: the gradient tape runs the loop as a
+// scan of `trips` iterations whose body first guards that cond is true, then guards that
+// cond is false after the last one, so that a run with another trip count raises
+// reel::GuardFailure (reel::jit and reel::simplegrad(f) retrace) and scan's two-half
+// reverse mode does the rest. Forward mode is a while_loop over the body's jvp
 // whose cond reads the primal carries.
 //
 // Batching (vmap): when cond depends on no batched value every batch element runs the
@@ -22,11 +23,16 @@
 // element j ends with the carries after its own trip count, as the loop of one element
 // would. Every carry is then batched, the mask (cond per element, evaluated before the
 // loop and after each iteration, as often as the unbatched loop does) is one more carry,
-// and the loop has no `trips`: its trip
-// count, the largest of the batch, is not known when it is batched, so reverse mode
-// through it (grad of vmap) is an error asking for trips. vmap of grad of a while_loop
-// sees the scan of `trips` iterations that reverse mode made, whose guards then hold
-// only if every element has the traced trip count (else reel::GuardFailure).
+// and the loop has no `trips`: its trip count, the largest of the batch, is not known
+// when it is batched. It gets one when it runs where it is recorded (eager_recorded:
+// grad of vmap, the vmapped function run under reel::grad or jit_grad), and reverse mode
+// then runs that many iterations, each element's carries frozen after its own count by
+// the same `where` (whose adjoint passes a frozen element's adjoint on unchanged); the
+// guards of that scan hold for any batch with the same largest count. A batched loop
+// that has not run (vmap_tape, or one inside another loop's body) is an error in reverse
+// mode. vmap of grad of a while_loop sees the scan of `trips` iterations that reverse
+// mode made, whose guards then hold only if every element has the traced trip count
+// (else reel::GuardFailure).
 #include <fmt/format.h>
 
 #include <memory>
@@ -119,6 +125,17 @@ Results<Tensor> while_eager(std::span<const Tensor> in, const Attrs& a) {
   return run_while_loop(*w.cond, *w.body, w.C, std::vector<Tensor>(in.begin(), in.end()));
 }
 
+// Run where the call is recorded: the loop records the trip count of this run, which
+// reverse mode reads (a loop batched by vmap with a trip count per batch element gets
+// the largest of the batch here).
+Results<Tensor> while_eager_recorded(std::span<const Tensor> in, Attrs& a) {
+  const WhileLayout w = while_layout(a, in.size());
+  int64_t trips = 0;
+  std::vector<Tensor> out = run_while_loop(*w.cond, *w.body, w.C, std::vector<Tensor>(in.begin(), in.end()), &trips);
+  a.set("trips", trips);
+  return out;
+}
+
 // Reverse mode: the loop as scan sees it, `trips` iterations of the body behind a guard
 // that cond holds. The state hands scan's adjoint its attributes and forward state.
 struct WhileGrad {
@@ -141,9 +158,14 @@ Attrs guarded_scan(const WhileLayout& w) {
 ForwardHalf while_forward(TapeBuilder& b, const ForwardArgs& a) {
   const WhileLayout w = while_layout(a.attrs, a.args.size());
   if (!w.has_trips)
-    throw Error("grad: while_loop has no trip count (its attribute trips, which reel::while_loop records when it is "
-                "traced, and which a while_loop batched by vmap with a trip count per batch element lacks); reverse "
-                "mode runs the loop as a scan of that many iterations, so give trips=N");
+    throw Error(
+        "grad: while_loop has no trip count (its attribute trips), and reverse mode runs the loop as a scan of that "
+        "many iterations. A while_loop gets it when it runs where it is traced or recorded; this one has not run: "
+        "a while_loop batched by vmap whose cond reads a batched value, so that its trip count may differ per batch "
+        "element, batched without running it (reel::vmap_tape, or inside another loop's body, where each iteration "
+        "may take another count). Take vmap of grad instead of grad of vmap there, call the vmapped function under "
+        "reel::grad or reel::jit_grad (its largest trip count is then recorded, each element masked after its own), "
+        "or give trips=N on the tape");
   auto state = std::make_shared<WhileGrad>();
   state->scan_attrs = guarded_scan(w);
   ForwardHalf half = primitive("scan").adjoint_forward(
@@ -325,6 +347,7 @@ Primitive while_loop_p() {
       .structure = Structure::loop,
       .adjoint_forward = while_forward,
       .batch = while_batch,
+      .eager_recorded = while_eager_recorded,
   };
 }
 

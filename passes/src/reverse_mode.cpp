@@ -22,12 +22,19 @@ enum class Seed { none, input, one };
 Tape reverse(const char* op, const Tape& f, std::span<const Seed> seeds, std::span<const bool> wanted) {
   const Var n = f.size();
   // needed[v]: v depends on an input (active) and a seeded output depends on v (useful).
-  std::vector<bool> active(n + 1, false), useful(n + 1, false), needed(n + 1, false);
+  // No gradient flows through i64 values. A call with several results (a loop) is as
+  // active as its arguments: each result is then active if it is a float, whatever the
+  // dtype of the first result, which the call's own variable also names (a loop whose
+  // first carry is an i64 index still passes gradients through its float carries).
+  std::vector<bool> active(n + 1, false), useful(n + 1, false), needed(n + 1, false), call_active(n + 1, false);
   for (Var v = 1; v <= n; ++v) {
     const Op& o = f.op(v);
-    active[v] = o.kind == OpKind::input;
-    for (Var a : o.args) active[v] = active[v] || active[a];
-    active[v] = active[v] && is_float(o.type.dtype);  // no gradient flows through i64 values
+    bool a = o.kind == OpKind::input;
+    if (o.kind == OpKind::result) a = call_active[o.args[0]];
+    else
+      for (Var x : o.args) a = a || active[x];
+    call_active[v] = a;
+    active[v] = a && is_float(o.type.dtype);
   }
   for (std::size_t i = 0; i < f.outputs.size(); ++i)
     if (seeds[i] != Seed::none) useful[f.outputs[i]] = true;

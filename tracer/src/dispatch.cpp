@@ -129,6 +129,17 @@ void record(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& 
   }
 }
 
+// Whether record or track will record the call: an active trace owns an argument, or an
+// argument is tracked for reel::back.
+bool recorded(std::span<const Tensor> inputs) {
+  for (const Tensor& in : inputs)
+    if (in.is_tracked() && !detail::tracking_paused()) return true;
+  for (detail::Trace* trace : detail::active_traces())
+    for (const Tensor& in : inputs)
+      if (trace->owns(in)) return true;
+  return false;
+}
+
 // Records the call for reel::back when an argument is a param or computed from one.
 void track(const Primitive& prim, std::span<const Tensor> inputs, const Attrs& attrs, std::span<Tensor> outs,
            std::span<const uint64_t> versions) {
@@ -144,7 +155,12 @@ Results<Tensor> detail::apply_list(const Primitive& prim, std::span<const Tensor
   const Results<VarType> results = infer_call_results(prim, types, attrs);
   if (!prim.eager) throw Error(fmt::format("{}: the primitive has no eager kernel", prim.name));
   std::vector<uint64_t> versions;
-  Results<Tensor> outs = run_eager(prim, inputs, versions, [&] { return prim.eager(inputs, attrs); });
+  // A call that will be recorded runs eager_recorded where given, which may set
+  // attributes of the recorded call (a while_loop's trip count).
+  const bool recording = prim.eager_recorded && recorded(inputs);
+  Results<Tensor> outs = run_eager(prim, inputs, versions, [&] {
+    return recording ? prim.eager_recorded(inputs, attrs) : prim.eager(inputs, attrs);
+  });
   check_result_count(prim, "the eager function", outs.size());
   if (outs.size() != results.size())
     throw Error(fmt::format("{}: the eager function gave {} results, the type rule {}", prim.name, outs.size(),

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "reel/ir/builder.hpp"
-#include "reel/ir/while_loop.hpp"
 
 namespace reel::detail {
 
@@ -115,15 +114,7 @@ std::vector<Tensor> run_while(const Traced& cond, const Traced& body, const std:
   Attrs attrs{{"cond", TapeRef{std::make_shared<const Tape>(cond_tape)}},
               {"body", TapeRef{std::make_shared<const Tape>(body_tape)}},
               {"num_consts", static_cast<int64_t>(C)}};
-  bool recorded = false;
-  for (const Tensor& a : args) recorded = recorded || reel::is_traced(a) || a.is_tracked();
-  if (recorded) {
-    std::vector<Tensor> plain = args;
-    for (Tensor& t : plain) t.clear_trace_tags();  // (reading cond's value records nothing)
-    int64_t trips = 0;
-    (void)run_while_loop(cond_tape, body_tape, C, std::move(plain), &trips);
-    attrs.set("trips", trips);
-  }
+  // (Where the call is recorded, the primitive records the trip count of this run.)
   return apply_results("while_loop", args, std::move(attrs));
 }
 

@@ -69,8 +69,8 @@ std::vector<Tensor> run_scan(const Tape& traced, const std::vector<Tensor>& capt
 
 // Runs the while_loop of traced cond and body tapes, whose inputs are the carries, then
 // their captured tensors; returns the final carries. Where the loop is recorded (an
-// argument is traced, or tracked for reel::back) it runs once more first, to count
-// its trips for reverse mode (the call's `trips`).
+// argument is traced, or tracked for reel::back) the call records its trip count for
+// reverse mode (the call's `trips`).
 std::vector<Tensor> run_while(const Traced& cond, const Traced& body, const std::vector<Tensor>& carries);
 
 template <class T>
@@ -170,8 +170,7 @@ Carry fori_loop(int64_t lo, int64_t hi, F&& body, const Carry& init, const ScanO
 // (reel::grad, reel::back, reel::jit_grad) is for the trip count seen when the loop was
 // traced or recorded for back: gradient code run where the loop takes another count
 // raises reel::GuardFailure, and reel::jit_grad (reel::simplegrad(f)) traces that
-// path anew. (Where a while_loop is traced or recorded, it runs twice: once to count
-// its trips.) Forward mode takes any count. A loop inside a scan's body is traced in
+// path anew. Forward mode takes any count. A loop inside a scan's body is traced in
 // the first iteration: its gradient holds where every iteration runs it as often.
 template <class Cond, class Body, class Carry>
 Carry while_loop(Cond&& cond, Body&& body, const Carry& init) {

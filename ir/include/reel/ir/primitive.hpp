@@ -326,6 +326,12 @@ struct Primitive {
   std::function<void(std::span<const Tensor> args, const Attrs&, std::span<Tensor> results, void* scratch)>
       eager_into{};
   std::function<int64_t(std::span<const VarType> args, const Attrs&)> scratch_bytes{};
+  // The eager function where the call is recorded (optional; loops): where a trace
+  // records the call, or Tracker records it for reel::back, this runs instead of `eager`,
+  // computes the same results and may set attributes that only a run can tell, which
+  // the recorded call then holds (while_loop: `trips`, this run's trip count, which
+  // reverse mode needs; a loop batched by vmap gets the largest of its batch there).
+  std::function<Results<Tensor>(std::span<const Tensor>, Attrs&)> eager_recorded{};
 
   bool is_index_arg(std::size_t i) const {
     for (int a : index_args)
