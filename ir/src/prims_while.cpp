@@ -41,8 +41,8 @@
 namespace reel {
 
 void throw_max_trips(int64_t max_trips) {
-  throw Error(fmt::format("while_loop: cond still holds after {} iteration{}, the max_trips given (expected the loop to "
-                          "stop within max_trips; a runaway loop, or give a larger max_trips)",
+  throw Error(fmt::format("while_loop: cond still holds after {0} iteration{1}, and max_trips is {0} (expected the loop "
+                          "to stop within max_trips iterations: a runaway loop, or a max_trips too small)",
                           max_trips, max_trips == 1 ? "" : "s"));
 }
 
