@@ -112,6 +112,28 @@ TEST_CASE("issue 33.2: scan body reading a value that stays the same works, and 
   CHECK_THROWS_AS(play(parse_tape(to_string(t)), {scalar(1.0), scalar(3.0)}), GuardFailure);
 }
 
+TEST_CASE("issue 33.2: a value read in a checkpoint or a gradient inside a loop body is checked every iteration") {
+  // The read happens in a trace nested in the body's; its tape becomes part of the body.
+  const auto block = checkpoint([](const Tensor& c) { return c + c.item(); });
+  auto f = [&](const Tensor& x) {
+    return scan([&](const Tensor& c, const None&) { return std::pair{block(c), none}; }, x, none, {.length = 4}).first;
+  };
+  CHECK_ERROR(f(scalar(1.0)), "scan's body read a traced value", "here it is 2");
+  auto g = [](const Tensor& x) {
+    return scan([](const Tensor& c, const None&) {
+      const Tensor d = grad([](const Tensor& y) { return sum(y * y.item()); }, c).grads[0];
+      return std::pair{c + d, none};
+    }, x, none, {.length = 3}).first;
+  };
+  CHECK_ERROR(g(scalar(1.0)), "scan's body read a traced value");
+  // Values that stay the same pass: c.item() of a carry the body keeps.
+  using C = std::pair<Tensor, Tensor>;
+  const auto scaled = checkpoint([](const C& c) { return C{c.first * c.second.item(), c.second}; });
+  const C r = scan([&](const C& c, const None&) { return std::pair{scaled(c), none}; }, C{scalar(1.0), scalar(3.0)},
+                   none, {.length = 3}).first;
+  CHECK(r.first.item() == 27.0);
+}
+
 TEST_CASE("issue 33.2: scan reading an xs slice checks each slice, compiled and interpreted") {
   auto f = [](const Tensor& x, const Tensor& xs) {
     return scan([](const Tensor& c, const Tensor& w) { return std::pair{c + w.item(), none}; }, x, xs).first;

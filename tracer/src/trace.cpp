@@ -75,14 +75,18 @@ void record_value_read(const Tensor& t, const char* op) {
   if (bool guards = false; in_foreign_trace(t, &guards) && guards)
     throw Error(fmt::format("{}: the tensor belongs to {}", op, kForeignTrace));
   static const Primitive& guard = primitive("guard_value");
+  // A trace nested in a loop body's (reel::checkpoint, grad inside the body) becomes
+  // part of that body: its reads are checked every iteration too. (Outermost first.)
+  const char* loop = nullptr;
   for (Trace* trace : active_traces()) {
+    if (trace->loop != nullptr) loop = trace->loop;
     if (!trace->owns(t)) continue;
     ++trace->reads;
-    if (!trace->value_guards && t_guard_value_reads == 0) continue;
+    if (!trace->value_guards && loop == nullptr && t_guard_value_reads == 0) continue;
     Tensor plain = t;
     plain.clear_trace_tags();  // reading its values must not record again
     Attrs attrs{{"values", plain.values()}};
-    if (trace->loop != nullptr) attrs.set("loop", std::string(trace->loop));
+    if (loop != nullptr) attrs.set("loop", std::string(loop));
     (void)trace->builder.call(guard, {trace->var_of(t)}, std::move(attrs));
   }
 }
