@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "reel/ir/while_loop.hpp"
+
 namespace reel::codegen {
 
 namespace {
@@ -96,6 +98,7 @@ std::shared_ptr<const LoopPlan> plan_loop(const Tape& t, Var v, const std::vecto
     if (C < 0 || static_cast<std::size_t>(C) > args.size()) return nullptr;
     lp->num_consts = static_cast<std::size_t>(C);
     lp->num_carry = args.size() - lp->num_consts;
+    if (a.has("max_trips")) lp->max_trips = a.integer("max_trips");
     const std::vector<VarType> carries(args.begin() + C, args.end());
     const Tape& cond = a.tape("cond");
     if (cond.input_types() != args || body.input_types() != args || output_types(body) != carries ||
@@ -186,6 +189,7 @@ LoopBuffers loop_buffers(const Tape& t, const Plan& p, const LoopCallStep& step,
   L.reverse = lp.reverse;
   L.has_index = lp.has_index;
   L.index0 = lp.index0;
+  L.max_trips = lp.max_trips;
   L.workspace = in_scratch(0);
   L.body_bases = in_scratch(lp.body_bases);
   L.cond_bases = in_scratch(lp.cond_bases);
@@ -308,6 +312,7 @@ void run_while(void* const* bases, const LoopArgs& L, int64_t& k) {
     for (std::size_t c = 0; c < K; ++c) cond_in[c] = carry_in[c] = carry(k, c);
     cond.run(cs);
     if (first_element(bases, L.cond_dtype, L.cond_out) == 0.0) break;
+    if (k == L.max_trips) throw_max_trips(L.max_trips);
     for (std::size_t c = 0; c < K; ++c) carry_out[c] = carry(k + 1, c);
     body.run(bs);
   }
@@ -352,7 +357,10 @@ std::string loop_text(const Tape& t, const LoopCallStep& step) {
                       lp.reverse ? ", reversed" : "", lp.has_index ? fmt::format(", counter from {}", lp.index0) : "",
                       runs_as_kernel(lp) ? "one kernel" : "a step running the body");
       break;
-    case LoopKind::while_loop: s = fmt::format("while {}", call_label(t, step.out)); break;
+    case LoopKind::while_loop:
+      s = fmt::format("while {}{}", call_label(t, step.out),
+                      lp.max_trips >= 0 ? fmt::format(" (at most {} iterations)", lp.max_trips) : "");
+      break;
     case LoopKind::call: s = fmt::format("call {}", call_label(t, step.out)); break;
   }
   auto indented = [](const std::string& name, const ProgramPlan& p) {

@@ -39,6 +39,7 @@ struct LoopPlan {
   int64_t length = 0;  // scan
   bool reverse = false, has_index = false;
   int64_t index0 = 0;
+  int64_t max_trips = -1;  // while_loop: its attribute max_trips, or -1 (none)
   std::size_t num_consts = 0, num_carry = 0, num_xs = 0;
   // scan: per y (call: per result), whether something reads it; the others were dropped
   // from the body.

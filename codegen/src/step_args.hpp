@@ -164,6 +164,7 @@ struct LoopArgs {
   bool reverse = false;
   bool has_index = false;  // scan: the body's first input is the i64 counter index0 + k
   int64_t index0 = 0;
+  int64_t max_trips = -1;  // while_loop: a reel::Error when cond still holds after this many (-1: no limit)
   // In the step's scratch (the parent's workspace): the bodies' workspace, the tables of
   // their bases, the counter and cond's result.
   BufferRef workspace, body_bases, cond_bases, counter, cond_out;

@@ -51,12 +51,28 @@ Primitive guard_p() {
   };
 }
 
-// guard_value(x, values): x's values read while tracing for a cache (item(),
-// values()); running the tape where they differ throws reel::GuardFailure.
+// guard_value(x, values[, loop]): x's values read while tracing for a cache (item(),
+// values()), or in a loop body (`loop` names the loop: scan, fori_loop, while_loop; its
+// body is traced once, so what it reads is checked at every iteration); running the
+// tape where they differ throws reel::GuardFailure.
+std::string value_guard_failure(const Attrs& a, std::size_t i, double want, double got) {
+  if (!a.has("loop"))
+    return fmt::format("guard_value: the tape was traced with element {} = {} (read with item() or values()), here it "
+                       "is {}", i, want, got);
+  const std::string loop = a.string("loop");
+  return fmt::format("guard_value: {0}'s body read a traced value with item() or values() (element {1} = {2} when the "
+                     "body was traced), and here it is {3}: a loop body is traced once and runs for every iteration, "
+                     "so a value it reads is checked, never recomputed; compute with tensor operations instead "
+                     "(reel::where or reel::select to choose by a value{4})",
+                     loop, i, want, got,
+                     loop == "while_loop" ? "; a condition to stop on belongs in while_loop's cond"
+                                          : "; a loop that stops on a value is a while_loop, whose cond may read it");
+}
+
 Primitive guard_value_p() {
   return {
       .name = "guard_value",
-      .attrs = {{"values", AttrKind::reals}},
+      .attrs = {{"values", AttrKind::reals}, {"loop", AttrKind::string, true}},
       .infer = [](std::span<const VarType> in, const Attrs& a) {
         if (static_cast<int64_t>(a.reals("values").size()) != numel(in[0].shape))
           throw Error(fmt::format("guard_value: expected {} values for {}, got {}", numel(in[0].shape),
@@ -67,9 +83,7 @@ Primitive guard_value_p() {
         const std::vector<double> want = a.reals("values"), got = in[0].values();
         for (std::size_t i = 0; i < want.size(); ++i) {
           const bool same = want[i] == got[i] || (want[i] != want[i] && got[i] != got[i]);  // NaN matches NaN
-          if (!same)
-            throw GuardFailure(fmt::format("guard_value: the tape was traced with element {} = {} (read with item() "
-                                           "or values()), here it is {}", i, want[i], got[i]));
+          if (!same) throw GuardFailure(value_guard_failure(a, i, want[i], got[i]));
         }
         return in[0];
       },
@@ -83,7 +97,9 @@ Primitive guard_value_p() {
         const std::vector<double> one = a.attrs.reals("values");
         std::vector<double> all;
         for (int64_t j = 0; j < a.size; ++j) all.insert(all.end(), one.begin(), one.end());
-        b.call("guard_value", {a.args[0]}, {{"values", all}});
+        Attrs attrs = a.attrs;
+        attrs.set("values", all);
+        b.call("guard_value", {a.args[0]}, std::move(attrs));
         return b.call("nodiff", {a.args[0]});
       },
   };

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -187,6 +188,11 @@ ScanLayout scan_layout(const Attrs& a, std::size_t nargs) {
   s.reverse = a.has("reverse") && a.boolean("reverse");
   s.has_index = a.has("index");
   if (s.has_index) s.index0 = a.integer("index");
+  // The counter runs index .. index + length - 1, which must not pass the largest i64.
+  if (s.has_index && s.length > 0 && s.index0 > std::numeric_limits<int64_t>::max() - (s.length - 1))
+    throw Error(fmt::format("scan: the counter from index={} over length={} passes the largest i64 (expected index + "
+                            "length - 1 <= {})",
+                            s.index0, s.length, std::numeric_limits<int64_t>::max()));
   if (s.body->outputs.size() < s.K || s.body->outputs.empty())
     throw Error(fmt::format("scan: expected a body with at least {} output{} ({} carries), got {}",
                             std::max<std::size_t>(s.K, 1), std::max<std::size_t>(s.K, 1) == 1 ? "" : "s", s.K,
@@ -245,7 +251,12 @@ Results<Tensor> scan_eager(std::span<const Tensor> in, const Attrs& a) {
     args.insert(args.end(), in.begin(), in.begin() + static_cast<std::ptrdiff_t>(s.C));
     args.insert(args.end(), carry.begin(), carry.end());
     for (std::size_t j = 0; j < s.X; ++j) args.push_back(slice_at(in[s.C + s.K + j], k));
-    std::vector<Tensor> outs = evaluate(*s.body, args);
+    std::vector<Tensor> outs;
+    try {
+      outs = evaluate(*s.body, args);
+    } catch (const GuardFailure& e) {  // (a guard in the body, or a value it read: checked every iteration)
+      throw GuardFailure(fmt::format("scan, iteration {}: {}", k, e.what()));
+    }
     for (std::size_t c = 0; c < s.K; ++c) carry[c] = std::move(outs[c]);
     for (std::size_t j = 0; j < s.Y; ++j) store_at(ys[j], k, outs[s.K + j]);
   }

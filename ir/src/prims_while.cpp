@@ -1,9 +1,12 @@
 // while_loop: a loop whose condition and body are tapes (after jax.lax.while_loop):
 //
-//   %r... = while_loop(consts..., init...) {cond={...}, body={...}, num_consts=C[, trips=T]}
+//   %r... = while_loop(consts..., init...) {cond={...}, body={...}, num_consts=C[, trips=T][, max_trips=M]}
 //
 // cond(consts, carries) gives one value of one element (nonzero: run the body again);
 // body(consts, carries) gives the next carries. The results are the final carries.
+// `max_trips` (optional, reel::WhileOptions::max_trips) bounds the iterations: cond still
+// true after max_trips of them is a reel::Error, interpreted or compiled; forward mode
+// and batching keep it; reverse mode runs the traced trip count (at most max_trips).
 // `trips` is the trip count of the run that recorded the call (a trace, or Tracker's
 // recording for reel::back: Primitive::eager_recorded); the loop itself ignores it (it
 // runs until cond is false), reverse mode needs it: the gradient tape runs the loop as a
@@ -43,15 +46,24 @@
 
 namespace reel {
 
+void throw_max_trips(int64_t max_trips) {
+  throw Error(fmt::format("while_loop: cond still holds after {0} iteration{1}, and max_trips is {0} (expected the loop "
+                          "to stop within max_trips iterations: a runaway loop, or a max_trips too small)",
+                          max_trips, max_trips == 1 ? "" : "s"));
+}
+
 std::vector<Tensor> run_while_loop(const Tape& cond, const Tape& body, std::size_t num_consts,
                                    std::vector<Tensor> args, int64_t* trips, int64_t max_trips) {
   int64_t n = 0;
-  while (evaluate(cond, args)[0].item() != 0.0) {  // (nonzero as a guard reads it: NaN goes on)
-    if (n == max_trips)
-      throw Error(fmt::format("while_loop: cond still holds after {} iterations (the limit given)", max_trips));
-    std::vector<Tensor> next = evaluate(body, args);
-    std::move(next.begin(), next.end(), args.begin() + static_cast<std::ptrdiff_t>(num_consts));
-    ++n;
+  try {
+    while (evaluate(cond, args)[0].item() != 0.0) {  // (nonzero as a guard reads it: NaN goes on)
+      if (n == max_trips) throw_max_trips(max_trips);
+      std::vector<Tensor> next = evaluate(body, args);
+      std::move(next.begin(), next.end(), args.begin() + static_cast<std::ptrdiff_t>(num_consts));
+      ++n;
+    }
+  } catch (const GuardFailure& e) {
+    throw GuardFailure(fmt::format("while_loop, iteration {}: {}", n, e.what()));
   }
   if (trips != nullptr) *trips = n;
   args.erase(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(num_consts));
@@ -70,6 +82,7 @@ struct WhileLayout {
   const Tape* body = nullptr;
   bool has_trips = false;
   int64_t trips = 0;
+  int64_t max_trips = -1;  // none
 };
 
 WhileLayout while_layout(const Attrs& a, std::size_t nargs) {
@@ -84,6 +97,13 @@ WhileLayout while_layout(const Attrs& a, std::size_t nargs) {
   w.has_trips = a.has("trips");
   if (w.has_trips) w.trips = a.integer("trips");
   if (w.trips < 0) throw Error(fmt::format("while_loop: expected trips >= 0, got {}", w.trips));
+  if (a.has("max_trips")) {
+    w.max_trips = a.integer("max_trips");
+    if (w.max_trips < 0) throw Error(fmt::format("while_loop: expected max_trips >= 0, got {}", w.max_trips));
+    if (w.has_trips && w.trips > w.max_trips)
+      throw Error(fmt::format("while_loop: expected trips <= max_trips, got trips={} and max_trips={}", w.trips,
+                              w.max_trips));
+  }
   return w;
 }
 
@@ -122,7 +142,7 @@ Results<VarType> while_infer(std::span<const VarType> in, const Attrs& a) {
 
 Results<Tensor> while_eager(std::span<const Tensor> in, const Attrs& a) {
   const WhileLayout w = while_layout(a, in.size());
-  return run_while_loop(*w.cond, *w.body, w.C, std::vector<Tensor>(in.begin(), in.end()));
+  return run_while_loop(*w.cond, *w.body, w.C, std::vector<Tensor>(in.begin(), in.end()), nullptr, w.max_trips);
 }
 
 // Run where the call is recorded: the loop records the trip count of this run, which
@@ -131,7 +151,7 @@ Results<Tensor> while_eager(std::span<const Tensor> in, const Attrs& a) {
 Results<Tensor> while_eager_recorded(std::span<const Tensor> in, Attrs& a) {
   const WhileLayout w = while_layout(a, in.size());
   int64_t trips = 0;
-  std::vector<Tensor> out = run_while_loop(*w.cond, *w.body, w.C, std::vector<Tensor>(in.begin(), in.end()), &trips);
+  std::vector<Tensor> out = run_while_loop(*w.cond, *w.body, w.C, std::vector<Tensor>(in.begin(), in.end()), &trips, w.max_trips);
   a.set("trips", trips);
   return out;
 }
@@ -337,7 +357,8 @@ Primitive while_loop_p() {
       .attrs = {{"cond", AttrKind::tape},
                 {"body", AttrKind::tape},
                 {"num_consts", AttrKind::integer},
-                {"trips", AttrKind::integer, true}},
+                {"trips", AttrKind::integer, true},
+                {"max_trips", AttrKind::integer, true}},
       .infer = while_infer,
       .eager = while_eager,
       .adjoint = while_adjoint,

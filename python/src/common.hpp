@@ -148,6 +148,7 @@ void bind_ops(py::module_& m);
 void bind_transforms(py::module_& m);
 void bind_jit(py::module_& m);
 void bind_custom(py::module_& m);
+void bind_loops(py::module_& m);
 
 // A Python object held by C++ (a cached result's structure, a user's rule), released
 // with the GIL held, and never after the interpreter has finished.

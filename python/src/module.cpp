@@ -222,6 +222,7 @@ PYBIND11_MODULE(_reel, m) {
   bind_transforms(m);
   bind_jit(m);
   bind_custom(m);
+  bind_loops(m);
   m.def("set_num_threads", &reel::set_num_threads, py::arg("n"),
         "Threads compiled code uses (REEL_NUM_THREADS; default: every core).");
   m.def("num_threads", &reel::num_threads);

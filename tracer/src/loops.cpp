@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <limits>
 
 #include "reel/ir/builder.hpp"
 
@@ -41,6 +42,43 @@ int64_t scan_length(const char* op, const std::vector<Tensor>& xs, int64_t lengt
   if (length >= 0 && length != n)
     throw Error(fmt::format("{}: ScanOptions::length is {}, but xs have {} slices", op, length, n));
   return n;
+}
+
+int64_t fori_length(int64_t lo, int64_t hi) {
+  if (hi <= lo) return 0;
+  int64_t n = 0;
+  if (__builtin_sub_overflow(hi, lo, &n))
+    throw Error(fmt::format("fori_loop: the bounds lo={} and hi={} hold more iterations than an int64 counts "
+                            "(expected hi - lo <= {})",
+                            lo, hi, std::numeric_limits<int64_t>::max()));
+  return n;
+}
+
+void undefined_leaf(const char* op, const char* who, const char* what, std::size_t leaf, std::size_t of) {
+  throw Error(fmt::format("{}: {} returned an undefined tensor in its {} (leaf {} of {}; expected a tensor in every "
+                          "leaf)", op, who, what, leaf, of));
+}
+
+int64_t max_trips_of(const WhileOptions& options) {
+  if (!options.max_trips) return -1;
+  if (*options.max_trips < 0)
+    throw Error(fmt::format("while_loop: expected max_trips >= 0 (or none, for no limit), got {}",
+                            *options.max_trips));
+  return *options.max_trips;
+}
+
+bool while_goes_on(const Tensor& go) {
+  if (go.numel() != 1)
+    throw Error(fmt::format("while_loop: expected a cond giving one value of one element, got {}",
+                            type_str(go.dtype(), go.shape())));
+  return static_cast<bool>(go);
+}
+
+void check_while_carry(const std::vector<Tensor>& carry, const std::vector<Tensor>& next) {
+  for (std::size_t c = 0; c < carry.size(); ++c)
+    if (carry[c].dtype() != next[c].dtype() || carry[c].shape() != next[c].shape())
+      throw Error(fmt::format("while_loop: carry {} enters the body as {} and leaves it as {}", c + 1,
+                              type_str(carry[c].dtype(), carry[c].shape()), type_str(next[c].dtype(), next[c].shape())));
 }
 
 namespace {
@@ -104,7 +142,9 @@ Tape with_consts(const Traced& traced, std::size_t K, const std::vector<Tensor>&
 
 }  // namespace
 
-std::vector<Tensor> run_while(const Traced& cond, const Traced& body, const std::vector<Tensor>& carries) {
+std::vector<Tensor> run_while(const Traced& cond, const Traced& body, const std::vector<Tensor>& carries,
+                              const WhileOptions& options) {
+  const int64_t max_trips = max_trips_of(options);
   const std::size_t K = carries.size();
   std::vector<Tensor> args = cond.captured;
   args.insert(args.end(), body.captured.begin(), body.captured.end());
@@ -114,6 +154,7 @@ std::vector<Tensor> run_while(const Traced& cond, const Traced& body, const std:
   Attrs attrs{{"cond", TapeRef{std::make_shared<const Tape>(cond_tape)}},
               {"body", TapeRef{std::make_shared<const Tape>(body_tape)}},
               {"num_consts", static_cast<int64_t>(C)}};
+  if (max_trips >= 0) attrs.set("max_trips", max_trips);
   // (Where the call is recorded, the primitive records the trip count of this run.)
   return apply_results("while_loop", args, std::move(attrs));
 }

@@ -59,22 +59,35 @@ void record_guard(const Tensor& t, bool value) {
   if (in_foreign_trace(t)) throw Error(fmt::format("bool: the tensor belongs to {}", kForeignTrace));
   static const Primitive& guard = primitive("guard");
   for (Trace* trace : active_traces())
-    if (trace->owns(t)) (void)trace->builder.call(guard, {trace->var_of(t)}, {{"expected", value}});
+    if (trace->owns(t)) {
+      ++trace->reads;
+      (void)trace->builder.call(guard, {trace->var_of(t)}, {{"expected", value}});
+    }
 }
 
+thread_local int t_guard_value_reads = 0;  // live GuardValueReads on this thread
+
 // A traced tensor's values read with item()/values(): a guard on them, on the traces
-// made for a cache.
+// made for a cache (and on every trace under GuardValueReads).
 void record_value_read(const Tensor& t, const char* op) {
   // Another thread's trace for a cache would not guard the value (a plain trace does
   // not guard them on its own thread either: the value is a constant there too).
   if (bool guards = false; in_foreign_trace(t, &guards) && guards)
     throw Error(fmt::format("{}: the tensor belongs to {}", op, kForeignTrace));
   static const Primitive& guard = primitive("guard_value");
+  // A trace nested in a loop body's (reel::checkpoint, grad inside the body) becomes
+  // part of that body: its reads are checked every iteration too. (Outermost first.)
+  const char* loop = nullptr;
   for (Trace* trace : active_traces()) {
-    if (!trace->value_guards || !trace->owns(t)) continue;
+    if (trace->loop != nullptr) loop = trace->loop;
+    if (!trace->owns(t)) continue;
+    ++trace->reads;
+    if (!trace->value_guards && loop == nullptr && t_guard_value_reads == 0) continue;
     Tensor plain = t;
     plain.clear_trace_tags();  // reading its values must not record again
-    (void)trace->builder.call(guard, {trace->var_of(t)}, {{"values", plain.values()}});
+    Attrs attrs{{"values", plain.values()}};
+    if (loop != nullptr) attrs.set("loop", std::string(loop));
+    (void)trace->builder.call(guard, {trace->var_of(t)}, std::move(attrs));
   }
 }
 
@@ -91,6 +104,9 @@ uint64_t next_trace_id() {
   return counter.fetch_add(1);
 }
 }  // namespace
+
+GuardValueReads::GuardValueReads() { ++t_guard_value_reads; }
+GuardValueReads::~GuardValueReads() { --t_guard_value_reads; }
 
 TraceScope::TraceScope(bool lift_captures, bool value_guards)
     : trace_(new Trace(next_trace_id(), lift_captures, value_guards)) {
@@ -151,6 +167,10 @@ Tape TraceScope::finish() { return trace_->builder.finish(); }
 const std::vector<Tensor>& TraceScope::captured() const { return trace_->captured; }
 
 void TraceScope::lift_tracked() { trace_->lift_tracked = true; }
+
+void TraceScope::loop_body(const char* op) { trace_->loop = op; }
+
+int64_t TraceScope::values_read() const { return trace_->reads; }
 
 }  // namespace reel::detail
 

@@ -26,6 +26,11 @@ class Trace {
   const bool lift_captures;
   const bool value_guards;  // values read with item()/values() become guards (cached functions)
   bool lift_tracked = false;  // a loop body's: params and tensors computed from them become inputs too
+  // A loop body's: the loop (scan, fori_loop, while_loop), named by its guards on values
+  // read (a body is traced once and runs every iteration: a value it reads is checked
+  // each time, never a constant).
+  const char* loop = nullptr;
+  int64_t reads = 0;  // values of this trace's tensors read: item(), values(), branches (bool)
   TapeBuilder builder;
   std::vector<Tensor> captured;  // lifted inputs' values
   // Memory of tensors whose untraced copies must not be used (reel::Params: a copy

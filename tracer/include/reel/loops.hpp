@@ -17,7 +17,10 @@
 // (and params tracked for reel::back). The body is traced on the first slice, so
 // f must do the same operations in every iteration: a branch on a value (`if (x > 0)`)
 // is a guard, and an iteration that takes the other branch raises reel::GuardFailure
-// (use reel::where).
+// (use reel::where). A value f reads from its carry or x (item(), values()) is likewise
+// a guard checked at every iteration, never a constant: an iteration where it differs
+// raises reel::GuardFailure (compute with tensors instead: reel::where, reel::select).
+// The loop runs as long as it is asked to (10^12 iterations, as the same C++ would).
 #include <cstdint>
 #include <optional>
 #include <tuple>
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "reel/dispatch.hpp"
+#include "reel/ir/while_loop.hpp"
 #include "reel/trace.hpp"
 #include "reel/tree.hpp"
 
@@ -55,12 +59,22 @@ struct ScanOptions {
 using None = std::tuple<>;
 inline constexpr None none{};
 
+// A while_loop's options. max_trips: the most iterations the loop may run; one more
+// (cond still true after max_trips) is a reel::Error naming while_loop and max_trips,
+// traced, compiled and under grad alike (a runaway loop stops instead of running until
+// killed). None: no limit, as a C++ while.
+struct WhileOptions {
+  std::optional<int64_t> max_trips;
+};
+
 namespace detail {
 
 // Slice k of x along its leading axis (zeros of the slice's shape when x has none).
 Tensor leading_slice(const Tensor& x, int64_t k);
 // The loop length: xs' common leading axis, or options.length; a reel::Error naming op.
 int64_t scan_length(const char* op, const std::vector<Tensor>& xs, int64_t length);
+// fori_loop's trip count hi - lo (0 if hi <= lo); a reel::Error if it overflows int64.
+int64_t fori_length(int64_t lo, int64_t hi);
 // Runs the scan of a traced body whose inputs are [counter], carries, x slices, then
 // the captured tensors; returns the final carries and the stacked ys.
 std::vector<Tensor> run_scan(const Tape& traced, const std::vector<Tensor>& captured,
@@ -71,7 +85,10 @@ std::vector<Tensor> run_scan(const Tape& traced, const std::vector<Tensor>& capt
 // their captured tensors; returns the final carries. Where the loop is recorded (an
 // argument is traced, or tracked for reel::back) the call records its trip count for
 // reverse mode (the call's `trips`).
-std::vector<Tensor> run_while(const Traced& cond, const Traced& body, const std::vector<Tensor>& carries);
+std::vector<Tensor> run_while(const Traced& cond, const Traced& body, const std::vector<Tensor>& carries,
+                              const WhileOptions& options);
+// WhileOptions::max_trips checked: none is -1, a negative one a reel::Error.
+int64_t max_trips_of(const WhileOptions& options);
 
 template <class T>
 void check_carry_leaves(const char* op, std::size_t expected, const T& got) {
@@ -81,19 +98,67 @@ void check_carry_leaves(const char* op, std::size_t expected, const T& got) {
                 std::to_string(expected) + " (the initial carry's)");
 }
 
-// f traced on `init`'s tensors as inputs (a loop's cond or body); f's result is the
-// output, of expect_leaves tensors unless 0.
+[[noreturn]] void undefined_leaf(const char* op, const char* who, const char* what, std::size_t leaf, std::size_t of);
+// Every leaf of `r` (what `who` of the loop `op` returned: its "new carry", "y", ...)
+// is a defined tensor.
+template <class T>
+void check_defined_leaves(const char* op, const char* who, const char* what, const T& r) {
+  std::size_t n = 0, bad = 0;
+  for_each_tensor(r, [&](const Tensor& t) {
+    ++n;
+    if (!t.defined() && bad == 0) bad = n;
+  });
+  if (bad != 0) undefined_leaf(op, who, what, bad, n);
+}
+
+// f traced on `init`'s tensors as inputs (a loop's cond or body, `who`); f's result is
+// the output, of expect_leaves tensors unless 0. Values f reads become guards naming op.
 template <class F, class Carry>
-Traced trace_on_carry(F& f, const Carry& init, const char* op, std::size_t expect_leaves) {
-  TraceScope scope(/*lift_captures=*/true);
+Traced trace_on_carry(F& f, const Carry& init, const char* op, const char* who, std::size_t expect_leaves) {
+  TraceScope scope(/*lift_captures=*/true, /*value_guards=*/true);
   scope.lift_tracked();
+  scope.loop_body(op);
   Carry c = init;
   for_each_tensor(c, [&](Tensor& t) { t = scope.input(t); });
   const auto r = f(std::as_const(c));
   if (expect_leaves > 0) check_carry_leaves(op, expect_leaves, r);
+  check_defined_leaves(op, who, expect_leaves > 0 ? "new carry" : "result", r);
   scope.output_tree(r);
   std::vector<Tensor> captured = scope.captured();
-  return {scope.finish(), std::move(captured)};
+  const bool read = scope.values_read() > 0;
+  return {scope.finish(), std::move(captured), read};
+}
+
+// Whether a while_loop goes on after cond gave `go` (one element, nonzero; a branch
+// on it where it is traced, as `while (go)` would be).
+bool while_goes_on(const Tensor& go);
+// The body's new carry, checked against the carry it got (the same types).
+void check_while_carry(const std::vector<Tensor>& carry, const std::vector<Tensor>& next);
+
+// A while_loop whose cond reads a value of the carry (item(), values(), a branch): the
+// loop as the C++ loop it is, each iteration's cond and body called on the carry and
+// recorded where the loop is traced (reel::jit then guards each value read).
+template <class Cond, class Body, class Carry>
+Carry run_while_as_cpp(Cond& cond, Body& body, const Carry& init, int64_t max_trips) {
+  Carry carry = init;
+  std::vector<Tensor> leaves = tree_leaves(carry);
+  for (int64_t n = 0;; ++n) {
+    const auto go = [&] {
+      const GuardValueReads guarded;  // (a plain trace too re-checks what cond reads)
+      return cond(std::as_const(carry));
+    }();
+    check_defined_leaves("while_loop", "cond", "result", go);
+    if (!while_goes_on(go)) return carry;
+    if (n == max_trips) throw_max_trips(max_trips);
+    const auto next = body(std::as_const(carry));
+    check_carry_leaves("while_loop", leaves.size(), next);
+    check_defined_leaves("while_loop", "the body", "new carry", next);
+    std::vector<Tensor> next_leaves = tree_leaves(next);
+    check_while_carry(leaves, next_leaves);
+    std::size_t at = 0;
+    carry = refill(init, next_leaves, at, "while_loop");
+    leaves = std::move(next_leaves);
+  }
 }
 
 }  // namespace detail
@@ -110,14 +175,17 @@ auto scan(F&& f, const Carry& init, const Xs& xs, const ScanOptions& options = {
   std::vector<Tensor> captured;
   std::optional<Y> y_like;
   {
-    detail::TraceScope scope(/*lift_captures=*/true);
+    detail::TraceScope scope(/*lift_captures=*/true, /*value_guards=*/true);
     scope.lift_tracked();
+    scope.loop_body("scan");
     Carry c = init;
     for_each_tensor(c, [&](Tensor& t) { t = scope.input(t); });
     Xs x = xs;
     for_each_tensor(x, [&](Tensor& t) { t = scope.input(detail::leading_slice(t, 0)); });
     const R r = f(std::as_const(c), std::as_const(x));
     detail::check_carry_leaves("scan", carry_leaves.size(), std::get<0>(r));
+    detail::check_defined_leaves("scan", "the body", "new carry", std::get<0>(r));
+    detail::check_defined_leaves("scan", "the body", "y", std::get<1>(r));
     for_each_tensor(std::get<0>(r), [&](const Tensor& t) { scope.output(t); });
     for_each_tensor(std::get<1>(r), [&](const Tensor& t) { scope.output(t); });
     y_like = std::get<1>(r);
@@ -134,17 +202,20 @@ auto scan(F&& f, const Carry& init, const Xs& xs, const ScanOptions& options = {
 }
 
 // for (i = lo; i < hi; ++i) carry = body(i, carry): i is a 0-d i64 tensor (index with
-// it: reel::gather(x, i) is x[i]; or reel::cast it to a float). No iteration when hi <= lo.
+// it: reel::gather(x, i) is x[i]; or reel::cast it to a float). No iteration when hi <= lo;
+// more than INT64_MAX iterations (hi - lo overflows) is a reel::Error. Reading i's value
+// (i.item()) is a guard that fails on the next iteration: compute with the tensor i.
 template <class F, class Carry>
 Carry fori_loop(int64_t lo, int64_t hi, F&& body, const Carry& init, const ScanOptions& options = {}) {
   static_assert(detail::is_tree<Carry>(), "reel::fori_loop: the carry must hold tensors");
   const std::vector<Tensor> carry_leaves = tree_leaves(init);
-  const int64_t n = hi > lo ? hi - lo : 0;
+  const int64_t n = detail::fori_length(lo, hi);
   Tape traced;
   std::vector<Tensor> captured;
   {
-    detail::TraceScope scope(/*lift_captures=*/true);
+    detail::TraceScope scope(/*lift_captures=*/true, /*value_guards=*/true);
     scope.lift_tracked();
+    scope.loop_body("fori_loop");
     Tensor counter(DType::i64, {});
     counter.mutable_data<int64_t>()[0] = lo;
     const Tensor i = scope.input(counter);
@@ -152,6 +223,7 @@ Carry fori_loop(int64_t lo, int64_t hi, F&& body, const Carry& init, const ScanO
     for_each_tensor(c, [&](Tensor& t) { t = scope.input(t); });
     const auto next = body(i, std::as_const(c));
     detail::check_carry_leaves("fori_loop", carry_leaves.size(), next);
+    detail::check_defined_leaves("fori_loop", "the body", "new carry", next);
     for_each_tensor(next, [&](const Tensor& t) { scope.output(t); });
     captured = scope.captured();
     traced = scope.finish();
@@ -172,15 +244,24 @@ Carry fori_loop(int64_t lo, int64_t hi, F&& body, const Carry& init, const ScanO
 // raises reel::GuardFailure, and reel::jit_grad (reel::simplegrad(f)) traces that
 // path anew. Forward mode takes any count. A loop inside a scan's body is traced in
 // the first iteration: its gradient holds where every iteration runs it as often.
+// A value the body reads from the carry (item(), values()) is a guard checked at every
+// iteration (reel::GuardFailure where it differs: compute with tensors, or test in
+// cond). A cond that reads one (`x.item() < 10`, a branch on the carry) cannot be a
+// tape: the loop then runs as the C++ loop it is, `while (cond(c)) c = body(c)`, each
+// iteration recorded where it is traced, and the values cond reads become guards there
+// (a traced or compiled copy re-checks them on every call; reel::jit traces a call
+// that reads others anew). options.max_trips bounds the iterations.
 template <class Cond, class Body, class Carry>
-Carry while_loop(Cond&& cond, Body&& body, const Carry& init) {
+Carry while_loop(Cond&& cond, Body&& body, const Carry& init, const WhileOptions& options = {}) {
   static_assert(detail::is_tree<Carry>(), "reel::while_loop: the carry must hold tensors");
   static_assert(std::is_same_v<std::decay_t<std::invoke_result_t<Cond&, const Carry&>>, Tensor>,
                 "reel::while_loop: cond must return a Tensor (of one element)");
+  const int64_t max_trips = detail::max_trips_of(options);
   const std::vector<Tensor> carry_leaves = tree_leaves(init);
-  const detail::Traced c = detail::trace_on_carry(cond, init, "while_loop", 0);
-  const detail::Traced b = detail::trace_on_carry(body, init, "while_loop", carry_leaves.size());
-  const std::vector<Tensor> out = detail::run_while(c, b, carry_leaves);
+  const detail::Traced c = detail::trace_on_carry(cond, init, "while_loop", "cond", 0);
+  if (c.read_values) return detail::run_while_as_cpp(cond, body, init, max_trips);
+  const detail::Traced b = detail::trace_on_carry(body, init, "while_loop", "the body", carry_leaves.size());
+  const std::vector<Tensor> out = detail::run_while(c, b, carry_leaves, options);
   std::size_t next = 0;
   return detail::refill(init, out, next, "while_loop");
 }

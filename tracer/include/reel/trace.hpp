@@ -11,6 +11,7 @@
 // them, a struct listed with REEL_FIELDS; its leaves are the outputs. Traces nest: tracing a
 // function that itself traces (e.g. calls grad) keeps each trace's tape separate; an
 // operation is recorded on every active trace that one of its inputs belongs to.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -59,6 +60,12 @@ class TraceScope {
   // A loop body's trace: tensors tracked for reel::back (params) that f captures become
   // lifted inputs too, so that the loop's call carries their gradient.
   void lift_tracked();
+  // A loop body's trace (op: "scan", "fori_loop", "while_loop"), made with value_guards:
+  // its guards on values read name the loop, whose every iteration checks them.
+  void loop_body(const char* op);
+  // How many times f read the values of this trace's tensors (item(), values(), a
+  // branch on one): a while_loop's cond that reads one runs as the C++ loop it is.
+  int64_t values_read() const;
 
   // A tensor argument becomes an input; a struct or container of tensors (listed
   // with REEL_FIELDS, reel/fields.hpp) a copy whose tensors are inputs, in walk order;
@@ -80,9 +87,21 @@ class TraceScope {
   Trace* trace_;
 };
 
+// While it lives, values read on this thread (item(), values()) become guards on every
+// trace that records them, not only on traces made for a cache (value_guards): a
+// while_loop whose cond reads one runs as C++, and a tape of it must re-check them.
+class GuardValueReads {
+ public:
+  GuardValueReads();
+  ~GuardValueReads();
+  GuardValueReads(const GuardValueReads&) = delete;
+  GuardValueReads& operator=(const GuardValueReads&) = delete;
+};
+
 struct Traced {
   Tape tape;
   std::vector<Tensor> captured;  // values of the lifted inputs, in order
+  bool read_values = false;      // f read values of its inputs (TraceScope::values_read)
 };
 
 // A traced call of f (a loop body, a checkpoint, a vmapped function): its tape, the
@@ -120,7 +139,8 @@ Traced trace_lifting(bool lift_captures, F&& f, const Args&... args) {
   const auto result = std::apply(std::forward<F>(f), wrapped);
   scope.output_tree(result);
   std::vector<Tensor> captured = scope.captured();
-  return {scope.finish(), std::move(captured)};
+  const bool read = scope.values_read() > 0;
+  return {scope.finish(), std::move(captured), read};
 }
 
 }  // namespace detail
