@@ -21,6 +21,38 @@ namespace {
 
 constexpr const char* kExitChild = "REEL_TEST_EXIT_CHILD";
 
+// How deeply tape attributes nest in `t`.
+int nesting(const Tape& t) {
+  int deepest = 0;
+  for (const Op& op : t.ops)
+    for (const auto& [key, value] : op.attrs.items())
+      if (const auto* ref = std::get_if<TapeRef>(&value); ref != nullptr && ref->tape)
+        deepest = std::max(deepest, 1 + nesting(*ref->tape));
+  return deepest;
+}
+
+// sin(x) inside `depth` nested loop bodies (a one-trip fori_loop, a scan) or checkpoints.
+Tensor nested_loops(const Tensor& x, int depth) {
+  if (depth == 0) return sin(x);
+  return fori_loop(0, 1, [depth](const Tensor&, const Tensor& c) { return nested_loops(c, depth - 1); }, x);
+}
+Tensor nested_checkpoints(const Tensor& x, int depth) {
+  if (depth == 0) return sin(x);
+  return checkpoint([depth](const Tensor& y) { return nested_checkpoints(y, depth - 1); })(x);
+}
+
+// The text of nested_checkpoints(x [2], depth), written out: each level is the one
+// below as the body of a checkpoint, its lines joined by "; ".
+std::string nested_checkpoint_text(int depth) {
+  std::string text = "inp %1::f64[2]\n%2 = sin(%1)::f64[2]\nout %2";
+  for (int d = 0; d < depth; ++d) {
+    std::string body;
+    for (char c : text) body += c == '\n' ? std::string("; ") : std::string(1, c);
+    text = "inp %1::f64[2]\n%2 = checkpoint(%1, body={" + body + "})::f64[2]\nout %2";
+  }
+  return text;
+}
+
 }  // namespace
 
 // The process of the next test: a detached thread calls compiled functions (a small
@@ -63,4 +95,39 @@ TEST_CASE("issue 33.5: the process exits cleanly while a detached thread runs co
         120);
     CHECK(how == "exit 0");
   }
+}
+
+TEST_CASE("issue 33.6: tapes nested 70 deep print and parse, and 257 deep is a short error both ways") {
+  const Tensor x = tensor({0.3, -1.2});
+  // 70 levels of loops and of checkpoints: print, parse back, the same text and values.
+  for (const auto& [name, nest] : {std::pair<const char*, Tensor (*)(const Tensor&, int)>{"loops", nested_loops},
+                                   {"checkpoints", nested_checkpoints}}) {
+    CAPTURE(name);
+    const Tape t = trace([nest](const Tensor& v) { return nest(v, 70); }, x);
+    REQUIRE(nesting(t) >= 70);
+    const std::string text = to_string(t);
+    const Tape back = parse_tape(text);
+    CHECK(to_string(back) == text);
+    CHECK(nesting(back) == nesting(t));
+    test::check_close(play(back, {x})[0], sin(x), 0, 0, name);
+  }
+  CHECK(to_string(trace([](const Tensor& v) { return nested_checkpoints(v, 70); }, x)) == nested_checkpoint_text(70));
+  // The deepest both accept.
+  const Tape deepest = parse_tape(nested_checkpoint_text(256));
+  CHECK(nesting(deepest) == 256);
+  CHECK(to_string(deepest) == nested_checkpoint_text(256));
+  test::check_close(play(deepest, {x})[0], sin(x), 0, 0, "256 deep");
+  // One more: refused by both, in one short sentence (not one prefix per level).
+  std::string message;
+  try {
+    (void)parse_tape(nested_checkpoint_text(257));
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(message == "parse_tape: line 2: expected tape attributes (loop and checkpoint bodies) nested at most 256 deep, "
+                   "got deeper");
+  const Tape too_deep = trace([](const Tensor& v) { return nested_checkpoints(v, 257); }, x);
+  CHECK(nesting(too_deep) == 257);
+  CHECK_ERROR(to_string(too_deep), "to_string: expected tape attributes (loop and checkpoint bodies) nested at most 256 "
+                                   "deep, got deeper");
 }
