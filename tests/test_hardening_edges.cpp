@@ -131,3 +131,29 @@ TEST_CASE("issue 33.6: tapes nested 70 deep print and parse, and 257 deep is a s
   CHECK_ERROR(to_string(too_deep), "to_string: expected tape attributes (loop and checkpoint bodies) nested at most 256 "
                                    "deep, got deeper");
 }
+
+TEST_CASE("issue 33.6: Checkpoint binomial with 2^40 or INT64_MAX snapshots is the store-all gradient") {
+  const Tensor x0 = tensor({0.3, -0.7}), xs = randn({10, 2}, 7);
+  auto run = [xs](Checkpoint cp) {
+    return [xs, cp](const Tensor& x) {
+      ScanOptions o;
+      o.checkpoint = cp;
+      const auto [c, ys] = scan([](const Tensor& c, const Tensor& xi) { return std::pair{sin(c) * xi + c, sum(c)}; }, x, xs, o);
+      return sum(c) + sum(ys);
+    };
+  };
+  const Tape stored = grad_tape(trace(run({}), x0));
+  const std::vector<Tensor> want = play(stored, {x0});
+  for (const int64_t snapshots : {int64_t{1} << 40, std::numeric_limits<int64_t>::max()}) {
+    CAPTURE(snapshots);
+    const Tape g = grad_tape(trace(run(Checkpoint::binomial(snapshots)), x0));
+    CHECK(test::count_calls(g, "revolve") == 1);
+    const std::vector<Tensor> got = test::run_checked(g, {x0});
+    REQUIRE(got.size() == want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) test::check_close(got[k], want[k], 1e-13, 1e-14, "binomial");
+  }
+  // The schedule holds at most one state per step, whatever was asked.
+  CHECK(revolve_slots(10, int64_t{1} << 40) == 11);
+  CHECK(revolve_slots(10, 3) == 4);
+  CHECK(revolve_slots(0, std::numeric_limits<int64_t>::max()) == 2);
+}
