@@ -157,3 +157,24 @@ TEST_CASE("issue 33.6: Checkpoint binomial with 2^40 or INT64_MAX snapshots is t
   CHECK(revolve_slots(10, 3) == 4);
   CHECK(revolve_slots(0, std::numeric_limits<int64_t>::max()) == 2);
 }
+
+TEST_CASE("issue 33.6: jacfwd and jacrev with a million inputs or outputs is an error stating the size") {
+  const Tensor big = zeros({1000000});
+  auto total = [](const Tensor& v) { return sum(sin(v)); };  // 10^6 inputs, 1 output
+  auto each = [](const Tensor& v) { return sin(v); };        // 10^6 inputs and outputs
+  auto small_in = [](const Tensor& v) { return reshape(broadcast_to(sin(v), {1000000, 1}), {1000000}) * 2.0; };
+  CHECK_ERROR(jacfwd(total, big), "jacfwd: one pass batched over 1000000 seed directions (one per input element)",
+              "f64[1000000,1000000]", "8e+12 bytes", "ask for fewer directions");
+  CHECK_ERROR(jacrev(each, big), "jacrev: one pass batched over 1000000 seed directions (one per output element)",
+              "f64[1000000,1000000]", "8e+12 bytes");
+  CHECK_ERROR(jacobian(each, big), "jacobian: one pass batched over 1000000 seed directions");
+  CHECK_ERROR(hessian(total, big), "hessian: one pass batched over 1000000 seed directions");
+  // The cheap mode of each still works: one output row, or one input column.
+  const Tensor x = tensor({0.25});
+  const Jacobian r = jacrev(total, full({1000}, 0.5));
+  CHECK(r.jacobian.shape() == Shape{1000});
+  CHECK(r.jacobian.values()[999] == doctest::Approx(std::cos(0.5)));
+  const Jacobian f = jacfwd(small_in, x);
+  CHECK(f.jacobian.shape() == Shape{1000000, 1});
+  CHECK(f.jacobian.values()[123456] == doctest::Approx(2 * std::cos(0.25)));
+}
