@@ -178,3 +178,22 @@ TEST_CASE("issue 33.6: jacfwd and jacrev with a million inputs or outputs is an 
   CHECK(f.jacobian.shape() == Shape{1000000, 1});
   CHECK(f.jacobian.values()[123456] == doctest::Approx(2 * std::cos(0.25)));
 }
+
+TEST_CASE("issue 33.6: matmul whose batch dimensions overflow names matmul") {
+  // No elements (an empty matrix dimension), but the batch [2^40, 2^40] has 2^80.
+  const Tensor a = zeros({1, int64_t{1} << 40, 2, 0}), b = zeros({int64_t{1} << 40, 1, 0, 3});
+  CHECK_ERROR(matmul(a, b), "matmul: the batch dimensions [1,1099511627776] of f64[1,1099511627776,2,0] and "
+                            "[1099511627776,1] of f64[1099511627776,1,0,3] broadcast to a result of "
+                            "[1099511627776,1099511627776,2,3]", "expected at most");
+  std::string message;
+  try {
+    (void)matmul(a, b);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("batch_matmul") == std::string::npos);
+  // Traced too.
+  CHECK_ERROR(trace([&](const Tensor& u) { return matmul(u, b); }, a), "matmul: the batch dimensions");
+  // One that fits is still a product.
+  CHECK(matmul(zeros({3, 1, 2, 0}), zeros({4, 0, 5})).shape() == Shape{3, 4, 2, 5});
+}
