@@ -197,3 +197,18 @@ TEST_CASE("issue 33.6: matmul whose batch dimensions overflow names matmul") {
   // One that fits is still a product.
   CHECK(matmul(zeros({3, 1, 2, 0}), zeros({4, 0, 5})).shape() == Shape{3, 4, 2, 5});
 }
+
+TEST_CASE("issue 33.6: vmap_tape with a batch too large names vmap and the batch size") {
+  const Tape t = trace([](const Tensor& v) { return sin(v); }, tensor({1.0, 2.0, 3.0}));
+  CHECK_ERROR(vmap_tape(t, std::vector<bool>{true}, int64_t{1} << 62),
+              "vmap: a batch size of 4611686018427387904 makes f64[4611686018427387904,3] of f64[3]",
+              "expected at most");
+  std::string message;
+  try {
+    (void)vmap_tape(t, std::vector<bool>{true}, int64_t{1} << 62);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(message.find("sin") == std::string::npos);
+  CHECK(vmap_tape(t, std::vector<bool>{true}, 4).outputs.size() == 1);
+}
