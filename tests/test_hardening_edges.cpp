@@ -212,3 +212,30 @@ TEST_CASE("issue 33.6: vmap_tape with a batch too large names vmap and the batch
   CHECK(message.find("sin") == std::string::npos);
   CHECK(vmap_tape(t, std::vector<bool>{true}, 4).outputs.size() == 1);
 }
+
+TEST_CASE("issue 33 fuzz at 10x: pooling with a single output row or column compiles to the interpreter's values") {
+  // Found by the random-tape fuzzer at seed 524 (REEL_FUZZ_SEEDS=1500): compiled pooling
+  // read every window as padding (avg 0, max -inf) when the output had one row or
+  // column and the padding was not 0 (the window's start, -padding, added with nuw).
+  const Tensor x = tensor({-1.5, 0.25, -1.75, 1.0}, {1, 1, 4, 1});
+  for (const char* op : {"avg_pool2d", "max_pool2d"}) {
+    CAPTURE(op);
+    const Tape t = parse_tape(fmt::format("inp %1::f64[1,1,4,1]\n%2 = {}(%1, kernel=[3,3], stride=[3,2], "
+                                          "padding=[1,1])::f64[1,1,2,1]\nout %2",
+                                          op));
+    const Tensor want = std::string(op) == "avg_pool2d" ? tensor({(-1.5 + 0.25) / 9, (-1.75 + 1.0) / 9}, {1, 1, 2, 1})
+                                                        : tensor({0.25, 1.0}, {1, 1, 2, 1});
+    test::check_close(play(t, {x})[0], want, 1e-15, 0, "interpreted");
+    test::check_close(compile(t)({x})[0], want, 1e-15, 0, "compiled");
+    // One output column of a wider input, one row, one element; and the gradients.
+    for (const Shape& shape : {Shape{1, 1, 4, 2}, Shape{1, 1, 1, 4}, Shape{1, 1, 1, 1}}) {
+      const Tensor v = randn(shape, 5);
+      const Tape f = trace([op](const Tensor& u) {
+        const Pool2dOptions o{.stride = {{2, 3}}, .padding = {1, 1}};
+        return sum(tanh(std::string(op) == "avg_pool2d" ? avg_pool2d(u, {3, 3}, o) : max_pool2d(u, {3, 3}, o)));
+      }, v);
+      test::run_checked(f, {v});
+      test::run_checked(grad_tape(f), {v});
+    }
+  }
+}
