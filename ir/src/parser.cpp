@@ -180,7 +180,7 @@ class Cursor {
   // {line; line; ...}: a tape whose lines are joined by ';' (nested tapes and quoted
   // strings may hold ';' and braces of their own).
   TapeRef braced_tape() {
-    // Nested tapes are parsed recursively: a cap (the printer's, reel/ir/tape.hpp) keeps
+    // Nested tapes are parsed recursively: a cap (the printer's, text_nesting.hpp) keeps
     // hostile input from exhausting the stack (and the copies of inner text from growing
     // with the depth).
     if (g_depth >= kMaxTextNesting)
