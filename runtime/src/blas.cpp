@@ -3,13 +3,9 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstdlib>
-#include <mutex>
-#include <thread>
 #include <vector>
 
+#include "exit_gate.hpp"
 #include "reel/parallel.hpp"
 
 // Products on Reel's thread pool: CBLAS runs on one thread (parallel.cpp sets OpenBLAS
@@ -22,66 +18,6 @@ namespace {
 
 CBLAS_TRANSPOSE trans(int32_t t) { return t ? CblasTrans : CblasNoTrans; }
 
-// The process exiting while another thread computes (a detached thread, a Python daemon
-// thread still running compiled code): OpenBLAS frees its buffers in its library
-// destructor, which crashed a product running at that moment (issue 33). Every CBLAS
-// call passes this gate; an exit handler, which runs before the libraries' destructors,
-// closes it and waits for the calls in flight (each a single product, so finite); a
-// call arriving later never starts: its thread waits for the process to end. Each
-// thread marks its own flag (no counter shared by the pool's threads).
-class ExitGate {
- public:
-  ExitGate() : flag_(thread_flag().busy) {
-    flag_.store(true);  // (sequentially consistent, as close() is: one sees the other)
-    if (shared().closed.load()) {
-      flag_.store(false);
-      while (true) std::this_thread::sleep_for(std::chrono::hours(1));
-    }
-  }
-  ~ExitGate() { flag_.store(false, std::memory_order_release); }
-  ExitGate(const ExitGate&) = delete;
-  ExitGate& operator=(const ExitGate&) = delete;
-
- private:
-  struct Flag {
-    std::atomic<bool> busy{false};
-  };
-  struct Shared {
-    std::mutex mutex;
-    std::vector<Flag*> flags;  // one per thread that made a call, while it lives
-    std::atomic<bool> closed{false};
-  };
-  static Shared& shared() {
-    static Shared* s = [] {
-      std::atexit(close);
-      return new Shared();  // never destroyed: threads read it after static destruction
-    }();
-    return *s;
-  }
-  struct ThreadFlag : Flag {
-    ThreadFlag() {
-      std::lock_guard<std::mutex> lock(shared().mutex);
-      shared().flags.push_back(this);
-    }
-    ~ThreadFlag() {
-      std::lock_guard<std::mutex> lock(shared().mutex);
-      std::erase(shared().flags, this);
-    }
-  };
-  static Flag& thread_flag() {
-    thread_local ThreadFlag flag;
-    return flag;
-  }
-  static void close() {
-    Shared& s = shared();
-    s.closed.store(true);
-    std::lock_guard<std::mutex> lock(s.mutex);
-    for (const Flag* f : s.flags)
-      while (f->busy.load()) std::this_thread::yield();
-  }
-
-  std::atomic<bool>& flag_;
-};
 
 // A product of at least 2 * kBlockMacs multiply-adds is cut into up to max_blocks()
 // blocks of at least kBlockMacs each (whole multiples of kGranule rows or columns): two
@@ -118,7 +54,6 @@ void gemm_call(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k
       for (int64_t j = 0; j < n; ++j) bt[static_cast<std::size_t>(i * n + j)] = b[j * ldb + i];
     b = bt.data(), ldb = n, trans_b = 0;
   }
-  const ExitGate gate;
   if constexpr (sizeof(T) == 8)
     cblas_dgemm(CblasRowMajor, trans(trans_a), trans(trans_b), m, n, k, 1.0, a, lda, b, ldb, beta,
                 c, ldc);
@@ -133,6 +68,7 @@ template <class T>
 void gemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const T* a,
           int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, T beta = T(0)) {
   if (m == 0 || n == 0) return;
+  const reel::detail::ExitGate gate;
   (void)reel::num_threads();  // the pool set up (OpenBLAS on one thread) before any product
   if (k == 0) {
     if (beta == T(0))
@@ -158,7 +94,6 @@ void gemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, con
 // One CBLAS gemv: y = op(A) x, A row-major [rows, cols] with leading dimension lda.
 template <class T>
 void gemv_call(bool trans_a, int64_t rows, int64_t cols, const T* a, int64_t lda, const T* x, T* y) {
-  const ExitGate gate;
   if constexpr (sizeof(T) == 8)
     cblas_dgemv(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, rows, cols, 1.0, a, lda, x, 1, 0.0, y, 1);
   else
@@ -175,6 +110,7 @@ void gemv(int32_t trans_a, int64_t rows, int64_t cols, const T* a, const T* x, T
     std::fill(y, y + (trans_a ? cols : rows), T(0));
     return;
   }
+  const reel::detail::ExitGate gate;
   (void)reel::num_threads();  // (as gemm)
   const int64_t block = block_of(rows, static_cast<double>(rows) * static_cast<double>(cols));
   const int64_t blocks = (rows + block - 1) / block;

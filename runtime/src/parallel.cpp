@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "exit_gate.hpp"
 #include "reel/error.hpp"
 
 // OpenBLAS's thread count, if the CBLAS linked is OpenBLAS (weak: absent otherwise).
@@ -111,6 +112,7 @@ int cores() {
 
 void for_chunks(int64_t chunks, const std::function<void(int64_t)>& body) {
   if (chunks <= 0) return;
+  const detail::ExitGate gate;
   std::shared_ptr<const Pool> p;
   if (chunks > 1 && num_threads() > 1) p = pool();
   if (!p || !p->arena) {
@@ -132,6 +134,7 @@ void for_chunks(int64_t chunks, const std::function<void(int64_t)>& body) {
       tbb::parallel_for(
           tbb::blocked_range<int64_t>(0, chunks, 1),
           [&](const tbb::blocked_range<int64_t>& r) {
+            const detail::ExitGate::Nested nested;  // (part of the caller's admitted call)
             for (int64_t c = r.begin(); c < r.end(); ++c) body(c);
           },
           tbb::simple_partitioner(), context);
