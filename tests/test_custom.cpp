@@ -466,13 +466,13 @@ TEST_CASE("a '#' inside a string attribute is not a comment") {
 
 TEST_CASE("review fixes: nested tape attributes are capped, element programs and rule sets are checked") {
   test::register_test_primitives();
-  // 100 levels of call_body: an error, not a stack overflow.
+  // 300 levels of call_body: an error, not a stack overflow (256 parse: issue 33).
   auto wrap = [](const std::string& body, const char* sep) {
     return fmt::format("inp %1::f64[3]{0}%2 = call_body(%1, body={{{1}}})::f64[3]{0}out %2", sep, body);
   };
   std::string deep = "inp %1::f64[3]; out %1";
-  for (int i = 0; i < 100; ++i) deep = wrap(deep, "; ");
-  CHECK_THROWS_WITH_AS(parse_tape(wrap(deep, "\n")), doctest::Contains("nested deeper than 64"), Error);
+  for (int i = 0; i < 300; ++i) deep = wrap(deep, "; ");
+  CHECK_THROWS_WITH_AS(parse_tape(wrap(deep, "\n")), doctest::Contains("nested at most 256 deep"), Error);
   // A few levels parse, print and play.
   std::string body = "inp %1::f64[3]; %2 = sin(%1)::f64[3]; out %2";
   for (int i = 0; i < 3; ++i) body = wrap(body, "; ");

@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
+#include "child_process.hpp"
 #include "idx.hpp"
 #include "test_util.hpp"
 
@@ -80,4 +82,36 @@ TEST_CASE("idx: bad files are errors naming the problem") {
   CHECK_THROWS_WITH_AS(idx::one_hot(idx::Array{{1}, {0}}, -1), doctest::Contains("expected 1 to 256 classes"),
                        reel::Error);
   fs::remove(p);
+}
+
+TEST_CASE("issue 33.5: IDX images with dims not matching the data is an error") {
+  // Arrays built by hand: the dims claim more (or fewer) elements than the data holds.
+  const idx::Array images{{2, 28, 28}, std::vector<uint8_t>(10, 255)};
+  const idx::Array labels{{5}, std::vector<uint8_t>(100000, 1)};
+  const idx::Array negative{{-2, 28, -28}, std::vector<uint8_t>(1568)};
+  const idx::Array huge{{int64_t{1} << 40, int64_t{1} << 40, 2}, {}};
+  // In a child first: what used to read and write out of bounds must not take the suite down.
+  const std::string how = reel::test::run_in_child([&] {
+    for (const auto& call : std::vector<std::function<void()>>{
+             [&] { (void)idx::images(images); }, [&] { (void)idx::image_rows(images, {0, 1}, 0, 2); },
+             [&] { (void)idx::labels(labels); }, [&] { (void)idx::one_hot(labels, 10); },
+             [&] { (void)idx::images(negative); }, [&] { (void)idx::images(huge); }}) {
+      try {
+        call();
+        _exit(4);  // no error
+      } catch (const reel::Error&) {
+      }
+    }
+  });
+  REQUIRE(how == "exit 0");
+  CHECK_ERROR(idx::images(images), "idx: images: the dimensions [2, 28, 28] make 1568 elements, but the data holds 10 bytes");
+  CHECK_ERROR(idx::image_rows(images, {0, 1}, 0, 2), "idx: image_rows: the dimensions [2, 28, 28] make 1568 elements");
+  CHECK_ERROR(idx::labels(labels), "idx: labels: the dimensions [5] make 5 elements, but the data holds 100000 bytes");
+  CHECK_ERROR(idx::one_hot(labels, 10), "idx: one_hot: the dimensions [5] make 5 elements");
+  CHECK_ERROR(idx::images(negative), "idx: images: expected dimensions >= 0 whose product fits in int64, got [-2, 28, -28]");
+  CHECK_ERROR(idx::images(huge), "idx: images: expected dimensions >= 0 whose product fits in int64");
+  CHECK_ERROR(idx::images(idx::Array{{2, 2}, {1, 2, 3, 4}}), "idx: images: expected images [n, rows, cols], got 2 dimensions");
+  // Consistent arrays still read.
+  CHECK(idx::images(idx::Array{{1, 1, 2}, {0, 255}}, reel::DType::f64).values() == std::vector<double>{0, 1});
+  CHECK(idx::labels(idx::Array{{2}, {3, 4}}).values() == std::vector<double>{3, 4});
 }

@@ -9,6 +9,9 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <type_traits>
+
+#include <unistd.h>
 
 #include "reel/ir/builder.hpp"
 #include "reel/shape.hpp"
@@ -92,13 +95,46 @@ std::vector<Var> forward_seeded(TapeBuilder& b, std::span<const Var> ins, const 
   return b.inline_tape(j, jin);
 }
 
+// Zero seeds of `shape` for one pass batched over shape[0] directions, or a reel::Error
+// in `op`'s name saying how large they are when they cannot be had: jacfwd of 10^6
+// input elements would batch its forward pass over 10^6 identity seeds of 10^6
+// elements each (8 TB), more than any machine holds, and so would everything the pass
+// computes: refused before anything is allocated.
+Tensor seed_zeros(const char* op, DType dtype, const Shape& shape, const char* each) {
+  double bytes = static_cast<double>(dtype_size(dtype));
+  for (int64_t d : shape) bytes *= static_cast<double>(d);
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  std::string why;
+  if (memory > 0 && bytes > memory) {
+    why = fmt::format("more than this machine's {:.3g} bytes of memory", memory);
+  } else {
+    try {
+      return zeros(shape, dtype);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  throw Error(fmt::format("{}: one pass batched over {} seed directions ({}) needs seeds of {} ({:.3g} bytes) "
+                          "alone: {}; ask for fewer directions at once (jvp or vjp of chosen ones), or use the other "
+                          "mode (jacfwd: a direction per input element, jacrev: one per output element)",
+                          op, shape.at(0), each, type_str(dtype, shape), bytes, why));
+}
+
 // Seeds [k] + argument i's shape, from a k x n matrix given by its entries' value.
-Tensor seeds_of(const Layout& l, std::size_t i, int64_t k, const std::function<double(int64_t, int64_t)>& entry) {
+Tensor seeds_of(const char* op, const Layout& l, std::size_t i, int64_t k,
+                const std::function<double(int64_t, int64_t)>& entry) {
   const int64_t size = numel(l.args[i].shape), off = l.arg_offset[i];
-  std::vector<double> v(static_cast<std::size_t>(k * size));
-  for (int64_t r = 0; r < k; ++r)
-    for (int64_t c = 0; c < size; ++c) v[static_cast<std::size_t>(r * size + c)] = entry(r, off + c);
-  return tensor(v, front(k, l.args[i].shape), l.args[i].dtype);
+  Tensor t = seed_zeros(op, l.args[i].dtype, front(k, l.args[i].shape),
+                        k == l.n ? "one per input element" : "a group of input elements each");
+  auto fill = [&](auto* p) {
+    for (int64_t r = 0; r < k; ++r)
+      for (int64_t c = 0; c < size; ++c)
+        if (const double e = entry(r, off + c); e != 0)
+          p[r * size + c] = static_cast<std::remove_pointer_t<decltype(p)>>(e);
+  };
+  if (t.dtype() == DType::f32) fill(t.mutable_data<float>());
+  else fill(t.mutable_data<double>());
+  return t;
 }
 
 std::vector<Var> tape_inputs(TapeBuilder& b, const Tape& f) {
@@ -109,11 +145,11 @@ std::vector<Var> tape_inputs(TapeBuilder& b, const Tape& f) {
 
 // jacfwd: one forward pass batched over the n identity seeds. Outputs: f's outputs, then
 // the blocks [o][i] (floating-point arguments only), output-major.
-Tape jacfwd_tape(const Tape& f, const Layout& l) {
+Tape jacfwd_tape(const char* op, const Tape& f, const Layout& l) {
   TapeBuilder b;
   const std::vector<Var> ins = tape_inputs(b, f);
   const std::vector<Var> outs = forward_seeded(b, ins, f, l.args.size(), l.n, [&](std::size_t i) {
-    return b.constant(seeds_of(l, i, l.n, [](int64_t r, int64_t c) { return r == c ? 1.0 : 0.0; }));
+    return b.constant(seeds_of(op, l, i, l.n, [](int64_t r, int64_t c) { return r == c ? 1.0 : 0.0; }));
   });
   const std::size_t m = l.outs.size();
   std::vector<Var> result(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(m));
@@ -134,12 +170,18 @@ Tape jacfwd_tape(const Tape& f, const Layout& l) {
 
 // jacrev: the outputs flattened into one vector of m, its vector-Jacobian tape batched
 // over the m identity seeds (one reverse pass for all rows).
-Tape jacrev_tape(const Tape& f, const Layout& l) {
+Tape jacrev_tape(const char* op, const Tape& f, const Layout& l) {
   const DType dt = l.outs[0].dtype;
   for (std::size_t o = 1; o < l.outs.size(); ++o)
     if (l.outs[o].dtype != dt)
-      throw Error(fmt::format("jacrev: expected outputs of one dtype, got {} and {}", type_str(l.outs[0]),
+      throw Error(fmt::format("{}: expected outputs of one dtype, got {} and {}", op, type_str(l.outs[0]),
                               type_str(l.outs[o])));
+  // The m identity seeds first: nothing is derived for a Jacobian too large to compute.
+  Tensor eye = seed_zeros(op, dt, {l.m, l.m}, "one per output element");
+  for (int64_t i = 0; i < l.m; ++i) {
+    if (dt == DType::f32) eye.mutable_data<float>()[i * l.m + i] = 1;
+    else eye.mutable_data<double>()[i * l.m + i] = 1;
+  }
   Tape flat;
   {
     TapeBuilder b;
@@ -159,9 +201,7 @@ Tape jacrev_tape(const Tape& f, const Layout& l) {
 
   TapeBuilder b;
   std::vector<Var> ins = tape_inputs(b, f);
-  std::vector<double> eye(static_cast<std::size_t>(l.m * l.m), 0.0);
-  for (int64_t i = 0; i < l.m; ++i) eye[static_cast<std::size_t>(i * l.m + i)] = 1;
-  ins.push_back(b.constant(tensor(eye, {l.m, l.m}, dt)));
+  ins.push_back(b.constant(eye));
   const std::vector<Var> outs = b.inline_tape(r.tape, ins);
   Var value = outs[0];  // [m]; batched (all rows equal) when computed with the seeds
   if (r.batched[0])  // (no output element: no row to take; the value is empty)
@@ -273,7 +313,7 @@ Derived JacobianDerivation::derive(const Tape& f, std::size_t num_args, std::spa
   const char* op = mode == JacobianMode::forward ? "jacfwd" : mode == JacobianMode::reverse ? "jacrev" : "jacobian";
   const Layout l = layout(op, f, num_args);
   const bool forward = mode == JacobianMode::forward || (mode == JacobianMode::automatic && l.n <= l.m);
-  return {forward ? jacfwd_tape(f, l) : jacrev_tape(f, l), info_of(l)};
+  return {forward ? jacfwd_tape(op, f, l) : jacrev_tape(op, f, l), info_of(l)};
 }
 
 Jacobian JacobianDerivation::unpack(std::vector<Tensor> outs, const void* info) const {
@@ -300,7 +340,7 @@ Derived HessianDerivation::derive(const Tape& f, std::size_t num_args, std::span
     if (l.arg_float[i]) keep.push_back(static_cast<int>(1 + i));
   const Tape gf = select_outputs(g, keep);
   const Layout lg = layout("hessian", gf, num_args);
-  const Tape j = jacfwd_tape(gf, lg);  // [value, grads, blocks of the value, blocks of the grads]
+  const Tape j = jacfwd_tape("hessian", gf, lg);  // [value, grads, blocks of the value, blocks of the grads]
   const std::size_t floats = keep.size() - 1;
   std::vector<int> out;
   for (std::size_t i = 0; i < keep.size(); ++i) out.push_back(static_cast<int>(i));
@@ -357,7 +397,7 @@ Sparsity detect_sparsity(const Tape& f, std::size_t num_args, std::span<const Te
     std::vector<Tensor> in = args;
     for (std::size_t i = 0; i < num_args; ++i)
       if (l.arg_float[i])
-        in.push_back(seeds_of(l, i, k, [&](int64_t r, int64_t c) { return start + r == c ? nan : 0.0; }));
+        in.push_back(seeds_of("detect_sparsity", l, i, k, [&](int64_t r, int64_t c) { return start + r == c ? nan : 0.0; }));
     const std::vector<Tensor> tangents = play(t, in);
     for (std::size_t o = 0; o < tangents.size(); ++o) {
       const std::vector<double> v = tangents[o].values();  // [k] + output shape
@@ -406,7 +446,7 @@ Derived SparseDerivation::derive(const Tape& f, std::size_t num_args, std::span<
     result.push_back(b.constant(zeros({0}, dt)));
   } else {
     const std::vector<Var> outs = forward_seeded(b, ins, f, num_args, k, [&](std::size_t i) {
-      return b.constant(seeds_of(l, i, k, [&](int64_t r, int64_t col) {
+      return b.constant(seeds_of("sparse_jacobian", l, i, k, [&](int64_t r, int64_t col) {
         return c.colour[static_cast<std::size_t>(col)] == r ? 1.0 : 0.0;
       }));
     });

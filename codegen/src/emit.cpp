@@ -542,8 +542,11 @@ class Emitter {
         b_.CreateStore(llvm::ConstantFP::get(b_.getDoubleTy(), 0.0), acc);
         Value* dy = w.mode == Mode::mean_grad ? b_.CreateLoad(t, element_ptr(0, d, at_out)) : nullptr;
         loop_nest({w.kh, w.kw}, [&](const std::vector<Value*>& q) {
-          Value* iy = add(y0, q[0]);
-          Value* ix = add(x0, q[1]);
+          // Signed: a window's first row or column is negative in the padding (no nuw,
+          // which made -1 + 1 poison: a window whose output row or column is the only
+          // one, so that its start folded to the constant -padding, read as all padding).
+          Value* iy = b_.CreateNSWAdd(y0, q[0]);
+          Value* ix = b_.CreateNSWAdd(x0, q[1]);
           Value* inside = b_.CreateAnd(
               b_.CreateAnd(b_.CreateICmpSGE(iy, b_.getInt64(0)), b_.CreateICmpSLT(iy, b_.getInt64(w.h))),
               b_.CreateAnd(b_.CreateICmpSGE(ix, b_.getInt64(0)), b_.CreateICmpSLT(ix, b_.getInt64(w.w))));

@@ -14,6 +14,8 @@
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Target/TargetMachine.h>
 
+#include <dlfcn.h>
+
 #include <unordered_map>
 
 #include "codegen_source_hash.hpp"  // generated: REEL_CODEGEN_SOURCE_HASH
@@ -99,6 +101,11 @@ Jit::Jit() : state_(std::make_unique<State>()) {
   llvm::InitializeNativeTargetAsmPrinter();
   // The vector math symbols (_ZGV...) the optimiser may call live in libmvec, which
   // nothing else in the process references, so load it for the JIT to resolve them.
+  // RTLD_NODELETE first: LLVM's "permanent" libraries are closed by a static destructor
+  // at exit, which unmapped libmvec under a thread still running compiled code (a
+  // detached thread, a Python daemon thread) and crashed the exit (issue 33).
+  if (dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE) == nullptr)
+    throw Error(fmt::format("compile: cannot load libmvec.so.1: {}", dlerror()));
   std::string err;
   if (llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &err))
     throw Error(fmt::format("compile: cannot load libmvec.so.1: {}", err));

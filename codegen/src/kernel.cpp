@@ -747,7 +747,8 @@ class Scheduler {
                     .attrs = op.attrs,
                     .args = {},
                     .results = {},
-                    .label = fmt::format("%{} = {}({})", e.out, op.prim->name, fmt::join(argnames, ", "))};
+                    .label = fmt::format("%{} = {}({})", e.out, op.prim->name, fmt::join(argnames, ", ")),
+                    .scratch = {}};
     for (Var a : op.args) call.args.push_back(typed(a));
     for (int i = 0; i < e.results; ++i) call.results.push_back(typed(e.out + i));
     call.borrow = is_builtin(*op.prim);

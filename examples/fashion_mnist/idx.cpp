@@ -87,12 +87,28 @@ void write(const std::string& path, const Array& a) {
 }
 
 namespace {
+// An Array built by hand may say one thing in dims and hold another in data: every
+// reader of its elements checks first that the dims (each >= 0, at most `rank` of them)
+// multiply to the number of bytes held, or throws naming `op`.
+void check_array(const char* op, const Array& a, std::size_t rank, const char* expected) {
+  if (a.dims.size() != rank)
+    throw reel::Error(fmt::format("idx: {}: expected {}, got {} dimensions", op, expected, a.dims.size()));
+  int64_t total = 1;
+  for (int64_t d : a.dims)
+    if (d < 0 || (d != 0 && total > std::numeric_limits<int64_t>::max() / d))
+      throw reel::Error(fmt::format("idx: {}: expected dimensions >= 0 whose product fits in int64, got [{}]", op,
+                                    fmt::join(a.dims, ", ")));
+    else total *= d;
+  if (static_cast<uint64_t>(total) != a.data.size())
+    throw reel::Error(fmt::format("idx: {}: the dimensions [{}] make {} elements, but the data holds {} bytes", op,
+                                  fmt::join(a.dims, ", "), total, a.data.size()));
+}
+
 // Rows row(0), ..., row(count - 1) of images `a`, scaled to [0, 1], written straight into
 // the tensor (a vector of doubles first held 376 MB for the 47 million training pixels).
 template <class Row>
-reel::Tensor scaled_rows(const Array& a, int64_t count, reel::DType dtype, Row row) {
-  if (a.dims.size() != 3)
-    throw reel::Error(fmt::format("idx: expected images [n, rows, cols], got {} dimensions", a.dims.size()));
+reel::Tensor scaled_rows(const char* op, const Array& a, int64_t count, reel::DType dtype, Row row) {
+  check_array(op, a, 3, "images [n, rows, cols]");
   const int64_t pixels = a.dims[1] * a.dims[2];
   reel::Tensor t(dtype, {count, pixels});
   auto fill = [&](auto* out) {
@@ -113,18 +129,18 @@ reel::Tensor scaled_rows(const Array& a, int64_t count, reel::DType dtype, Row r
 }  // namespace
 
 reel::Tensor images(const Array& a, reel::DType dtype) {
-  return scaled_rows(a, a.dims.empty() ? 0 : a.dims[0], dtype, [](int64_t r) { return r; });
+  return scaled_rows("images", a, a.dims.size() == 3 ? a.dims[0] : 0, dtype, [](int64_t r) { return r; });
 }
 
 reel::Tensor image_rows(const Array& a, const std::vector<int64_t>& which, std::size_t from, int64_t count,
                         reel::DType dtype) {
   if (count < 0 || from + static_cast<std::size_t>(count) > which.size())
     throw reel::Error(fmt::format("idx: {} images from {} of a list of {}", count, from, which.size()));
-  return scaled_rows(a, count, dtype, [&](int64_t r) { return which[from + static_cast<std::size_t>(r)]; });
+  return scaled_rows("image_rows", a, count, dtype, [&](int64_t r) { return which[from + static_cast<std::size_t>(r)]; });
 }
 
 reel::Tensor labels(const Array& a) {
-  if (a.dims.size() != 1) throw reel::Error(fmt::format("idx: expected labels [n], got {} dimensions", a.dims.size()));
+  check_array("labels", a, 1, "labels [n]");
   reel::Tensor t(reel::DType::i64, {a.dims[0]});
   for (std::size_t i = 0; i < a.data.size(); ++i) t.mutable_data<int64_t>()[i] = a.data[i];
   return t;
@@ -132,7 +148,7 @@ reel::Tensor labels(const Array& a) {
 
 reel::Tensor one_hot(const Array& a, int64_t classes, reel::DType dtype) {
   if (classes < 1 || classes > 256) throw reel::Error(fmt::format("idx: expected 1 to 256 classes, got {}", classes));
-  if (a.dims.size() != 1) throw reel::Error(fmt::format("idx: expected labels [n], got {} dimensions", a.dims.size()));
+  check_array("one_hot", a, 1, "labels [n]");
   std::vector<double> v(a.data.size() * static_cast<std::size_t>(classes), 0.0);
   for (std::size_t i = 0; i < a.data.size(); ++i) {
     if (a.data[i] >= classes)

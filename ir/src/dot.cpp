@@ -76,7 +76,7 @@ struct Writer {
         std::string vars = fmt::format("%{}", v);
         for (Var r = v + 1; r < v + op.results; ++r) vars += fmt::format(", %{}", r);
         label = fmt::format("{} = {}", vars, op.prim->name);
-        if (!attrs.empty()) label += "\n" + fmt::format("{}", fmt::join(attrs, "\n"));
+        if (!attrs.empty()) label += fmt::format("\n{}", fmt::join(attrs, "\n"));
       }
       const int p = part[static_cast<std::size_t>(v)];
       const char* fill = p == 1 ? "#dbe8fb" : p == 2 ? "#fde3c8" : "white";

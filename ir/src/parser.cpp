@@ -10,6 +10,7 @@
 #include <string>
 
 #include "reel/ir/builder.hpp"
+#include "text_nesting.hpp"
 
 namespace reel {
 
@@ -19,6 +20,15 @@ class LineError : public Error {
  public:
   using Error::Error;
 };
+
+// Tape attributes nested deeper than kMaxTextNesting: reported once, by the outermost
+// parse_tape, not wrapped again by every level ("in a tape attribute: ..." each).
+class TooDeep : public Error {
+ public:
+  using Error::Error;
+};
+// How many tape attributes the current parse is inside (on this thread).
+thread_local int g_depth = 0;
 
 // A cursor over one line of tape text.
 class Cursor {
@@ -170,17 +180,17 @@ class Cursor {
   // {line; line; ...}: a tape whose lines are joined by ';' (nested tapes and quoted
   // strings may hold ';' and braces of their own).
   TapeRef braced_tape() {
-    // Nested tapes are parsed recursively: a cap keeps hostile input from exhausting
-    // the stack (and the copies of inner text from growing with the depth).
-    constexpr int kMaxDepth = 64;
-    thread_local int depth_now = 0;
-    if (depth_now >= kMaxDepth)
-      throw LineError(fmt::format("tape attributes nested deeper than {}", kMaxDepth));
+    // Nested tapes are parsed recursively: a cap (the printer's, text_nesting.hpp) keeps
+    // hostile input from exhausting the stack (and the copies of inner text from growing
+    // with the depth).
+    if (g_depth >= kMaxTextNesting)
+      throw TooDeep(fmt::format("expected tape attributes (loop and checkpoint bodies) nested at most {} deep, got deeper",
+                                kMaxTextNesting));
     struct Nest {
       int& d;
       explicit Nest(int& d_) : d(d_) { ++d; }
       ~Nest() { --d; }
-    } nest(depth_now);
+    } nest(g_depth);
     expect("{");
     std::string text;
     int depth = 0;
@@ -210,6 +220,8 @@ class Cursor {
     }
     try {
       return TapeRef{std::make_shared<const Tape>(parse_tape(text))};
+    } catch (const TooDeep&) {
+      throw;
     } catch (const Error& e) {
       throw LineError(fmt::format("in a tape attribute: {}", e.what()));
     }
@@ -297,6 +309,9 @@ class Parser {
       try {
         if (have_out) throw LineError("nothing may follow the 'out' line");
         have_out = parse_line(c);
+      } catch (const TooDeep& e) {
+        if (g_depth > 0) throw;  // (the outermost parse names its line)
+        throw Error(fmt::format("parse_tape: line {}: {}", line_no, e.what()));
       } catch (const Error& e) {
         throw Error(fmt::format("parse_tape: line {}: {}", line_no, e.what()));
       }

@@ -24,6 +24,7 @@
 // batched where the forward body's residuals are).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <memory>
 
@@ -135,7 +136,7 @@ class Driver {
   }
 
   std::vector<Tensor> run() {
-    std::vector<std::vector<Tensor>> slots(static_cast<std::size_t>(L_.snapshots) + 1);
+    std::vector<std::vector<Tensor>> slots(static_cast<std::size_t>(revolve_slots(L_.length, L_.snapshots)));
     slots[0].assign(in_.begin() + static_cast<std::ptrdiff_t>(L_.C),
                     in_.begin() + static_cast<std::ptrdiff_t>(L_.C + L_.K));
     revolve(L_.length, L_.snapshots,
@@ -381,12 +382,20 @@ int64_t revolve_advances(int64_t l, int64_t c) {
   return total > W(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(total);
 }
 
-void revolve(int64_t steps, int64_t snapshots, const RevolveActions& actions) {
+// With c >= l - 1 snapshots for l steps every split is m = 1 (beta(c, 1) = c + 1 >= l),
+// and so again one level down: the schedule keeps every state, and more snapshots
+// than steps are never used.
+int64_t revolve_slots(int64_t steps, int64_t snapshots) {
   if (steps < 0 || snapshots < 1)
     throw Error(fmt::format("revolve: expected steps >= 0 and snapshots >= 1, got {} and {}", steps, snapshots));
-  if (snapshots > std::numeric_limits<int>::max() - 1)
-    throw Error(fmt::format("revolve: expected fewer than 2^31 snapshots, got {}", snapshots));
-  reverse(0, steps, 0, snapshots, static_cast<int>(snapshots), actions);
+  return std::min(snapshots, std::max<int64_t>(steps, 1)) + 1;  // and the working slot
+}
+
+void revolve(int64_t steps, int64_t snapshots, const RevolveActions& actions) {
+  const int64_t used = revolve_slots(steps, snapshots) - 1;
+  if (used > std::numeric_limits<int>::max() - 1)
+    throw Error(fmt::format("revolve: expected fewer than 2^31 snapshots in use, got {} for {} steps", used, steps));
+  reverse(0, steps, 0, used, static_cast<int>(used), actions);
 }
 
 namespace prims {

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "reel/ir/tape.hpp"
+#include "text_nesting.hpp"
 
 namespace reel {
 
@@ -31,6 +32,17 @@ std::string constant_value(const Tensor& t) {
 }  // namespace
 
 std::string to_string(const Tape& tape) {
+  // A body's text is printed by attr_str calling this again: count the nesting.
+  thread_local int depth_now = -1;
+  struct Nest {
+    int& d;
+    explicit Nest(int& d_) : d(d_) { ++d; }
+    ~Nest() { --d; }
+  } nest(depth_now);
+  if (depth_now > kMaxTextNesting)
+    throw Error(fmt::format("to_string: expected tape attributes (loop and checkpoint bodies) nested at most {} deep, "
+                            "got deeper",
+                            kMaxTextNesting));
   check_structure("to_string", tape);
   std::string out;
   for (Var v = 1; v <= tape.size(); ++v) {

@@ -18,9 +18,16 @@ namespace reel {
 
 namespace {
 
+// `t` with the batch axis in front; a reel::Error in vmap's name if the batch makes more
+// elements than a tensor may hold (vmap_tape(t, {true}, 2^62) of a sin of f64[3]).
 VarType batched_type(const VarType& t, int64_t size) {
   VarType r = t;
   r.shape.insert(r.shape.begin(), size);
+  try {
+    (void)numel(r.shape);
+  } catch (const Error& e) {
+    throw Error(fmt::format("vmap: a batch size of {} makes {} of {}: {}", size, type_str(r), type_str(t), e.what()));
+  }
   return r;
 }
 

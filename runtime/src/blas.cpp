@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "exit_gate.hpp"
 #include "reel/parallel.hpp"
 
 // Products on Reel's thread pool: CBLAS runs on one thread (parallel.cpp sets OpenBLAS
@@ -16,6 +17,7 @@
 namespace {
 
 CBLAS_TRANSPOSE trans(int32_t t) { return t ? CblasTrans : CblasNoTrans; }
+
 
 // A product of at least 2 * kBlockMacs multiply-adds is cut into up to max_blocks()
 // blocks of at least kBlockMacs each (whole multiples of kGranule rows or columns): two
@@ -66,6 +68,7 @@ template <class T>
 void gemm(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k, const T* a,
           int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, T beta = T(0)) {
   if (m == 0 || n == 0) return;
+  const reel::detail::ExitGate gate;
   (void)reel::num_threads();  // the pool set up (OpenBLAS on one thread) before any product
   if (k == 0) {
     if (beta == T(0))
@@ -107,6 +110,7 @@ void gemv(int32_t trans_a, int64_t rows, int64_t cols, const T* a, const T* x, T
     std::fill(y, y + (trans_a ? cols : rows), T(0));
     return;
   }
+  const reel::detail::ExitGate gate;
   (void)reel::num_threads();  // (as gemm)
   const int64_t block = block_of(rows, static_cast<double>(rows) * static_cast<double>(cols));
   const int64_t blocks = (rows + block - 1) / block;

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "exit_gate.hpp"
 #include "reel/error.hpp"
 
 // OpenBLAS's thread count, if the CBLAS linked is OpenBLAS (weak: absent otherwise).
@@ -34,9 +35,18 @@ struct Pool {
   std::shared_ptr<tbb::task_arena> arena;  // null with one thread
 };
 
-std::mutex g_mutex;
-std::shared_ptr<const Pool> g_pool;  // read under g_mutex, or through a copy
-std::atomic<int> g_threads{0};       // 0: not yet configured
+// Never destroyed (as the JIT and the storage cache): a thread still running compiled
+// code while the process exits (a detached thread, a Python daemon thread) goes on
+// using the pool after static destruction; a destroyed arena aborted in TBB (issue 33).
+struct Shared {
+  std::mutex mutex;
+  std::shared_ptr<const Pool> pool;  // read under mutex, or through a copy
+};
+Shared& shared() {
+  static Shared* s = new Shared();
+  return *s;
+}
+std::atomic<int> g_threads{0};  // 0: not yet configured
 
 // The cores this process may run on (TBB's count honours the affinity mask).
 int every_core() { return std::max(1, tbb::info::default_concurrency()); }
@@ -51,7 +61,7 @@ void configure(int n) {
   pool->threads = n;
   if (n > 1) pool->arena = std::make_shared<tbb::task_arena>(n);
   if (openblas_set_num_threads != nullptr) openblas_set_num_threads(1);
-  g_pool = std::move(pool);
+  shared().pool = std::move(pool);
   g_threads.store(n, std::memory_order_release);
 }
 
@@ -73,9 +83,10 @@ std::optional<int> from_environment() {
 }
 
 std::shared_ptr<const Pool> pool() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_pool) configure(from_environment().value_or(every_core()));
-  return g_pool;
+  Shared& s = shared();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.pool) configure(from_environment().value_or(every_core()));
+  return s.pool;
 }
 
 }  // namespace
@@ -83,7 +94,7 @@ std::shared_ptr<const Pool> pool() {
 void set_num_threads(int n) {
   if (n < 0 || n > 4096)
     throw Error(fmt::format("set_num_threads: expected a thread count from 1 to 4096 (or 0 for every core), given {}", n));
-  std::lock_guard<std::mutex> lock(g_mutex);
+  std::lock_guard<std::mutex> lock(shared().mutex);
   configure(n == 0 ? every_core() : n);
 }
 
@@ -101,6 +112,7 @@ int cores() {
 
 void for_chunks(int64_t chunks, const std::function<void(int64_t)>& body) {
   if (chunks <= 0) return;
+  const detail::ExitGate gate;
   std::shared_ptr<const Pool> p;
   if (chunks > 1 && num_threads() > 1) p = pool();
   if (!p || !p->arena) {
@@ -122,6 +134,7 @@ void for_chunks(int64_t chunks, const std::function<void(int64_t)>& body) {
       tbb::parallel_for(
           tbb::blocked_range<int64_t>(0, chunks, 1),
           [&](const tbb::blocked_range<int64_t>& r) {
+            const detail::ExitGate::Nested nested;  // (part of the caller's admitted call)
             for (int64_t c = r.begin(); c < r.end(); ++c) body(c);
           },
           tbb::simple_partitioner(), context);

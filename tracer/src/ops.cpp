@@ -240,11 +240,22 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   // The batch dimensions are checked here, in the name of matmul, not by its steps.
   const Shape batch_a(a.shape().begin(), a.shape().end() - std::min<int64_t>(a.rank(), 2)),
       batch_b(b.shape().begin(), b.shape().end() - std::min<int64_t>(b.rank(), 2));
+  Shape result;
   try {
-    (void)broadcast_shapes(batch_a, batch_b, "matmul");
+    result = broadcast_shapes(batch_a, batch_b, "matmul");
   } catch (const Error&) {
     throw Error(fmt::format("matmul: the batch dimensions {} of {} and {} of {} do not broadcast", shape_str(batch_a),
                             type_str(a.dtype(), a.shape()), shape_str(batch_b), type_str(b.dtype(), b.shape())));
+  }
+  // And the result fits in a tensor (a's batch [2^40] and b's [2^40, 1] make 2^80 products).
+  result.push_back(a.rank() == 1 ? 1 : a.shape()[a.shape().size() - 2]);
+  result.push_back(b.rank() == 1 ? 1 : b.shape().back());
+  try {
+    (void)numel(result);
+  } catch (const Error& e) {
+    throw Error(fmt::format("matmul: the batch dimensions {} of {} and {} of {} broadcast to a result of {}: {}",
+                            shape_str(batch_a), type_str(a.dtype(), a.shape()), shape_str(batch_b),
+                            type_str(b.dtype(), b.shape()), shape_str(result), e.what()));
   }
   // A vector is a [1,k] row on the left, a [k,1] column on the right; its axis is
   // dropped from the result (NumPy's rule).

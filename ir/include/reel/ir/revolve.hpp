@@ -23,7 +23,11 @@ struct RevolveActions {
 
 // Runs the schedule: turns step steps - 1, ..., 0 in that order, each after the
 // advances that bring its state about. Throws reel::Error for steps < 0 or snapshots < 1.
+// Snapshots beyond one per step change nothing (the schedule keeps every state), so
+// it uses revolve_slots(steps, snapshots) slots, numbered from 0, whatever was asked
+// (Checkpoint::binomial(2^40) on 100 steps holds at most 100 states, not 2^40).
 void revolve(int64_t steps, int64_t snapshots, const RevolveActions& actions);
+int64_t revolve_slots(int64_t steps, int64_t snapshots);
 
 // The step at which the schedule keeps the next state when reversing `steps` >= 2 steps
 // with `snapshots` >= 2: the largest optimal split.
