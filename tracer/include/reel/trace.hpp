@@ -36,7 +36,8 @@ class Trace;
 class TraceScope {
  public:
   // value_guards: values read with item() or values() become guards on those values
-  // (traces made for a cache, which must not reuse code traced with another value).
+  // (traces made for a cache, which must not reuse code traced with another value, and
+  // loop bodies, which run for every iteration: loop_body).
   explicit TraceScope(bool lift_captures = false, bool value_guards = false);
   ~TraceScope();
   TraceScope(const TraceScope&) = delete;
