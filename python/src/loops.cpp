@@ -25,7 +25,7 @@ py::object while_loop_py(py::handle cond, py::handle body, py::handle init, std:
     if (!PyCallable_Check(f.ptr()))
       throw Error(fmt::format("while_loop: expected {} to be a function, got {}", name, std::string(py::repr(f))));
   std::vector<Tensor> leaves;
-  flatten(init, leaves);
+  flatten(init, leaves, "while_loop");
   if (leaves.empty())
     throw Error(fmt::format("while_loop: expected an initial carry holding tensors, got {}", std::string(py::repr(init))));
   // The carry as Python sees it: init's structure with these tensors.
@@ -36,7 +36,7 @@ py::object while_loop_py(py::handle cond, py::handle body, py::handle init, std:
   const auto c = [&](const std::vector<Tensor>& carry) { return cond_result(cond(as_py(carry))); };
   const auto b = [&](const std::vector<Tensor>& carry) {
     std::vector<Tensor> out;
-    flatten(body(as_py(carry)), out);
+    flatten(body(as_py(carry)), out, "while_loop");
     return out;
   };
   const std::vector<Tensor> out = while_loop(c, b, leaves, WhileOptions{max_trips});
