@@ -303,3 +303,28 @@ TEST_CASE("issue 33: while_loop max_trips turns a runaway loop into a reel::Erro
   CHECK_ERROR(vmap([](const Tensor& x) { return bounded(x, 12); })(tensor({50.0, 1e-9}, {2, 1})), "while_loop",
               "max_trips");
 }
+
+TEST_CASE("issue 33.2: a branch in a loop body is checked every iteration and its failure names the loop") {
+  // c <- c + 1 while c < 2 else c - 1, from 0 over 4 steps: the branch flips at step 2.
+  auto f = [](const Tensor& x) {
+    return scan([](const Tensor& c, const None&) { return std::pair{sum(c) < 2.0 ? c + 1.0 : c - 1.0, none}; }, x,
+                none, {.length = 4})
+        .first;
+  };
+  CHECK_ERROR(f(scalar(0.0)), "scan, iteration 2", "scan's body branched on a traced value", "reel::where");
+  // A branch that goes the same way in every iteration gives the plain loop's value.
+  CHECK(f(scalar(-10.0)).item() == -6.0);
+  // The same tape compiled: the same check, the same words.
+  const Tape t = trace(f, scalar(-10.0));
+  CHECK(to_string(t).find("loop=\"scan\"") != std::string::npos);
+  const CompiledFunction c = compile(t);
+  CHECK(c({scalar(-3.0)})[0].item() == 1.0);
+  CHECK_ERROR(c({scalar(0.0)}), "iteration", "scan's body branched on a traced value", "reel::where");
+  CHECK_ERROR(play(t, {scalar(0.0)}), "iteration", "scan's body branched on a traced value");
+  // A while_loop's body points to its cond.
+  auto w = [](const Tensor& x) {
+    return while_loop([](const Tensor& c) { return sum(c) < 5.0; },
+                      [](const Tensor& c) { return sum(c) > 1.0 ? c + 2.0 : c + 1.0; }, x);
+  };
+  CHECK_ERROR(w(scalar(0.0)), "while_loop's body branched on a traced value", "while_loop's cond");
+}

@@ -628,7 +628,8 @@ class Scheduler {
     program_->steps.push_back(GuardArgs{.dtype = t_.type(cond).dtype,
                                      .cond = ref_of(cond),
                                      .expected = op.attrs.boolean("expected"),
-                                     .label = fmt::format("%{} = guard(%{})", c.guard, cond)});
+                                     .label = fmt::format("%{} = guard(%{})", c.guard, cond),
+                                     .loop = op.attrs.has("loop") ? op.attrs.string("loop") : std::string()});
   }
 
   // A strided placement: per argument, a loop copying it into its place in the result.

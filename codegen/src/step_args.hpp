@@ -149,6 +149,7 @@ struct GuardArgs {
   BufferRef cond;
   bool expected = true;
   std::string label;  // "%7 = guard(%6)"
+  std::string loop;   // the call's `loop` (empty: not in a loop body)
 };
 
 // A loop primitive's call run natively (loops.hpp): its body (and a while loop's cond) is

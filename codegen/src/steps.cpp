@@ -9,6 +9,7 @@
 
 #include "loops.hpp"
 #include "reel/blas.hpp"
+#include "reel/ir/guards.hpp"
 #include "reel/parallel.hpp"
 
 namespace reel::codegen {
@@ -178,9 +179,7 @@ void check_indices(void* const* bases, const CheckIndicesArgs& c) {
 }
 
 GuardFailure guard_failure(const GuardArgs& g, double v) {
-  return GuardFailure(fmt::format("compiled {}: guard: the tape was traced with this condition {}, here it is {} "
-                                  "(value {}); trace the other path (reel::jit and reel::simplegrad(f) do)",
-                                  g.label, g.expected ? "true" : "false", g.expected ? "false" : "true", v));
+  return GuardFailure(fmt::format("compiled {}: {}", g.label, branch_guard_failure(g.expected, v, g.loop)));
 }
 
 void guard(void* const* bases, const GuardArgs& g) {

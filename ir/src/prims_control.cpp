@@ -1,4 +1,5 @@
-// guard(cond, expected): the branch a trace took. Recorded when a traced one-element
+// guard(cond, expected[, loop]): the branch a trace took (in the body of the loop `loop`
+// names, if given). Recorded when a traced one-element
 // tensor is converted to bool (`if (reel::sum(x) > 0.0)`); running the tape where the
 // condition's truth differs throws reel::GuardFailure instead of computing the other
 // branch's values with this branch's operations.
@@ -6,6 +7,25 @@
 
 #include "batching.hpp"
 #include "prims.hpp"
+#include "reel/ir/guards.hpp"
+
+namespace reel {
+
+std::string branch_guard_failure(bool expected, double value, std::string_view loop) {
+  const char *was = expected ? "true" : "false", *is = expected ? "false" : "true";
+  if (loop.empty())
+    return fmt::format("guard: the tape was traced with this condition {}, here it is {} (value {}); trace the other "
+                       "path (reel::jit and reel::simplegrad(f) do)", was, is, value);
+  return fmt::format("guard: {0}'s body branched on a traced value (the condition was {1} when the body was traced, "
+                     "and here it is {2}, value {3}): a loop body is traced once and runs for every iteration, so a "
+                     "branch in it is checked, never retraced; compute both sides with tensor operations instead "
+                     "(reel::where or reel::select{4})",
+                     loop, was, is, value,
+                     loop == "while_loop" ? "; a condition to stop on belongs in while_loop's cond"
+                                          : "; a loop that stops on a value is a while_loop, whose cond may read it");
+}
+
+}  // namespace reel
 
 namespace reel::prims {
 
@@ -20,14 +40,16 @@ Results<Var> guard_batch(TapeBuilder& b, const BatchArgs& a) {
   const bool expected = a.attrs.boolean("expected");
   const Var zero = b.scalar(0.0, b.type(cond).dtype);
   const Var differs = b.call("sum", {b.call(expected ? "eq" : "ne", {cond, zero})});
-  b.call("guard", {b.call("eq", {differs, b.scalar(0.0, b.type(differs).dtype)})}, {{"expected", true}});
+  Attrs attrs{{"expected", true}};
+  if (a.attrs.has("loop")) attrs.set("loop", a.attrs.string("loop"));
+  b.call("guard", {b.call("eq", {differs, b.scalar(0.0, b.type(differs).dtype)})}, std::move(attrs));
   return b.call("nodiff", {a.args[0]});
 }
 
 Primitive guard_p() {
   return {
       .name = "guard",
-      .attrs = {{"expected", AttrKind::boolean}},
+      .attrs = {{"expected", AttrKind::boolean}, {"loop", AttrKind::string, true}},
       .infer = [](std::span<const VarType> in, const Attrs&) {
         if (numel(in[0].shape) != 1)
           throw Error(fmt::format("guard: expected a condition with one element, got {}", type_str(in[0])));
@@ -37,9 +59,7 @@ Primitive guard_p() {
         const double v = in[0].item();
         const bool truth = v != 0.0, expected = a.boolean("expected");
         if (truth != expected)
-          throw GuardFailure(fmt::format("guard: the tape was traced with this condition {}, here it is {} (value {}); "
-                                         "trace the other path (reel::jit and reel::simplegrad(f) do)",
-                                         expected ? "true" : "false", truth ? "true" : "false", v));
+          throw GuardFailure(branch_guard_failure(expected, v, a.has("loop") ? a.string("loop") : std::string()));
         return in[0];
       },
       .adjoint = no_adjoint(),

@@ -20,36 +20,40 @@ namespace reel::detail {
 
 class ExitGate {
  public:
-  ExitGate() : depth_(thread_depth().depth) {
+  ExitGate() {
+    if (t_nested > 0) return;  // a chunk of a call admitted on another thread: that thread's count covers it
+    depth_ = &thread_depth().depth;
     // (Sequentially consistent, as close() is: one of them sees the other.)
-    if (depth_.fetch_add(1) == 0 && shared().closed.load() && shared().closer.load() != std::this_thread::get_id()) {
-      depth_.fetch_sub(1);
+    if (depth_->fetch_add(1) == 0 && shared().closed.load() && shared().closer.load() != std::this_thread::get_id()) {
+      depth_->fetch_sub(1);
       while (true) std::this_thread::sleep_for(std::chrono::hours(1));
     }
   }
-  ~ExitGate() { depth_.fetch_sub(1, std::memory_order_release); }
+  ~ExitGate() {
+    if (depth_ != nullptr) depth_->fetch_sub(1, std::memory_order_release);
+  }
   ExitGate(const ExitGate&) = delete;
   ExitGate& operator=(const ExitGate&) = delete;
 
-  // A chunk of an admitted call, run on whichever thread: what it calls passes.
+  // A chunk of an admitted call, run on whichever thread: what it calls passes. A plain
+  // per-thread count, seen by no other thread: a pool thread running its first chunk
+  // takes no lock (close() holds none while it waits, either).
   class Nested {
    public:
-    Nested() : depth_(thread_depth().depth) { depth_.fetch_add(1, std::memory_order_relaxed); }
-    ~Nested() { depth_.fetch_sub(1, std::memory_order_relaxed); }
+    Nested() { ++t_nested; }
+    ~Nested() { --t_nested; }
     Nested(const Nested&) = delete;
     Nested& operator=(const Nested&) = delete;
-
-   private:
-    std::atomic<int>& depth_;
   };
 
  private:
   struct Depth {
     std::atomic<int> depth{0};
+    bool in_use = true;  // (under Shared::mutex) false: its thread ended, another may take it
   };
   struct Shared {
     std::mutex mutex;
-    std::vector<Depth*> threads;  // one per thread that passed the gate, while it lives
+    std::vector<Depth*> threads;  // never freed, reused after their thread ends
     std::atomic<bool> closed{false};
     std::atomic<std::thread::id> closer{};  // the thread that closed it (the one exiting)
   };
@@ -60,30 +64,47 @@ class ExitGate {
     }();
     return *s;
   }
-  struct ThreadDepth : Depth {
+  // This thread's count: a Depth of Shared::threads, taken when the thread first passes
+  // the gate and handed back (not freed: close() may be reading it) when it ends.
+  struct ThreadDepth {
+    Depth* d;
     ThreadDepth() {
-      std::lock_guard<std::mutex> lock(shared().mutex);
-      shared().threads.push_back(this);
+      Shared& s = shared();
+      std::lock_guard<std::mutex> lock(s.mutex);
+      for (Depth* free : s.threads)
+        if (!free->in_use) {
+          free->in_use = true;
+          d = free;
+          return;
+        }
+      d = s.threads.emplace_back(new Depth());
     }
     ~ThreadDepth() {
       std::lock_guard<std::mutex> lock(shared().mutex);
-      std::erase(shared().threads, this);
+      d->in_use = false;
     }
   };
   static Depth& thread_depth() {
-    thread_local ThreadDepth d;
-    return d;
+    thread_local ThreadDepth t;
+    return *t.d;
   }
+  // Waits, without holding the mutex (a thread passing the gate for the first time takes
+  // it), for every call admitted before the gate closed.
   static void close() {
     Shared& s = shared();
     s.closer.store(std::this_thread::get_id());
     s.closed.store(true);
-    std::lock_guard<std::mutex> lock(s.mutex);
-    for (const Depth* d : s.threads)
+    std::vector<Depth*> threads;
+    {
+      std::lock_guard<std::mutex> lock(s.mutex);
+      threads = s.threads;
+    }
+    for (const Depth* d : threads)
       while (d->depth.load() > 0) std::this_thread::yield();
   }
 
-  std::atomic<int>& depth_;
+  static inline thread_local int t_nested = 0;
+  std::atomic<int>* depth_ = nullptr;
 };
 
 }  // namespace reel::detail

@@ -112,13 +112,13 @@ int cores() {
 
 void for_chunks(int64_t chunks, const std::function<void(int64_t)>& body) {
   if (chunks <= 0) return;
-  const detail::ExitGate gate;
   std::shared_ptr<const Pool> p;
   if (chunks > 1 && num_threads() > 1) p = pool();
   if (!p || !p->arena) {
     for (int64_t c = 0; c < chunks; ++c) body(c);
     return;
   }
+  const detail::ExitGate gate;  // (the pool's run; the serial one above uses neither TBB nor OpenBLAS)
   // Every chunk runs in the caller's floating-point settings (rounding, flush to zero),
   // wherever it runs: TBB's workers would otherwise keep those of whichever thread
   // first entered the arena.

@@ -58,11 +58,15 @@ bool foreign_trace(const Tensor& t, bool* value_guards) {
 void record_guard(const Tensor& t, bool value) {
   if (in_foreign_trace(t)) throw Error(fmt::format("bool: the tensor belongs to {}", kForeignTrace));
   static const Primitive& guard = primitive("guard");
-  for (Trace* trace : active_traces())
-    if (trace->owns(t)) {
-      ++trace->reads;
-      (void)trace->builder.call(guard, {trace->var_of(t)}, {{"expected", value}});
-    }
+  const char* loop = nullptr;  // as for values read (below): a branch in a loop body names the loop
+  for (Trace* trace : active_traces()) {
+    if (trace->loop != nullptr) loop = trace->loop;
+    if (!trace->owns(t)) continue;
+    ++trace->reads;
+    Attrs attrs{{"expected", value}};
+    if (loop != nullptr) attrs.set("loop", std::string(loop));
+    (void)trace->builder.call(guard, {trace->var_of(t)}, std::move(attrs));
+  }
 }
 
 thread_local int t_guard_value_reads = 0;  // live GuardValueReads on this thread
