@@ -68,6 +68,8 @@ std::string shown(py::handle h);
 py::int_ to_pyint(py::handle h, const char* op, const char* what);  // any size
 int64_t to_int(py::handle h, const char* op, const char* what);
 std::vector<int64_t> to_ints(py::handle h, const char* op, const char* what);
+// A list, a tuple or a one-dimensional NumPy array: what to_ints takes as several ints.
+bool is_sequence(py::handle h);
 bool is_number(py::handle h);
 double to_double(py::handle h, const char* op, const char* what);
 

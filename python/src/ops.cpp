@@ -50,7 +50,7 @@ Tensor reduce(const char* op, const Tensor& x, py::handle axis, bool keepdims, A
     for (int64_t i = 0; i < x.rank(); ++i) axes[static_cast<std::size_t>(i)] = i;
     return many(x, axes, true);
   }
-  if (!py::isinstance<py::list>(axis) && !py::isinstance<py::tuple>(axis)) return one(x, to_int(axis, op, "axis"), keepdims);
+  if (!is_sequence(axis)) return one(x, to_int(axis, op, "axis"), keepdims);
   return many(x, to_ints(axis, op, "axis"), keepdims);
 }
 
@@ -266,7 +266,7 @@ void bind_ops(py::module_& m) {
   t.attr("__array_ufunc__") = py::none();  // numpy_array + tensor calls the tensor's __radd__
   t.def_property_readonly("T", [](const Tensor& x) { return transpose(x); });
   t.def("reshape", [](const Tensor& x, py::args shape) {
-    if (shape.size() == 1 && !PyIndex_Check(shape[0].ptr())) return reshape(x, to_ints(shape[0], "reshape", "shape"));
+    if (shape.size() == 1 && (!PyIndex_Check(shape[0].ptr()) || is_sequence(shape[0]))) return reshape(x, to_ints(shape[0], "reshape", "shape"));
     return reshape(x, to_ints(shape, "reshape", "shape"));
   });
   t.def("astype", [](const Tensor& x, py::handle dtype) { return cast(x, to_dtype(dtype, "astype")); });

@@ -28,6 +28,7 @@ bool uninitialised(py::handle h) {
     return false;
   auto* inst = reinterpret_cast<py::detail::instance*>(h.ptr());
   if (!inst->owned) return false;  // a reference to a C++ object held elsewhere
+  if (inst->simple_layout) return !inst->simple_holder_constructed;  // every class bound here: no type lookup
   for (const auto& vh : py::detail::values_and_holders(inst))
     if (!vh.holder_constructed()) return true;
   return false;
@@ -69,8 +70,13 @@ int64_t to_int(py::handle h, const char* op, const char* what) {
   return v;
 }
 
+bool is_sequence(py::handle h) {
+  return py::isinstance<py::list>(h) || py::isinstance<py::tuple>(h) ||
+         (py::isinstance<py::array>(h) && py::reinterpret_borrow<py::array>(h).ndim() == 1);
+}
+
 std::vector<int64_t> to_ints(py::handle h, const char* op, const char* what) {
-  if (!py::isinstance<py::list>(h) && !py::isinstance<py::tuple>(h)) {
+  if (!is_sequence(h)) {
     if (PyIndex_Check(h.ptr()) && !PyBool_Check(h.ptr())) return {to_int(h, op, what)};
     throw Error(fmt::format("{}: expected {} as an int or a list or tuple of ints, got {}", op, what, type_name(h)));
   }

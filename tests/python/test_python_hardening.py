@@ -362,3 +362,33 @@ def test_33_4_hostile_new_user_probes():
         pass
     t = T([1.0, 2.0])
     assert (reel.sin(t) + t).shape == (2,) and float(reel.sum(t)) == 3.0
+
+
+def test_33_review_while_loop_cond_giving_python_values():
+    # A cond computed from Python state (a counter the body moves) is Python's loop, not
+    # a constant traced once; so is one giving a NumPy bool.
+    state = {"left": 3}
+
+    def body(x):
+        state["left"] -= 1
+        return x * 2.0
+
+    out = reel.while_loop(lambda x: state["left"] > 0, body, reel.tensor([1.0, 3.0]))
+    assert out.tolist() == [8.0, 24.0]
+    out = reel.while_loop(lambda x: x.numpy()[0] < 10, lambda x: x * 2.0, reel.tensor([1.0]))
+    assert out.tolist() == [16.0]
+    with pytest.raises(reel.Error, match="max_trips is 2"):
+        reel.while_loop(lambda x: True, lambda x: x + 1.0, reel.tensor([0.0]), max_trips=2)
+    # Its gradient is the unrolled loop's: d/dx of 2^3 x.
+    state["left"] = 3
+    g = reel.grad(lambda x: reel.sum(reel.while_loop(lambda c: state["left"] > 0, body, x)), reel.tensor([1.0]))
+    assert g.grads[0].tolist() == [8.0]
+
+
+def test_33_review_numpy_arrays_as_shapes_and_axes():
+    x = reel.tensor(np.arange(6.0), shape=np.array([2, 3]))
+    assert x.shape == (2, 3)
+    assert x.reshape(np.array([3, 2])).shape == (3, 2)
+    assert reel.sum(x, axis=np.array([0, 1])).item() == 15.0
+    with pytest.raises(reel.Error):
+        reel.sum(x, axis=np.array([[0, 1]]))
