@@ -16,8 +16,8 @@ std::string branch_guard_failure(bool expected, double value, std::string_view l
   if (loop.empty())
     return fmt::format("guard: the tape was traced with this condition {}, here it is {} (value {}); trace the other "
                        "path (reel::jit and reel::simplegrad(f) do)", was, is, value);
-  return fmt::format("guard: {0}'s body branched on a traced value (the condition was {1} when the body was traced, "
-                     "and here it is {2}, value {3}): a loop body is traced once and runs for every iteration, so a "
+  return fmt::format("guard: {0}'s body branched on a traced value: the condition was {1} when the body was traced, "
+                     "here it is {2} (value {3}); a loop body is traced once and runs for every iteration, so a "
                      "branch in it is checked, never retraced; compute both sides with tensor operations instead "
                      "(reel::where or reel::select{4})",
                      loop, was, is, value,
