@@ -20,17 +20,21 @@ namespace reel::detail {
 
 class ExitGate {
  public:
+  // (Hot: every product passes. Only this thread writes its count, so leaving is a plain
+  // store; entering is one sequentially consistent exchange, which close() pairs with.)
   ExitGate() {
     if (t_nested > 0) return;  // a chunk of a call admitted on another thread: that thread's count covers it
-    depth_ = &thread_depth().depth;
-    // (Sequentially consistent, as close() is: one of them sees the other.)
-    if (depth_->fetch_add(1) == 0 && shared().closed.load() && shared().closer.load() != std::this_thread::get_id()) {
-      depth_->fetch_sub(1);
+    Depth* d = t_depth != nullptr ? t_depth : register_thread();
+    const int was = d->depth.load(std::memory_order_relaxed);
+    (void)d->depth.exchange(was + 1);  // (sequentially consistent, as close() is: one of them sees the other)
+    depth_ = &d->depth;
+    if (was == 0 && shared().closed.load() && shared().closer.load() != std::this_thread::get_id()) {
+      depth_->store(0, std::memory_order_release);
       while (true) std::this_thread::sleep_for(std::chrono::hours(1));
     }
   }
   ~ExitGate() {
-    if (depth_ != nullptr) depth_->fetch_sub(1, std::memory_order_release);
+    if (depth_ != nullptr) depth_->store(depth_->load(std::memory_order_relaxed) - 1, std::memory_order_release);
   }
   ExitGate(const ExitGate&) = delete;
   ExitGate& operator=(const ExitGate&) = delete;
@@ -64,29 +68,29 @@ class ExitGate {
     }();
     return *s;
   }
-  // This thread's count: a Depth of Shared::threads, taken when the thread first passes
-  // the gate and handed back (not freed: close() may be reading it) when it ends.
-  struct ThreadDepth {
-    Depth* d;
-    ThreadDepth() {
-      Shared& s = shared();
+  // This thread's count (t_depth): a Depth of Shared::threads, taken when the thread first
+  // passes the gate and handed back (not freed: close() may be reading it) when it ends.
+  struct Release {
+    ~Release() {
+      std::lock_guard<std::mutex> lock(shared().mutex);
+      t_depth->in_use = false;
+    }
+  };
+  static Depth* register_thread() {
+    Shared& s = shared();
+    {
       std::lock_guard<std::mutex> lock(s.mutex);
       for (Depth* free : s.threads)
         if (!free->in_use) {
           free->in_use = true;
-          d = free;
-          return;
+          t_depth = free;
+          break;
         }
-      d = s.threads.emplace_back(new Depth());
+      if (t_depth == nullptr) t_depth = s.threads.emplace_back(new Depth());
     }
-    ~ThreadDepth() {
-      std::lock_guard<std::mutex> lock(shared().mutex);
-      d->in_use = false;
-    }
-  };
-  static Depth& thread_depth() {
-    thread_local ThreadDepth t;
-    return *t.d;
+    thread_local Release release;  // (its destructor runs when the thread ends)
+    (void)release;
+    return t_depth;
   }
   // Waits, without holding the mutex (a thread passing the gate for the first time takes
   // it), for every call admitted before the gate closed.
@@ -104,6 +108,7 @@ class ExitGate {
   }
 
   static inline thread_local int t_nested = 0;
+  static inline thread_local Depth* t_depth = nullptr;  // (constant-initialised: no wrapper on the hot path)
   std::atomic<int>* depth_ = nullptr;
 };
 
