@@ -5,7 +5,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cxxabi.h>
+
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -109,18 +112,38 @@ std::vector<std::string> describe_all(const py::tuple& args);
 // Compiled (or interpreted) code runs with the GIL released: this releases it and marks
 // the thread, so that a Python rule called from that code (which takes the GIL back)
 // can tell (reel._reel._gil_released(), for the tests).
-// (Its destructor may throw: at exit, taking the GIL back ends a daemon thread with a
-// forced unwind, which a noexcept destructor would turn into std::terminate.)
+// At exit, taking the GIL back ends a daemon thread with a forced unwind (CPython's
+// pthread_exit), which would run on into pybind11's and Python's frames, freeing Python
+// objects without the GIL, and crash the exit: such a thread is parked instead (it never
+// returns; the process ends around it). Both ways of taking the GIL back go through
+// take_gil_back.
+[[noreturn]] void park_exiting_thread();
+template <class F>
+void take_gil_back(F&& take) noexcept {
+  try {
+    take();
+  } catch (abi::__forced_unwind&) {
+    park_exiting_thread();
+  }
+}
 extern thread_local int gil_released_depth;
 struct ReleaseGil {
   PyThreadState* state;
   ReleaseGil() : state(PyEval_SaveThread()) { ++gil_released_depth; }
-  ~ReleaseGil() noexcept(false) {
+  ~ReleaseGil() {
     --gil_released_depth;
-    PyEval_RestoreThread(state);
+    take_gil_back([&] { PyEval_RestoreThread(state); });
   }
   ReleaseGil(const ReleaseGil&) = delete;
   ReleaseGil& operator=(const ReleaseGil&) = delete;
+};
+// py::gil_scoped_acquire, from a thread that may be a daemon thread at exit (a Python rule
+// or a NumPy array's release called from compiled code).
+struct AcquireGil {
+  std::optional<py::gil_scoped_acquire> gil;
+  AcquireGil() {
+    take_gil_back([&] { gil.emplace(); });
+  }
 };
 
 // Guards a recursive walk of a Python tree: a cycle or a tree nested deeper than

@@ -130,14 +130,14 @@ const Primitive& define_py(const std::string& name, int arity, py::object eager,
     if (!f->is_none()) check_rule("define_primitive", name, rule, *f);
   auto e = hold(std::move(eager));
   def.eager = [e, name, with_attrs](std::span<const Tensor> x, const Attrs& a) {
-    py::gil_scoped_acquire gil;
+    const AcquireGil gil;
     return rule_tensor(name, "eager", call_rule(*e, with_attrs, a, to_list(x)));
   };
   if (!vjp.is_none()) {
     auto r = hold(std::move(vjp));
     def.vjp = [r, name, with_attrs](const std::vector<Tensor>& x, const Tensor& out, const Tensor& dout,
                                     const Attrs& a) {
-      py::gil_scoped_acquire gil;
+      const AcquireGil gil;
       return rule_tensors(name, call_rule(*r, with_attrs, a, to_list(x), to_py(out), to_py(dout)));
     };
   }
@@ -145,14 +145,14 @@ const Primitive& define_py(const std::string& name, int arity, py::object eager,
     auto r = hold(std::move(jvp));
     def.jvp = [r, name, with_attrs](const std::vector<Tensor>& x, const Tensor& out, const std::vector<Tensor>& dx,
                                     const Attrs& a) {
-      py::gil_scoped_acquire gil;
+      const AcquireGil gil;
       return rule_tensor(name, "jvp", call_rule(*r, with_attrs, a, to_list(x), to_py(out), to_list(dx)));
     };
   }
   if (!type.is_none()) {
     auto r = hold(std::move(type));
     def.type = [r, name, with_attrs](std::span<const VarType> ts, const Attrs& a) {
-      py::gil_scoped_acquire gil;
+      const AcquireGil gil;
       py::list types;
       for (const VarType& t : ts) types.append(py::make_tuple(t.dtype, py::tuple(py::cast(t.shape))));
       py::object res = call_rule(*r, with_attrs, a, types);
@@ -209,11 +209,11 @@ attributes as one more argument (a dict).)");
         return custom_vjp(
             name, in,
             [f, name](const std::vector<Tensor>& x) {
-              py::gil_scoped_acquire gil;
+              const AcquireGil gil;
               return rule_tensor(name, "forward", (*f)(to_list(x)));
             },
             [b, name](const std::vector<Tensor>& x, const Tensor& out, const Tensor& dout) {
-              py::gil_scoped_acquire gil;
+              const AcquireGil gil;
               return rule_tensors(name, (*b)(to_list(x), to_py(out), to_py(dout)));
             });
       },

@@ -5,10 +5,16 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "common.hpp"
 
 namespace reel::py_bind {
 thread_local int gil_released_depth = 0;
+
+void park_exiting_thread() {
+  for (;;) pause();
+}
 thread_local int WalkDepth::depth = 0;
 
 namespace {

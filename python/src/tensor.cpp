@@ -67,7 +67,7 @@ Tensor from_array(py::array a, const char* op) {
   PyObject* owner = a.release().ptr();
   std::shared_ptr<void> storage(const_cast<void*>(data), [owner](void*) {
     if (!Py_IsInitialized()) return;  // the interpreter is gone: nothing to release
-    py::gil_scoped_acquire gil;
+    const AcquireGil gil;
     Py_DECREF(owner);
   });
   return Tensor::adopt(std::move(storage), *t, std::move(shape));
@@ -251,7 +251,7 @@ std::shared_ptr<py::object> hold(py::object o) {
       delete p;
       return;
     }
-    py::gil_scoped_acquire gil;
+    const AcquireGil gil;
     delete p;
   });
 }

@@ -507,9 +507,6 @@ def test_cycles_and_bad_axes_and_iteration():
         u + 1.0
 
 
-@pytest.mark.xfail(reason="known limitation (README, Python): daemon threads still running compiled code while the "
-                          "interpreter exits race with the process's static destructors; join them first",
-                   strict=False)
 def test_exit_with_daemon_threads_calling_compiled_code(tmp_path):
     import os
     import subprocess
@@ -519,12 +516,17 @@ def test_exit_with_daemon_threads_calling_compiled_code(tmp_path):
         "import threading, reel\n"
         "g = reel.simplegrad(lambda x: reel.sum(reel.sigmoid(x)), compile_after=1)\n"
         "x = reel.tensor([1.0, 2.0, 3.0])\n"
-        "g(x)\n"
+        "W = reel.randn([64, 64], 1)\n"
+        "h = reel.simplegrad(lambda w: reel.sum(reel.tanh(reel.matmul(w, w))), compile_after=1)\n"
+        "g(x); h(W)\n"
         "def spin():\n"
         "    while True:\n"
-        "        g(x)\n"
+        "        g(x); h(W)\n"
         "for _ in range(3):\n"
         "    threading.Thread(target=spin, daemon=True).start()\n"
         "import time; time.sleep(0.2)\n")
-    r = subprocess.run([sys.executable, str(script)], env=dict(os.environ), capture_output=True, timeout=60)
-    assert r.returncode == 0, r.stderr.decode()
+    # Issue 33: daemon threads taking the GIL back at exit are parked, not unwound into
+    # Python's frames (which crashed 12 exits in 15); several runs, as the race is timing's.
+    for _ in range(5):
+        r = subprocess.run([sys.executable, str(script)], env=dict(os.environ), capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr.decode()
