@@ -11,18 +11,35 @@
 
 namespace reel {
 
+namespace {
+
+// Why a check in a loop body failed, and what to write instead.
+std::string loop_body_advice(std::string_view loop) {
+  return fmt::format("a loop body is traced once and runs for every iteration, so what it reads or branches on is "
+                     "checked at every iteration, never traced again; compute with tensor operations instead "
+                     "(reel::where or reel::select{})",
+                     loop == "while_loop" ? "; a condition to stop on belongs in while_loop's cond"
+                                          : "; a loop that stops on a value is a while_loop, whose cond may read it");
+}
+
+std::string value_guard_failure(const Attrs& a, std::size_t i, double want, double got) {
+  if (!a.has("loop"))
+    return fmt::format("guard_value: the tape was traced with element {} = {} (read with item() or values()), here it "
+                       "is {}", i, want, got);
+  const std::string loop = a.string("loop");
+  return fmt::format("guard_value: {}'s body read a traced value with item() or values() (element {} = {} when the "
+                     "body was traced), and here it is {}: {}", loop, i, want, got, loop_body_advice(loop));
+}
+
+}  // namespace
+
 std::string branch_guard_failure(bool expected, double value, std::string_view loop) {
   const char *was = expected ? "true" : "false", *is = expected ? "false" : "true";
   if (loop.empty())
     return fmt::format("guard: the tape was traced with this condition {}, here it is {} (value {}); trace the other "
                        "path (reel::jit and reel::simplegrad(f) do)", was, is, value);
-  return fmt::format("guard: {0}'s body branched on a traced value: the condition was {1} when the body was traced, "
-                     "here it is {2} (value {3}); a loop body is traced once and runs for every iteration, so a "
-                     "branch in it is checked, never retraced; compute both sides with tensor operations instead "
-                     "(reel::where or reel::select{4})",
-                     loop, was, is, value,
-                     loop == "while_loop" ? "; a condition to stop on belongs in while_loop's cond"
-                                          : "; a loop that stops on a value is a while_loop, whose cond may read it");
+  return fmt::format("guard: {}'s body branched on a traced value: the condition was {} when the body was traced, "
+                     "here it is {} (value {}); {}", loop, was, is, value, loop_body_advice(loop));
 }
 
 }  // namespace reel
@@ -75,20 +92,6 @@ Primitive guard_p() {
 // values()), or in a loop body (`loop` names the loop: scan, fori_loop, while_loop; its
 // body is traced once, so what it reads is checked at every iteration); running the
 // tape where they differ throws reel::GuardFailure.
-std::string value_guard_failure(const Attrs& a, std::size_t i, double want, double got) {
-  if (!a.has("loop"))
-    return fmt::format("guard_value: the tape was traced with element {} = {} (read with item() or values()), here it "
-                       "is {}", i, want, got);
-  const std::string loop = a.string("loop");
-  return fmt::format("guard_value: {0}'s body read a traced value with item() or values() (element {1} = {2} when the "
-                     "body was traced), and here it is {3}: a loop body is traced once and runs for every iteration, "
-                     "so a value it reads is checked, never recomputed; compute with tensor operations instead "
-                     "(reel::where or reel::select to choose by a value{4})",
-                     loop, i, want, got,
-                     loop == "while_loop" ? "; a condition to stop on belongs in while_loop's cond"
-                                          : "; a loop that stops on a value is a while_loop, whose cond may read it");
-}
-
 Primitive guard_value_p() {
   return {
       .name = "guard_value",
