@@ -15,20 +15,34 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace reel::detail {
 
 class ExitGate {
  public:
-  // (Hot: every product passes. Only this thread writes its count, so leaving is a plain
-  // store; entering is one sequentially consistent exchange, which close() pairs with.)
+  // (Hot: every product passes. Only this thread writes its count, so entering and leaving
+  // are plain stores; entering orders its store before its read of `closed` with a
+  // compiler fence only, and close() makes that a full fence on every running thread with
+  // one membarrier, the asymmetric form of the store-fence-load pairing (Dekker). Where
+  // the kernel lacks membarrier, both sides take a full fence.)
   ExitGate() {
     if (t_nested > 0) return;  // a chunk of a call admitted on another thread: that thread's count covers it
     Depth* d = t_depth != nullptr ? t_depth : register_thread();
     const int was = d->depth.load(std::memory_order_relaxed);
-    (void)d->depth.exchange(was + 1);  // (sequentially consistent, as close() is: one of them sees the other)
+    d->depth.store(was + 1, std::memory_order_relaxed);
     depth_ = &d->depth;
-    if (was == 0 && shared().closed.load() && shared().closer.load() != std::this_thread::get_id()) {
+    if (was > 0) return;  // nested in this thread's own admitted call
+    Shared& s = shared();
+    if (s.membarrier)
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+    else
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (s.closed.load(std::memory_order_relaxed) && s.closer.load() != std::this_thread::get_id()) {
       depth_->store(0, std::memory_order_release);
       while (true) std::this_thread::sleep_for(std::chrono::hours(1));
     }
@@ -60,7 +74,23 @@ class ExitGate {
     std::vector<Depth*> threads;  // never freed, reused after their thread ends
     std::atomic<bool> closed{false};
     std::atomic<std::thread::id> closer{};  // the thread that closed it (the one exiting)
+    bool membarrier = register_membarrier();  // close() can fence every running thread
   };
+  static bool register_membarrier() {
+#if defined(__linux__)
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#else
+    return false;
+#endif
+  }
+  // Every thread of the process runs a full fence (or, without membarrier, this one does,
+  // pairing with the full fence of the entering threads).
+  static void fence_all(const Shared& s) {
+#if defined(__linux__)
+    if (s.membarrier && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
+#endif
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
   static Shared& shared() {
     static Shared* s = [] {
       std::atexit(close);
@@ -98,6 +128,7 @@ class ExitGate {
     Shared& s = shared();
     s.closer.store(std::this_thread::get_id());
     s.closed.store(true);
+    fence_all(s);
     std::vector<Depth*> threads;
     {
       std::lock_guard<std::mutex> lock(s.mutex);
