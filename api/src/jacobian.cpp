@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -95,6 +96,20 @@ std::vector<Var> forward_seeded(TapeBuilder& b, std::span<const Var> ins, const 
   return b.inline_tape(j, jin);
 }
 
+// The bytes of memory this process may use: the machine's, or less where its control
+// group (a container's) sets a lower limit (cgroup v2's memory.max, v1's
+// memory.limit_in_bytes; "max" and v1's huge "no limit" number leave the machine's);
+// 0 if unknown.
+double memory_limit() {
+  double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(path);
+    double limit = 0;
+    if (in >> limit && limit > 0 && (memory <= 0 || limit < memory)) memory = limit;
+  }
+  return memory;
+}
+
 // Zero seeds of `shape` for one pass batched over shape[0] directions, or a reel::Error
 // in `op`'s name saying how large they are when they cannot be had: jacfwd of 10^6
 // input elements would batch its forward pass over 10^6 identity seeds of 10^6
@@ -103,10 +118,10 @@ std::vector<Var> forward_seeded(TapeBuilder& b, std::span<const Var> ins, const 
 Tensor seed_zeros(const char* op, DType dtype, const Shape& shape, const char* each) {
   double bytes = static_cast<double>(dtype_size(dtype));
   for (int64_t d : shape) bytes *= static_cast<double>(d);
-  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  const double memory = memory_limit();
   std::string why;
   if (memory > 0 && bytes > memory) {
-    why = fmt::format("more than this machine's {:.3g} bytes of memory", memory);
+    why = fmt::format("more than the {:.3g} bytes of memory this process may use", memory);
   } else {
     try {
       return zeros(shape, dtype);
