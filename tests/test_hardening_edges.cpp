@@ -144,6 +144,19 @@ TEST_CASE("issue 33.6: tapes nested 70 deep print and parse, and 257 deep is a s
                                    "deep, got deeper");
 }
 
+TEST_CASE("issue 33.6: two equal calls of tapes 300 deep are merged by CSE, not printed (whose limit is 256)") {
+  const Tensor x = tensor({0.3, -1.2});
+  const Tape t = trace([](const Tensor& v) { return nested_checkpoints(v, 300) + nested_checkpoints(v, 300); }, x);
+  REQUIRE(nesting(t) == 300);
+  const Tape merged = cse(t);
+  CHECK(merged.count(OpKind::call) == t.count(OpKind::call) - 1);  // the second checkpoint is the first
+  test::check_close(play(merged, {x})[0], sin(x) * 2.0, 1e-15, 0, "merged");
+  // Equal structure, not equal text: different constants deep inside are not merged.
+  const Tape other = trace([](const Tensor& v) { return nested_checkpoints(v, 300) + nested_checkpoints(v * 1.0, 300); }, x);
+  CHECK(same_tape(t, t));
+  CHECK_FALSE(same_tape(t, other));
+}
+
 TEST_CASE("issue 33.6: Checkpoint binomial with 2^40 or INT64_MAX snapshots is the store-all gradient") {
   const Tensor x0 = tensor({0.3, -0.7}), xs = randn({10, 2}, 7);
   auto run = [xs](Checkpoint cp) {

@@ -81,7 +81,7 @@ const Tape& Attrs::tape(const std::string& name) const {
 
 bool TapeRef::operator==(const TapeRef& other) const {
   if (tape == other.tape) return true;
-  return tape && other.tape && to_string(*tape) == to_string(*other.tape);
+  return tape && other.tape && same_tape(*tape, *other.tape);
 }
 
 std::string attr_str(const AttrValue& v) {

@@ -4,10 +4,27 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 
 #include "reel/error.hpp"
 
 namespace reel {
+
+bool same_tape(const Tape& a, const Tape& b) {
+  if (a.ops.size() != b.ops.size() || a.outputs != b.outputs) return false;
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    const Op& x = a.ops[i];
+    const Op& y = b.ops[i];
+    if (x.kind != y.kind || x.prim != y.prim || x.args != y.args || x.index != y.index || x.type != y.type ||
+        x.results != y.results || x.attrs != y.attrs)
+      return false;
+    if (x.kind == OpKind::constant &&
+        (x.value.dtype() != y.value.dtype() || x.value.shape() != y.value.shape() ||
+         std::memcmp(x.value.raw(), y.value.raw(), x.value.nbytes()) != 0))
+      return false;
+  }
+  return true;
+}
 
 std::vector<Var> Tape::inputs() const {
   std::vector<Var> in;

@@ -56,6 +56,9 @@ class Tape {
 // Text form (docs/tape-format.md). parse_tape(to_string(t)) prints back identically.
 std::string to_string(const Tape& tape);
 Tape parse_tape(std::string_view text);
+// The same operations, attributes (nested tapes compared alike, at any depth), constants
+// (bit for bit) and outputs: what equal texts say, without printing either tape.
+bool same_tape(const Tape& a, const Tape& b);
 
 // Checks a call's argument count and attributes (putting the attributes in the
 // primitive's order, and integers given for real attributes into doubles) and returns
