@@ -102,7 +102,7 @@ BatchedTape batch_tape(const Tape& f, std::span<const bool> batched, int64_t siz
     } else if (op.prim->structure == Structure::elementwise && op.results == 1) {
       res = batch_elementwise(b, *op.prim, a, op.type);
     } else {
-      res = batch_by_scan(b, *op.prim, a);  // (ir/src/prims_loops.cpp)
+      res = batch_by_scan(b, *op.prim, a);  // (ir/src/prims_scan.cpp)
     }
     if (res.size() != static_cast<std::size_t>(op.results))
       throw Error(fmt::format("vmap: the batching rule of '{}' gave {} results, expected {}", op.prim->name,
