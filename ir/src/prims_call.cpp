@@ -33,20 +33,15 @@ std::pair<Tape, std::vector<std::size_t>> without_unread_inputs(const Tape& tape
     for (Var a : op.args) read[a] = true;
   for (Var o : tape.outputs) read[o] = true;
   TapeBuilder b;
-  std::vector<Var> map(static_cast<std::size_t>(tape.size()) + 1, kNoVar);
+  std::vector<Var> map = var_map(tape);
   std::vector<std::size_t> kept;
   std::size_t position = 0;
-  for (Var v = 1; v <= tape.size(); ++v) {
-    const Op& op = tape.op(v);
-    if (op.kind == OpKind::input) {
-      if (read[v]) map[v] = b.input(op.type), kept.push_back(position);
-      ++position;
-      continue;
-    }
-    std::vector<Var> args;
-    for (Var a : op.args) args.push_back(map[a]);
-    map[v] = b.copy(op, std::move(args));
-  }
+  copy_ops(b, tape, map, [&](Var v) {
+    if (tape.op(v).kind != OpKind::input) return true;
+    if (read[v]) map[v] = b.input(tape.op(v).type), kept.push_back(position);  // (an input read stays one)
+    ++position;
+    return false;
+  });
   std::vector<Var> outs;
   for (Var o : tape.outputs) outs.push_back(map[o]);
   b.set_outputs(std::move(outs));
@@ -63,8 +58,7 @@ std::vector<Var> call_tape(TapeBuilder& b, std::string_view prim, const Tape& bo
 
 CallVjp call_vjp(TapeBuilder& b, const AdjointArgs& a, const Tape& E) {
   const std::size_t nin = a.args.size(), nout = E.outputs.size();
-  auto seeded = std::make_unique<bool[]>(nout);
-  auto wanted = std::make_unique<bool[]>(nin);
+  Flags seeded(nout), wanted(nin);
   bool any_seed = false, any_wanted = false;
   CallVjp v;
   v.operands.assign(a.args.begin(), a.args.end());
@@ -77,19 +71,19 @@ CallVjp call_vjp(TapeBuilder& b, const AdjointArgs& a, const Tape& E) {
     v.wanted.push_back(wanted[i]);
   }
   if (any_seed && any_wanted)
-    v.V = a.transforms->vjp(E, std::span<const bool>(seeded.get(), nout), std::span<const bool>(wanted.get(), nin));
+    v.V = a.transforms->vjp(E, seeded, wanted);
   return v;
 }
 
 CallJvp call_jvp(TapeBuilder& b, const TangentArgs& a, const Tape& E) {
   const std::size_t nin = a.args.size();
-  auto active = std::make_unique<bool[]>(nin);
+  Flags active(nin);
   CallJvp j;
   j.operands.assign(a.args.begin(), a.args.end());
   for (std::size_t i = 0; i < nin; ++i)
     if ((active[i] = a.tangents[i] != kNoVar && is_float(b.type(a.args[i]).dtype)))
       j.operands.push_back(a.tangents[i]);
-  j.J = a.transforms->jvp(E, std::span<const bool>(active.get(), nin));
+  j.J = a.transforms->jvp(E, active);
   return j;
 }
 
