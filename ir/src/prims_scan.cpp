@@ -65,13 +65,8 @@ Results<VarType> scan_infer(std::span<const VarType> in, const Attrs& a) {
     throw Error(fmt::format("scan: expected a body taking {}{}{}, got one taking {}", types_str(want),
                             s.has_index ? " (the counter, " : " (", "consts, carries, slices of xs)", types_str(got)));
   std::vector<VarType> out;
-  for (std::size_t i = 0; i < s.K; ++i) {
-    const VarType& t = s.body->type(s.body->outputs[i]);
-    if (t != in[s.C + i])
-      throw Error(fmt::format("scan: carry {} enters the body as {} and leaves it as {}", i + 1,
-                              type_str(in[s.C + i]), type_str(t)));
-    out.push_back(t);
-  }
+  for (std::size_t i = 0; i < s.K; ++i) out.push_back(s.body->type(s.body->outputs[i]));
+  check_carries("scan", in.subspan(s.C, s.K), out);
   for (std::size_t j = 0; j < s.Y; ++j) out.push_back(with_leading(s.length, s.body->type(s.body->outputs[s.K + j])));
   return out;
 }
