@@ -13,7 +13,9 @@ Flags::Flags(const std::vector<bool>& flags) : data_(std::make_unique<bool[]>(fl
   std::copy(flags.begin(), flags.end(), data_.get());
 }
 
-std::vector<Var> var_map(const Tape& tape) { return std::vector<Var>(static_cast<std::size_t>(tape.size()) + 1, kNoVar); }
+std::vector<Var> var_map(const Tape& tape) {
+  return std::vector<Var>(static_cast<std::size_t>(tape.size()) + 1, kNoVar);
+}
 
 void copy_ops(TapeBuilder& to, const Tape& from, std::vector<Var>& map, const std::function<bool(Var)>& keep,
               const std::function<Var(Var)>& rename) {
