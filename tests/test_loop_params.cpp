@@ -95,6 +95,8 @@ TEST_CASE("loop params: the loop form comes from the primitive") {
   CHECK(loop_form(primitive("checkpoint")) == LoopForm::call);
   CHECK(loop_form(primitive("add")) == LoopForm::none);
   CHECK(loop_form(primitive("revolve")) == LoopForm::none);  // (a runtime driver, not a loop step)
+  const Attrs call{{"body", TapeRef{scan_body(false)}}};
+  CHECK(CallParams::read(call).attrs() == call);
 }
 
 TEST_CASE("body tape: dependences forward and backward, the carries' fixed point, copies") {

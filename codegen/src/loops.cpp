@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
+#include <type_traits>
 
 #include "reel/ir/loop_params.hpp"
 #include "reel/ir/while_loop.hpp"
@@ -68,12 +69,13 @@ bool while_layout(LoopPlan& lp, const WhileParams& w, const std::vector<VarType>
          results == carries && cond.outputs.size() == 1 && numel(cond.type(cond.outputs[0]).shape) == 1;
 }
 
-// A loop's attributes as `Params` (ScanParams, WhileParams), or nothing where they do
-// not read (a call of no form the loop step runs).
+// A loop's attributes as `Params` (ScanParams, WhileParams, CallParams), or nothing
+// where they do not read (a call of no form the loop step runs).
 template <class Params>
-std::optional<Params> read_params(const Attrs& a, std::size_t nargs) {
+std::optional<Params> read_params(const Attrs& a, [[maybe_unused]] std::size_t nargs) {
   try {
-    return Params::read(a, nargs);
+    if constexpr (std::is_same_v<Params, CallParams>) return CallParams::read(a);
+    else return Params::read(a, nargs);
   } catch (const Error&) {
     return std::nullopt;
   }
@@ -110,7 +112,7 @@ std::shared_ptr<const LoopPlan> plan_loop(const Tape& t, Var v, const std::vecto
   const Op& op = t.op(v);
   const Attrs& a = op.attrs;
   const LoopForm form = loop_form(*op.prim);
-  if (form == LoopForm::none || (form == LoopForm::call && !a.has("body"))) return nullptr;
+  if (form == LoopForm::none) return nullptr;
   auto lp = std::make_shared<LoopPlan>();
   std::vector<VarType> args, results;
   for (Var x : op.args) args.push_back(t.type(x));
@@ -127,7 +129,9 @@ std::shared_ptr<const LoopPlan> plan_loop(const Tape& t, Var v, const std::vecto
     const bool all = std::all_of(lp->kept.begin(), lp->kept.end(), [](bool k) { return k; });
     lp->body = plan_body(all ? *p->body : pruned(*p->body, lp->num_carry, lp->kept), reuse);
   } else {
-    const Tape& body = a.tape("body");  // (call, checkpoint: the body, run once)
+    const std::optional<CallParams> p = read_params<CallParams>(a, args.size());  // (call, checkpoint: run once)
+    if (!p) return nullptr;
+    const Tape& body = *p->body;
     lp->kind = LoopKind::call;
     if (body.input_types() != args || output_types(body) != results) return nullptr;
     for (int i = 0; i < op.results; ++i) lp->kept.push_back(used[v + i]);

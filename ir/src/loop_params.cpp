@@ -211,4 +211,11 @@ Attrs RevolveParams::attrs(Attrs base) const {
   return base;
 }
 
+CallParams CallParams::read(const Attrs& a) { return CallParams{tape_of(a, "body")}; }
+
+Attrs CallParams::attrs(Attrs base) const {
+  base.set("body", TapeRef{body});
+  return base;
+}
+
 }  // namespace reel

@@ -1,6 +1,6 @@
 #pragma once
-// The operand layouts of the loop primitives, typed: what a call of scan, while_loop or
-// revolve holds in its attributes (its bodies, counts and options) and how its operands
+// The operand layouts of the loop primitives, typed: what a call of scan, while_loop,
+// revolve, call or checkpoint holds in its attributes (its bodies, counts and options) and how its operands
 // split into groups. Each is read from attributes (checked against the number of
 // operands, with the primitive's errors) and written to them in one place: the
 // primitives' rules, the tracer, the passes, re-rolling, code generation and tools
@@ -9,6 +9,7 @@
 //   scan(consts..., carries..., xs...)                       ScanParams
 //   while_loop(consts..., carries...)                         WhileParams
 //   revolve(consts..., carries..., xs..., bconsts..., bcarries..., bxs...)  RevolveParams
+//   call(args...), checkpoint(args...)                       CallParams
 //
 // The tape text (docs/tape-format.md) is unchanged: the attribute names and the order
 // in which they are written are those of the text form.
@@ -128,6 +129,14 @@ struct RevolveParams {
   OperandGroup backward_xs() const { return {C + K + X + BC + BK, BX}; }
 
   static RevolveParams read(const Attrs& attrs, std::size_t nargs);
+  Attrs attrs(Attrs base = {}) const;
+};
+
+// call and checkpoint: %r... = call(args...) {body}: the body runs once on the arguments.
+struct CallParams {
+  std::shared_ptr<const Tape> body;
+
+  static CallParams read(const Attrs& attrs);
   Attrs attrs(Attrs base = {}) const;
 };
 
