@@ -7,6 +7,7 @@
 // around one call) where a rule exists; also grad of vmap and vmap of grad.
 #include <doctest/doctest.h>
 
+#include "reel/ir/body_tape.hpp"
 #include "test_util.hpp"
 
 using namespace reel;
@@ -53,9 +54,7 @@ Tape check_vmap(const Fn& fn, const std::vector<Tensor>& args, const std::vector
   }
   REQUIRE(size > 0);
   const Tape t = reel::test::trace_list(fn, first);
-  auto flags = std::make_unique<bool[]>(args.size());
-  std::copy(batched.begin(), batched.end(), flags.get());
-  const Tape v = vmap_tape(t, std::span<const bool>(flags.get(), args.size()), size);
+  const Tape v = vmap_tape(t, Flags(batched), size);
   INFO(what, ": ", to_string(t), "\nbatched: ", to_string(v));
   const std::vector<Tensor> out = run_checked(v, args);
   REQUIRE(out.size() == 1);

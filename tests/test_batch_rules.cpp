@@ -12,6 +12,7 @@
 #include <numeric>
 #include <random>
 
+#include "reel/ir/body_tape.hpp"
 #include "test_util.hpp"
 
 namespace reel {
@@ -235,8 +236,7 @@ bool check_sample(const Sample& s) {
   const int scans = test::count_calls(s.tape, "scan", true);
   bool fell_back = false;
   for (std::size_t m = 1; m < (std::size_t{1} << n); ++m) {
-    std::vector<bool> flags_v(n);
-    auto flags = std::make_unique<bool[]>(n);
+    Flags flags(n);
     std::string subset;
     std::vector<Tensor> batched(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -254,7 +254,7 @@ bool check_sample(const Sample& s) {
     }
     std::vector<Tensor> want;
     for (std::size_t o = 0; o < per[0].size(); ++o) want.push_back(stack(with_batch(per, o)));
-    const Tape vt = vmap_tape(s.tape, std::span<const bool>(flags.get(), n), kBatch);
+    const Tape vt = vmap_tape(s.tape, flags, kBatch);
     test::check_round_trip(vt);
     check_outputs(play(vt, batched), want, 1e-12, what + " interpreted");
     check_outputs(compile(vt)(batched), want, 1e-11, what + " compiled");
@@ -413,8 +413,7 @@ TEST_CASE("batching rules: matmul with a batched left side is one matmul; a batc
     const Var x = tb.input({DType::f64, a}), y = tb.input({DType::f64, b});
     tb.set_outputs({tb.matmul(x, y)});
     const Tape t = tb.finish();
-    std::unique_ptr<bool[]> f(new bool[2]{flags[0], flags[1]});
-    return vmap_tape(t, std::span<const bool>(f.get(), 2), 4);
+    return vmap_tape(t, Flags(flags), 4);
   };
   for (Shape w : {Shape{5, 6}, Shape{5}}) {
     const Tape left = batch({3, 5}, w, {true, false});
@@ -488,10 +487,7 @@ TEST_CASE("batching rules: batched indices out of range are still errors naming 
     if (!gather) args.push_back(b.input({DType::f64, {2, 2, 4, 3}}));
     b.set_outputs({b.call(prim, args)});
     const Tape t = b.finish();
-    std::vector<bool> v(args.size(), true);
-    std::unique_ptr<bool[]> flags(new bool[args.size()]);
-    std::copy(v.begin(), v.end(), flags.get());
-    const Tape vt = vmap_tape(t, std::span<const bool>(flags.get(), args.size()), 2);
+    const Tape vt = vmap_tape(t, Flags(args.size(), true), 2);
     for (double bad : {2.0, -1.0}) {  // per element an axis of 2: 2 would be the next element's 0
       CAPTURE(bad);
       std::vector<Tensor> in{randn({2, 2, 4, 3}, 1), tensor({0, 1, 1, 0, 1, bad, 0, 0}, {2, 2, 2}, DType::i64)};

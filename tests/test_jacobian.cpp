@@ -4,6 +4,7 @@
 #include <cmath>
 #include <tuple>
 
+#include "reel/ir/body_tape.hpp"
 #include "reel/jacobian.hpp"
 #include "test_prims.hpp"
 #include "test_util.hpp"
@@ -378,8 +379,7 @@ TEST_CASE("jacobian: a primitive without a batching rule goes through the scan f
   };
   // (Forward and reverse batch only the tangents and adjoints, which sincos's rules
   // compute elementwise; under vmap the primal sincos is batched: by a scan.)
-  const std::unique_ptr<bool[]> fl(new bool[1]{true});
-  CHECK(to_string(vmap_tape(trace(f, x), std::span<const bool>(fl.get(), 1), 3)).find("scan") != std::string::npos);
+  CHECK(to_string(vmap_tape(trace(f, x), Flags(1, true), 3)).find("scan") != std::string::npos);
   std::vector<double> diag(16, 0.0);
   const auto xs = x.values();
   for (int i = 0; i < 4; ++i) diag[static_cast<std::size_t>(5 * i)] = 2 * std::cos(2 * xs[static_cast<std::size_t>(i)]);

@@ -16,6 +16,7 @@
 
 #include "reel/ir/builder.hpp"
 #include "reel/shape.hpp"
+#include "reel/ir/body_tape.hpp"
 
 namespace reel {
 
@@ -210,9 +211,9 @@ Tape jacrev_tape(const char* op, const Tape& f, const Layout& l) {
   const std::size_t num_args = l.args.size();
   const Tape v = detail::own_gradients(vjp_tape(flat), num_args);  // [value, grads...]; inputs + seed
   const std::size_t inputs = v.inputs().size();
-  auto flags = std::make_unique<bool[]>(inputs);
+  Flags flags(inputs);
   for (std::size_t i = 0; i < inputs; ++i) flags[i] = i + 1 == inputs;  // the seed
-  const BatchedTape r = batch_tape(v, std::span<const bool>(flags.get(), inputs), l.m);
+  const BatchedTape r = batch_tape(v, flags, l.m);
 
   TapeBuilder b;
   std::vector<Var> ins = tape_inputs(b, f);

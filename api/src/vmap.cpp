@@ -7,6 +7,7 @@
 
 #include "reel/ops.hpp"
 #include "reel/track.hpp"
+#include "reel/ir/body_tape.hpp"
 
 namespace reel {
 
@@ -89,9 +90,9 @@ void VmapInputs::finish() {
 std::vector<Tensor> run_vmap(const Tape& body, const VmapInputs& in, const std::vector<Tensor>& captured,
                              const Axes& out_axes) {
   const std::size_t inputs = in.leaves.size() + captured.size();
-  auto flags = std::make_unique<bool[]>(inputs);
+  Flags flags(inputs);
   for (std::size_t i = 0; i < inputs; ++i) flags[i] = i < in.leaves.size() && in.axes[i].has_value();
-  const Tape batched = vmap_tape(body, std::span<const bool>(flags.get(), inputs), in.size);
+  const Tape batched = vmap_tape(body, flags, in.size);
   std::vector<Tensor> args = in.fronts;
   args.insert(args.end(), captured.begin(), captured.end());
   std::vector<Tensor> out = play(batched, args);

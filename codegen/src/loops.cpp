@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <type_traits>
 
+#include "reel/ir/loop_params.hpp"
 #include "reel/ir/while_loop.hpp"
 
 namespace reel::codegen {
@@ -25,23 +28,20 @@ std::vector<VarType> output_types(const Tape& t) {
   return out;
 }
 
-// The scan's layout, checked against its body as scan's type rule does; false if the
-// call is not a scan of that form.
-bool scan_layout(LoopPlan& lp, const Attrs& a, const std::vector<VarType>& args, const std::vector<VarType>& results,
-                 const Tape& body) {
+// The scan's layout (its attributes read as ScanParams), checked against its body as
+// scan's type rule does; false if the call is not a scan of that form.
+bool scan_layout(LoopPlan& lp, const ScanParams& p, const std::vector<VarType>& args,
+                 const std::vector<VarType>& results) {
+  const Tape& body = *p.body;
   lp.kind = LoopKind::scan;
-  lp.length = a.integer("length");
-  const int64_t C = a.integer("num_consts"), K = a.integer("num_carry");
-  if (lp.length < 0 || C < 0 || K < 0 || static_cast<std::size_t>(C + K) > args.size()) return false;
-  lp.num_consts = static_cast<std::size_t>(C);
-  lp.num_carry = static_cast<std::size_t>(K);
-  lp.num_xs = args.size() - lp.num_consts - lp.num_carry;
-  lp.reverse = a.has("reverse") && a.boolean("reverse");
-  lp.has_index = a.has("index");
-  if (lp.has_index) lp.index0 = a.integer("index");
+  lp.length = p.length;
+  lp.num_consts = p.C, lp.num_carry = p.K, lp.num_xs = p.X;
+  lp.reverse = p.reverse;
+  lp.has_index = p.has_index;
+  lp.index0 = p.index0;
   std::vector<VarType> want;
   if (lp.has_index) want.push_back({DType::i64, {}});
-  want.insert(want.end(), args.begin(), args.begin() + static_cast<std::ptrdiff_t>(C + K));
+  want.insert(want.end(), args.begin(), args.begin() + static_cast<std::ptrdiff_t>(p.C + p.K));
   for (std::size_t j = lp.num_consts + lp.num_carry; j < args.size(); ++j) {
     if (args[j].shape.empty() || args[j].shape[0] != lp.length) return false;
     want.push_back(without_leading(args[j]));
@@ -54,6 +54,31 @@ bool scan_layout(LoopPlan& lp, const Attrs& a, const std::vector<VarType>& args,
     if (r != results[i] || (i < lp.num_carry && r != args[lp.num_consts + i])) return false;
   }
   return true;
+}
+
+// The while loop's layout (WhileParams), checked against its cond and body as
+// while_loop's type rule does; false if the call is not a while loop of that form.
+bool while_layout(LoopPlan& lp, const WhileParams& w, const std::vector<VarType>& args,
+                  const std::vector<VarType>& results) {
+  lp.kind = LoopKind::while_loop;
+  lp.num_consts = w.C, lp.num_carry = w.K;
+  lp.max_trips = w.max_trips;
+  const std::vector<VarType> carries(args.begin() + static_cast<std::ptrdiff_t>(w.C), args.end());
+  const Tape &cond = *w.cond, &body = *w.body;
+  return cond.input_types() == args && body.input_types() == args && output_types(body) == carries &&
+         results == carries && cond.outputs.size() == 1 && numel(cond.type(cond.outputs[0]).shape) == 1;
+}
+
+// A loop's attributes as `Params` (ScanParams, WhileParams, CallParams), or nothing
+// where they do not read (a call of no form the loop step runs).
+template <class Params>
+std::optional<Params> read_params(const Attrs& a, [[maybe_unused]] std::size_t nargs) {
+  try {
+    if constexpr (std::is_same_v<Params, CallParams>) return CallParams::read(a);
+    else return Params::read(a, nargs);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 std::shared_ptr<const ProgramPlan> plan_body(const Tape& body, bool reuse) {
@@ -86,32 +111,27 @@ std::string call_label(const Tape& t, Var v) {
 std::shared_ptr<const LoopPlan> plan_loop(const Tape& t, Var v, const std::vector<bool>& used, bool reuse) {
   const Op& op = t.op(v);
   const Attrs& a = op.attrs;
-  if (!a.has("body")) return nullptr;
+  const LoopForm form = loop_form(*op.prim);
+  if (form == LoopForm::none) return nullptr;
   auto lp = std::make_shared<LoopPlan>();
   std::vector<VarType> args, results;
   for (Var x : op.args) args.push_back(t.type(x));
   for (int i = 0; i < op.results; ++i) results.push_back(t.type(v + i));
-  const Tape& body = a.tape("body");
-  if (a.has("cond")) {
-    lp->kind = LoopKind::while_loop;
-    const int64_t C = a.has("num_consts") ? a.integer("num_consts") : 0;
-    if (C < 0 || static_cast<std::size_t>(C) > args.size()) return nullptr;
-    lp->num_consts = static_cast<std::size_t>(C);
-    lp->num_carry = args.size() - lp->num_consts;
-    if (a.has("max_trips")) lp->max_trips = a.integer("max_trips");
-    const std::vector<VarType> carries(args.begin() + C, args.end());
-    const Tape& cond = a.tape("cond");
-    if (cond.input_types() != args || body.input_types() != args || output_types(body) != carries ||
-        results != carries || cond.outputs.size() != 1 || numel(cond.type(cond.outputs[0]).shape) != 1)
-      return nullptr;
-    lp->cond = plan_body(cond, reuse);
-    lp->body = plan_body(body, reuse);
-  } else if (a.has("length") && a.has("num_carry") && a.has("num_consts")) {
-    if (!scan_layout(*lp, a, args, results, body)) return nullptr;
+  if (form == LoopForm::while_loop) {
+    const std::optional<WhileParams> w = read_params<WhileParams>(a, args.size());
+    if (!w || !while_layout(*lp, *w, args, results)) return nullptr;
+    lp->cond = plan_body(*w->cond, reuse);
+    lp->body = plan_body(*w->body, reuse);
+  } else if (form == LoopForm::scan) {
+    const std::optional<ScanParams> p = read_params<ScanParams>(a, args.size());
+    if (!p || !scan_layout(*lp, *p, args, results)) return nullptr;
     for (std::size_t j = lp->num_carry; j < results.size(); ++j) lp->kept.push_back(used[v + static_cast<Var>(j)]);
     const bool all = std::all_of(lp->kept.begin(), lp->kept.end(), [](bool k) { return k; });
-    lp->body = plan_body(all ? body : pruned(body, lp->num_carry, lp->kept), reuse);
+    lp->body = plan_body(all ? *p->body : pruned(*p->body, lp->num_carry, lp->kept), reuse);
   } else {
+    const std::optional<CallParams> p = read_params<CallParams>(a, args.size());  // (call, checkpoint: run once)
+    if (!p) return nullptr;
+    const Tape& body = *p->body;
     lp->kind = LoopKind::call;
     if (body.input_types() != args || output_types(body) != results) return nullptr;
     for (int i = 0; i < op.results; ++i) lp->kept.push_back(used[v + i]);

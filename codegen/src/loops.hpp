@@ -6,11 +6,11 @@
 // that program once per iteration on a table of bases it fills in. Nested loops are
 // steps of their bodies' programs. Internal to codegen/.
 //
-// Which loop a call is, from its attributes (passes and code generation read
-// properties, not names):
-//   `cond` and `body`            while_loop(consts..., init...): while cond(consts, carries), carries = body(consts, carries)
-//   `body`, `length`, `num_carry` scan(consts..., init..., xs...): docs/tape-format.md
-//   `body` alone                 call / checkpoint(args...): body(args)
+// Which loop a call is, from its primitive (reel::loop_form), its layout from its
+// attributes read as reel::ScanParams / reel::WhileParams (reel/ir/loop_params.hpp):
+//   while_loop(consts..., init...): while cond(consts, carries), carries = body(consts, carries)
+//   scan(consts..., init..., xs...): docs/tape-format.md
+//   call / checkpoint(args...) (any other loop primitive): body(args)
 // A loop call of another form, or whose body's signature is not the one its form
 // says, runs its eager function (an external step).
 //

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "reel/ir/body_tape.hpp"
 #include "reel/ir/builder.hpp"
 #include "reel/ir/primitive.hpp"
 
@@ -35,7 +36,7 @@ Var constant_like(TapeBuilder& b, double v, Var like);
 // Zeros of type t.
 Var zeros_of(TapeBuilder& b, const VarType& t);
 
-// Loops (prims_loops.cpp): a type without / with a leading axis of n; slice k of x along
+// Loops (prims_scan.cpp): a type without / with a leading axis of n; slice k of x along
 // its leading axis (a copy), and slice written into a stack at k.
 VarType without_leading(const VarType& t);
 VarType with_leading(int64_t n, const VarType& t);
@@ -43,12 +44,10 @@ Tensor slice_at(const Tensor& x, int64_t k);
 void store_at(Tensor& stack, int64_t k, const Tensor& slice);
 void add_revolve(std::vector<Primitive>& table);  // prims_revolve.cpp
 
-// Batching loops (prims_loops.cpp). depends_on: which outputs of `tape` depend on an
-// input flagged in `in` (one flag per input). batch_loop_body: `body` with the inputs
-// where in[i] carrying a leading batch axis of `size`, and the outputs where out[o]
-// batched (through transforms.batch); the other outputs, which must depend on no
-// batched input, stay as they are. Cleaned up.
-std::vector<bool> depends_on(const Tape& tape, const std::vector<bool>& in);
+// Batching loops (loop_batching.cpp; dependences: reel/ir/body_tape.hpp). batch_loop_body:
+// `body` with the inputs where in[i] carrying a leading batch axis of `size`, and the
+// outputs where out[o] batched (through transforms.batch); the other outputs, which
+// must depend on no batched input, stay as they are. Cleaned up.
 Tape batch_loop_body(const Tape& body, const std::vector<bool>& in, const std::vector<bool>& out, int64_t size,
                      const Transforms& transforms);
 // A loop body's batching flags: `in` (per body input) holds the carries at [first,

@@ -18,6 +18,7 @@
 
 #include "prims.hpp"
 #include "reel/ir/evaluate.hpp"
+#include "reel/ir/loop_params.hpp"
 
 namespace reel::prims {
 
@@ -33,20 +34,15 @@ std::pair<Tape, std::vector<std::size_t>> without_unread_inputs(const Tape& tape
     for (Var a : op.args) read[a] = true;
   for (Var o : tape.outputs) read[o] = true;
   TapeBuilder b;
-  std::vector<Var> map(static_cast<std::size_t>(tape.size()) + 1, kNoVar);
+  std::vector<Var> map = var_map(tape);
   std::vector<std::size_t> kept;
   std::size_t position = 0;
-  for (Var v = 1; v <= tape.size(); ++v) {
-    const Op& op = tape.op(v);
-    if (op.kind == OpKind::input) {
-      if (read[v]) map[v] = b.input(op.type), kept.push_back(position);
-      ++position;
-      continue;
-    }
-    std::vector<Var> args;
-    for (Var a : op.args) args.push_back(map[a]);
-    map[v] = b.copy(op, std::move(args));
-  }
+  copy_ops(b, tape, map, [&](Var v) {
+    if (tape.op(v).kind != OpKind::input) return true;
+    if (read[v]) map[v] = b.input(tape.op(v).type), kept.push_back(position);  // (an input read stays one)
+    ++position;
+    return false;
+  });
   std::vector<Var> outs;
   for (Var o : tape.outputs) outs.push_back(map[o]);
   b.set_outputs(std::move(outs));
@@ -57,14 +53,12 @@ std::pair<Tape, std::vector<std::size_t>> without_unread_inputs(const Tape& tape
 
 std::vector<Var> call_tape(TapeBuilder& b, std::string_view prim, const Tape& body, std::vector<Var> args) {
   if (args.empty()) return b.inline_tape(body, {});  // (a call takes at least one argument)
-  return b.call_results(primitive(prim), std::move(args),
-                        {{"body", TapeRef{std::make_shared<const Tape>(body)}}});
+  return b.call_results(primitive(prim), std::move(args), CallParams{std::make_shared<const Tape>(body)}.attrs());
 }
 
 CallVjp call_vjp(TapeBuilder& b, const AdjointArgs& a, const Tape& E) {
   const std::size_t nin = a.args.size(), nout = E.outputs.size();
-  auto seeded = std::make_unique<bool[]>(nout);
-  auto wanted = std::make_unique<bool[]>(nin);
+  Flags seeded(nout), wanted(nin);
   bool any_seed = false, any_wanted = false;
   CallVjp v;
   v.operands.assign(a.args.begin(), a.args.end());
@@ -77,19 +71,19 @@ CallVjp call_vjp(TapeBuilder& b, const AdjointArgs& a, const Tape& E) {
     v.wanted.push_back(wanted[i]);
   }
   if (any_seed && any_wanted)
-    v.V = a.transforms->vjp(E, std::span<const bool>(seeded.get(), nout), std::span<const bool>(wanted.get(), nin));
+    v.V = a.transforms->vjp(E, seeded, wanted);
   return v;
 }
 
 CallJvp call_jvp(TapeBuilder& b, const TangentArgs& a, const Tape& E) {
   const std::size_t nin = a.args.size();
-  auto active = std::make_unique<bool[]>(nin);
+  Flags active(nin);
   CallJvp j;
   j.operands.assign(a.args.begin(), a.args.end());
   for (std::size_t i = 0; i < nin; ++i)
     if ((active[i] = a.tangents[i] != kNoVar && is_float(b.type(a.args[i]).dtype)))
       j.operands.push_back(a.tangents[i]);
-  j.J = a.transforms->jvp(E, std::span<const bool>(active.get(), nin));
+  j.J = a.transforms->jvp(E, active);
   return j;
 }
 
@@ -106,7 +100,7 @@ Results<Var> call_tangents(const TangentArgs& a, const Tape& E, std::span<const 
 namespace {
 
 Results<VarType> call_infer(const char* name, std::span<const VarType> in, const Attrs& a) {
-  const Tape& body = a.tape("body");
+  const Tape& body = *CallParams::read(a).body;
   if (body.outputs.empty()) throw Error(fmt::format("{}: expected a body with at least one output, got none", name));
   const std::vector<VarType> want = body.input_types();
   if (!std::equal(want.begin(), want.end(), in.begin(), in.end()))
@@ -118,15 +112,16 @@ Results<VarType> call_infer(const char* name, std::span<const VarType> in, const
 }
 
 Results<Tensor> call_eager(std::span<const Tensor> in, const Attrs& a) {
-  return evaluate(a.tape("body"), std::vector<Tensor>(in.begin(), in.end()));
+  return evaluate(*CallParams::read(a).body, std::vector<Tensor>(in.begin(), in.end()));
 }
 
 // The adjoint of call and checkpoint: a call of the body's gradients, recomputing its forward.
 std::vector<Var> call_adjoint(TapeBuilder& b, const AdjointArgs& a) {
-  const CallVjp v = call_vjp(b, a, a.attrs.tape("body"));
+  const Tape& body = *CallParams::read(a.attrs).body;
+  const CallVjp v = call_vjp(b, a, body);
   std::vector<Var> grads(a.args.size(), kNoVar);
   if (v.V.size() == 0) return grads;
-  const std::size_t nout = a.attrs.tape("body").outputs.size();
+  const std::size_t nout = body.outputs.size();
   std::vector<int> gradient_outputs;
   for (std::size_t o = nout; o < v.V.outputs.size(); ++o) gradient_outputs.push_back(static_cast<int>(o));
   const auto [G, kept] = without_unread_inputs(a.transforms->cleanup(select_outputs(v.V, gradient_outputs)));
@@ -141,7 +136,7 @@ std::vector<Var> call_adjoint(TapeBuilder& b, const AdjointArgs& a) {
 // The tangent: the same primitive over the body's jvp, giving the results again.
 std::function<Results<Var>(TapeBuilder&, const TangentArgs&)> call_tangent(const char* name) {
   return [name](TapeBuilder& b, const TangentArgs& a) -> Results<Var> {
-    const Tape& body = a.attrs.tape("body");
+    const Tape& body = *CallParams::read(a.attrs).body;
     CallJvp j = call_jvp(b, a, body);
     const std::vector<Var> res = call_tape(b, name, j.J, std::move(j.operands));
     return call_tangents(a, body, res);
@@ -151,7 +146,7 @@ std::function<Results<Var>(TapeBuilder&, const TangentArgs&)> call_tangent(const
 // Batching: the same primitive over the body batched with the same flags.
 std::function<Results<Var>(TapeBuilder&, const BatchArgs&)> call_batch(const char* name) {
   return [name](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
-    const Tape B = a.transforms->batch(a.attrs.tape("body"), a.batched, a.size);
+    const Tape B = a.transforms->batch(*CallParams::read(a.attrs).body, a.batched, a.size);
     return call_tape(b, name, B, std::vector<Var>(a.args.begin(), a.args.end()));
   };
 }

@@ -30,6 +30,7 @@
 
 #include "batching.hpp"
 #include "reel/ir/evaluate.hpp"
+#include "reel/ir/loop_params.hpp"
 #include "reel/ir/revolve.hpp"
 
 namespace reel {
@@ -38,46 +39,6 @@ namespace prims {
 
 namespace {
 
-struct RevolveLayout {
-  int64_t length = 0, snapshots = 0, index0 = 0;
-  std::size_t C = 0, K = 0, X = 0, Y = 0, R = 0, BC = 0, BK = 0, BX = 0;
-  bool reverse = false, has_index = false;
-  const Tape *forward = nullptr, *advance = nullptr, *backward = nullptr;
-  std::size_t counter() const { return has_index ? 1 : 0; }  // the counter input, first if present
-  std::size_t nargs() const { return C + K + X + BC + BK + BX; }
-};
-
-RevolveLayout revolve_layout(const Attrs& a, std::size_t nargs) {
-  RevolveLayout L;
-  L.forward = &a.tape("forward"), L.advance = &a.tape("advance"), L.backward = &a.tape("backward");
-  auto count = [&](const char* name) {
-    const int64_t v = a.integer(name);
-    if (v < 0) throw Error(fmt::format("revolve: expected {} >= 0, got {}", name, v));
-    return static_cast<std::size_t>(v);
-  };
-  L.length = a.integer("length"), L.snapshots = a.integer("snapshots");
-  if (L.length < 0) throw Error(fmt::format("revolve: expected a length >= 0, got {}", L.length));
-  if (L.snapshots < 1) throw Error(fmt::format("revolve: expected snapshots >= 1, got {}", L.snapshots));
-  L.C = count("num_consts"), L.K = count("num_carry"), L.Y = count("num_ys");
-  L.BC = count("num_bwd_consts"), L.BK = count("num_bwd_carry");
-  L.reverse = a.has("reverse") && a.boolean("reverse");
-  L.has_index = a.has("index");
-  if (L.has_index) L.index0 = a.integer("index");
-  const std::size_t fin = L.forward->inputs().size(), fout = L.forward->outputs.size();
-  const std::size_t bin = L.backward->inputs().size(), bout = L.backward->outputs.size();
-  if (fin < L.counter() + L.C + L.K || fout < L.K + L.Y)
-    throw Error(fmt::format("revolve: expected a forward body with at least {} inputs and {} outputs, got {} and {}",
-                            L.counter() + L.C + L.K, L.K + L.Y, fin, fout));
-  L.X = fin - L.counter() - L.C - L.K, L.R = fout - L.K - L.Y;
-  if (bin < L.counter() + L.BC + L.BK + L.R || bout < L.BK)
-    throw Error(fmt::format("revolve: expected a backward body with at least {} inputs and {} outputs, got {} and {}",
-                            L.counter() + L.BC + L.BK + L.R, L.BK, bin, bout));
-  L.BX = bin - L.counter() - L.BC - L.BK - L.R;
-  if (nargs != L.nargs())
-    throw Error(fmt::format("revolve: expected {} arguments for its bodies, got {}", L.nargs(), nargs));
-  return L;
-}
-
 std::vector<VarType> output_types(const Tape& t, std::size_t from, std::size_t to) {
   std::vector<VarType> out;
   for (std::size_t o = from; o < to; ++o) out.push_back(t.type(t.outputs[o]));
@@ -85,7 +46,7 @@ std::vector<VarType> output_types(const Tape& t, std::size_t from, std::size_t t
 }
 
 Results<VarType> revolve_infer(std::span<const VarType> in, const Attrs& a) {
-  const RevolveLayout L = revolve_layout(a, in.size());
+  const RevolveParams L = RevolveParams::read(a, in.size());
   const std::vector<VarType> f = L.forward->input_types(), bk = L.backward->input_types();
   const std::size_t c0 = L.counter();
   std::vector<VarType> want;
@@ -125,7 +86,7 @@ Results<VarType> revolve_infer(std::span<const VarType> in, const Attrs& a) {
 // scan's initial carries.
 class Driver {
  public:
-  Driver(const RevolveLayout& L, std::span<const Tensor> in) : L_(L), in_(in) {
+  Driver(const RevolveParams& L, std::span<const Tensor> in) : L_(L), in_(in) {
     const std::size_t b0 = L.C + L.K + L.X;
     bcarry_.assign(in.begin() + static_cast<std::ptrdiff_t>(b0 + L.BC),
                    in.begin() + static_cast<std::ptrdiff_t>(b0 + L.BC + L.BK));
@@ -150,7 +111,7 @@ class Driver {
   }
 
  private:
-  const RevolveLayout& L_;
+  const RevolveParams& L_;
   std::span<const Tensor> in_;
   std::vector<Tensor> bcarry_, bys_;
 
@@ -199,38 +160,38 @@ class Driver {
 };
 
 Results<Tensor> revolve_eager(std::span<const Tensor> in, const Attrs& a) {
-  const RevolveLayout L = revolve_layout(a, in.size());
+  const RevolveParams L = RevolveParams::read(a, in.size());
   return Driver(L, in).run();
 }
 
 // The store-all pair of scans the call equals, as a tape of the call's arguments.
-Tape store_all(const RevolveLayout& L, std::span<const VarType> types, const Attrs& a) {
+Tape store_all(const RevolveParams& L, std::span<const VarType> types) {
   TapeBuilder e;
   std::vector<Var> in;
   for (const VarType& t : types) in.push_back(e.input(t));
-  auto attrs = [&](const char* body, std::size_t consts, std::size_t carries, bool reverse) {
-    Attrs out{{"body", a.get(body)},
-              {"length", L.length},
-              {"num_consts", static_cast<int64_t>(consts)},
-              {"num_carry", static_cast<int64_t>(carries)}};
-    if (reverse) out.set("reverse", true);
-    if (L.has_index) out.set("index", L.index0);
-    return out;
+  // The forward scan, or the backward one (reverse flipped) over the backward body.
+  auto attrs = [&](bool backward) {
+    ScanParams p;
+    p.body = backward ? L.backward : L.forward;
+    p.length = L.length;
+    p.C = backward ? L.BC : L.C, p.K = backward ? L.BK : L.K;
+    p.reverse = L.reverse != backward, p.has_index = L.has_index, p.index0 = L.index0;
+    return p.attrs();
   };
   const auto split = in.begin() + static_cast<std::ptrdiff_t>(L.C + L.K + L.X);
   const std::vector<Var> fwd =
-      e.call_results(primitive("scan"), std::vector<Var>(in.begin(), split), attrs("forward", L.C, L.K, L.reverse));
+      e.call_results(primitive("scan"), std::vector<Var>(in.begin(), split), attrs(false));
   std::vector<Var> args(split, split + static_cast<std::ptrdiff_t>(L.BC + L.BK));
   args.insert(args.end(), fwd.begin() + static_cast<std::ptrdiff_t>(L.K + L.Y), fwd.end());
   args.insert(args.end(), split + static_cast<std::ptrdiff_t>(L.BC + L.BK), in.end());
-  e.set_outputs(e.call_results(primitive("scan"), std::move(args), attrs("backward", L.BC, L.BK, !L.reverse)));
+  e.set_outputs(e.call_results(primitive("scan"), std::move(args), attrs(true)));
   return e.finish();
 }
 
 Tape store_all_of(TapeBuilder& b, std::span<const Var> args, const Attrs& a) {
   std::vector<VarType> types;
   for (Var v : args) types.push_back(b.type(v));
-  return store_all(revolve_layout(a, args.size()), types, a);
+  return store_all(RevolveParams::read(a, args.size()), types);
 }
 
 std::vector<Var> revolve_adjoint(TapeBuilder& b, const AdjointArgs& a) {
@@ -251,8 +212,8 @@ Results<Var> revolve_tangent(TapeBuilder& b, const TangentArgs& a) {
 }
 
 Results<Var> revolve_batch(TapeBuilder& b, const BatchArgs& a) {
-  const RevolveLayout L = revolve_layout(a.attrs, a.args.size());
-  const std::size_t c0 = L.counter(), b0 = L.C + L.K + L.X;
+  const RevolveParams L = RevolveParams::read(a.attrs, a.args.size());
+  const std::size_t c0 = L.counter(), b0 = L.backward_consts().first;
   std::vector<bool> fin(L.forward->inputs().size(), false), bin(L.backward->inputs().size(), false);
   for (std::size_t i = 0; i < L.C + L.K + L.X; ++i) fin[c0 + i] = a.batched[i];
   const std::vector<bool> fout = batch_carries(*L.forward, fin, c0 + L.C, L.K);
@@ -275,12 +236,12 @@ Results<Var> revolve_batch(TapeBuilder& b, const BatchArgs& a) {
   carries(b0 + L.BC, c0 + L.BC, L.BK, bin);
   xs(b0 + L.BC + L.BK, L.BX);
   const Transforms& tr = *a.transforms;
-  auto tape = [](Tape t) { return TapeRef{std::make_shared<const Tape>(std::move(t))}; };
-  Attrs attrs = a.attrs;
-  attrs.set("forward", tape(batch_loop_body(*L.forward, fin, fout, a.size, tr)));
+  RevolveParams batched = L;
+  batched.forward = std::make_shared<const Tape>(batch_loop_body(*L.forward, fin, fout, a.size, tr));
   const std::vector<bool> carry_flags(fout.begin(), fout.begin() + static_cast<std::ptrdiff_t>(L.K));
-  attrs.set("advance", tape(batch_loop_body(*L.advance, fin, carry_flags, a.size, tr)));
-  attrs.set("backward", tape(batch_loop_body(*L.backward, bin, bout, a.size, tr)));
+  batched.advance = std::make_shared<const Tape>(batch_loop_body(*L.advance, fin, carry_flags, a.size, tr));
+  batched.backward = std::make_shared<const Tape>(batch_loop_body(*L.backward, bin, bout, a.size, tr));
+  Attrs attrs = batched.attrs(a.attrs);
   std::vector<Var> res = b.call_results(primitive("revolve"), std::move(args), std::move(attrs));
   for (std::size_t c = 0; c < L.BK; ++c) res[c] = ensure_batched(b, res[c], bout[c], a.size);
   for (std::size_t y = L.BK; y < res.size(); ++y)
@@ -316,89 +277,6 @@ Primitive revolve_p() {
 }
 
 }  // namespace
-
-}  // namespace prims
-
-namespace {
-
-// beta(c, t) = C(c + t, t): the most steps c snapshots reverse advancing each at most t
-// times; with it, what reversing l steps needs: t, beta(c, t - 2), beta(c, t - 1) and
-// beta(c, t), beta(c - 1, t - 1) and beta(c - 1, t) (128-bit: beta(c, t - 1) < l <= 2^63
-// before each step, times at most c + 1).
-struct Binomials {
-  using W = __int128;
-  int64_t t = 0;
-  W before2 = 0, before = 0, beta = 1, fewer_before = 0, fewer = 1;
-  Binomials(int64_t l, int64_t c) {
-    while (beta < l) {
-      ++t;
-      before2 = before, before = beta, beta = beta * (c + t) / t;
-      fewer_before = fewer, fewer = fewer * (c - 1 + t) / t;
-    }
-  }
-};
-
-// Reverses steps [a, b) from the state in slot s (holding the state before a), with c
-// snapshots, slot s's among them: keep the state after m steps in slot s + 1, reverse
-// [a + m, b) with c - 1, then [a, a + m) with c again (restore).
-void reverse(int64_t a, int64_t b, int s, int64_t c, int work, const RevolveActions& act) {
-  while (b > a) {
-    if (b - a == 1) return act.turn(s, a);
-    if (c == 1) {  // nothing more to keep: each step from a again
-      for (int64_t i = b - 1; i > a; --i) act.advance(s, a, work, i), act.turn(work, i);
-      return act.turn(s, a);
-    }
-    const int64_t m = revolve_split(b - a, c);
-    act.advance(s, a, s + 1, a + m);
-    reverse(a + m, b, s + 1, c - 1, work, act);
-    b = a + m;
-  }
-}
-
-}  // namespace
-
-// The optimal splits m are (Griewank; checked against dynamic programming in
-// tests/test_checkpoint.cpp) max(1, beta(c, t - 2), l - beta(c - 1, t)) <= m <=
-// min(l - 1, beta(c, t - 1), l - beta(c - 1, t - 1)).
-int64_t revolve_split(int64_t l, int64_t c) {
-  if (l < 2 || c < 2) throw Error(fmt::format("revolve: expected >= 2 steps and snapshots to split, got {} and {}", l, c));
-  const Binomials k(l, c);
-  const auto hi = std::min<Binomials::W>({l - 1, k.before, l - k.fewer_before});
-  const auto lo = std::max<Binomials::W>({1, k.before2, l - k.fewer});
-  if (lo > hi) throw Error(fmt::format("revolve: no split of {} steps with {} snapshots (internal error)", l, c));
-  return static_cast<int64_t>(hi);
-}
-
-int64_t revolve_advances(int64_t l, int64_t c) {
-  if (l < 0 || c < 1) throw Error(fmt::format("revolve: expected steps >= 0 and snapshots >= 1, got {} and {}", l, c));
-  using W = Binomials::W;
-  if (l <= 1) return 0;
-  const W total = c == 1 ? W(l) * (l - 1) / 2 : [&] {
-    const Binomials k(l, c);
-    W b = 1;  // beta(c + 1, t - 1)
-    for (int64_t i = 1; i < k.t; ++i) b = b * (c + 1 + i) / i;
-    return W(k.t) * l - b;
-  }();
-  return total > W(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(total);
-}
-
-// With c >= l - 1 snapshots for l steps every split is m = 1 (beta(c, 1) = c + 1 >= l),
-// and so again one level down: the schedule keeps every state, and more snapshots
-// than steps are never used.
-int64_t revolve_slots(int64_t steps, int64_t snapshots) {
-  if (steps < 0 || snapshots < 1)
-    throw Error(fmt::format("revolve: expected steps >= 0 and snapshots >= 1, got {} and {}", steps, snapshots));
-  return std::min(snapshots, std::max<int64_t>(steps, 1)) + 1;  // and the working slot
-}
-
-void revolve(int64_t steps, int64_t snapshots, const RevolveActions& actions) {
-  const int64_t used = revolve_slots(steps, snapshots) - 1;
-  if (used > std::numeric_limits<int>::max() - 1)
-    throw Error(fmt::format("revolve: expected fewer than 2^31 snapshots in use, got {} for {} steps", used, steps));
-  reverse(0, steps, 0, used, static_cast<int>(used), actions);
-}
-
-namespace prims {
 
 void add_revolve(std::vector<Primitive>& t) { t.insert(t.end(), {revolve_p()}); }
 

@@ -41,6 +41,7 @@
 #include <memory>
 
 #include "prims.hpp"
+#include "reel/ir/loop_params.hpp"
 #include "reel/ir/evaluate.hpp"
 #include "reel/ir/while_loop.hpp"
 
@@ -76,37 +77,6 @@ namespace reel::prims {
 
 namespace {
 
-struct WhileLayout {
-  std::size_t C = 0, K = 0;
-  const Tape* cond = nullptr;
-  const Tape* body = nullptr;
-  bool has_trips = false;
-  int64_t trips = 0;
-  int64_t max_trips = -1;  // none
-};
-
-WhileLayout while_layout(const Attrs& a, std::size_t nargs) {
-  WhileLayout w;
-  w.cond = &a.tape("cond");
-  w.body = &a.tape("body");
-  const int64_t C = a.integer("num_consts");
-  if (C < 0 || static_cast<std::size_t>(C) >= nargs)
-    throw Error(fmt::format("while_loop: expected num_consts in [0, {}) (at least one of the {} arguments a carry), "
-                            "got {}", nargs, nargs, C));
-  w.C = static_cast<std::size_t>(C), w.K = nargs - w.C;
-  w.has_trips = a.has("trips");
-  if (w.has_trips) w.trips = a.integer("trips");
-  if (w.trips < 0) throw Error(fmt::format("while_loop: expected trips >= 0, got {}", w.trips));
-  if (a.has("max_trips")) {
-    w.max_trips = a.integer("max_trips");
-    if (w.max_trips < 0) throw Error(fmt::format("while_loop: expected max_trips >= 0, got {}", w.max_trips));
-    if (w.has_trips && w.trips > w.max_trips)
-      throw Error(fmt::format("while_loop: expected trips <= max_trips, got trips={} and max_trips={}", w.trips,
-                              w.max_trips));
-  }
-  return w;
-}
-
 std::string types_str(std::span<const VarType> ts) {
   std::vector<std::string> v;
   for (const VarType& t : ts) v.push_back(type_str(t));
@@ -114,7 +84,7 @@ std::string types_str(std::span<const VarType> ts) {
 }
 
 Results<VarType> while_infer(std::span<const VarType> in, const Attrs& a) {
-  const WhileLayout w = while_layout(a, in.size());
+  const WhileParams w = WhileParams::read(a, in.size());
   for (const auto& [name, tape] : {std::pair{"cond", w.cond}, std::pair{"body", w.body}}) {
     const std::vector<VarType> got = tape->input_types();
     if (!std::equal(got.begin(), got.end(), in.begin(), in.end()))
@@ -130,18 +100,13 @@ Results<VarType> while_infer(std::span<const VarType> in, const Attrs& a) {
     throw Error(fmt::format("while_loop: expected a body giving {} carries, got {} outputs", w.K,
                             w.body->outputs.size()));
   std::vector<VarType> out;
-  for (std::size_t c = 0; c < w.K; ++c) {
-    const VarType& t = w.body->type(w.body->outputs[c]);
-    if (t != in[w.C + c])
-      throw Error(fmt::format("while_loop: carry {} enters the body as {} and leaves it as {}", c + 1,
-                              type_str(in[w.C + c]), type_str(t)));
-    out.push_back(t);
-  }
+  for (Var o : w.body->outputs) out.push_back(w.body->type(o));
+  check_carries("while_loop", in.subspan(w.C), out);
   return out;
 }
 
 Results<Tensor> while_eager(std::span<const Tensor> in, const Attrs& a) {
-  const WhileLayout w = while_layout(a, in.size());
+  const WhileParams w = WhileParams::read(a, in.size());
   return run_while_loop(*w.cond, *w.body, w.C, std::vector<Tensor>(in.begin(), in.end()), nullptr, w.max_trips);
 }
 
@@ -149,7 +114,7 @@ Results<Tensor> while_eager(std::span<const Tensor> in, const Attrs& a) {
 // reverse mode reads (a loop batched by vmap with a trip count per batch element gets
 // the largest of the batch here).
 Results<Tensor> while_eager_recorded(std::span<const Tensor> in, Attrs& a) {
-  const WhileLayout w = while_layout(a, in.size());
+  const WhileParams w = WhileParams::read(a, in.size());
   int64_t trips = 0;
   std::vector<Tensor> out = run_while_loop(*w.cond, *w.body, w.C, std::vector<Tensor>(in.begin(), in.end()), &trips, w.max_trips);
   a.set("trips", trips);
@@ -163,20 +128,20 @@ struct WhileGrad {
   std::shared_ptr<const void> scan_state;
 };
 
-Attrs guarded_scan(const WhileLayout& w) {
+Attrs guarded_scan(const WhileParams& w) {
   TapeBuilder k;
   std::vector<Var> in;
   for (const VarType& t : w.body->input_types()) in.push_back(k.input(t));
   (void)k.call(primitive("guard"), {k.inline_tape(*w.cond, in)[0]}, {{"expected", true}});
   k.set_outputs(k.inline_tape(*w.body, in));
-  return {{"body", TapeRef{std::make_shared<const Tape>(k.finish())}},
-          {"length", w.trips},
-          {"num_consts", static_cast<int64_t>(w.C)},
-          {"num_carry", static_cast<int64_t>(w.K)}};
+  ScanParams scan;
+  scan.body = std::make_shared<const Tape>(k.finish());
+  scan.length = w.trips, scan.C = w.C, scan.K = w.K;
+  return scan.attrs();
 }
 
 ForwardHalf while_forward(TapeBuilder& b, const ForwardArgs& a) {
-  const WhileLayout w = while_layout(a.attrs, a.args.size());
+  const WhileParams w = WhileParams::read(a.attrs, a.args.size());
   if (!w.has_trips)
     throw Error(
         "grad: while_loop has no trip count (its attribute trips), and reverse mode runs the loop as a scan of that "
@@ -213,25 +178,14 @@ std::vector<Var> while_adjoint(TapeBuilder& b, const AdjointArgs& a) {
 // jvp and its cond the cond on the primal values. A carry is active if its tangent is
 // given or its new value depends on an active input.
 Results<Var> while_tangent(TapeBuilder& b, const TangentArgs& a) {
-  const WhileLayout w = while_layout(a.attrs, a.args.size());
+  const WhileParams w = WhileParams::read(a.attrs, a.args.size());
   const Tape& body = *w.body;
   const std::size_t n = w.C + w.K;
   std::vector<bool> active(n);
   for (std::size_t i = 0; i < n; ++i) active[i] = a.tangents[i] != kNoVar && is_float(b.type(a.args[i]).dtype);
-  for (bool changed = true; changed;) {
-    changed = false;
-    std::vector<bool> dep(static_cast<std::size_t>(body.size()) + 1, false);
-    const std::vector<Var> inputs = body.inputs();
-    for (std::size_t i = 0; i < n; ++i) dep[inputs[i]] = active[i];
-    for (Var v = 1; v <= body.size(); ++v)
-      for (Var x : body.op(v).args) dep[v] = dep[v] || dep[x];
-    for (std::size_t c = 0; c < w.K; ++c)
-      if (!active[w.C + c] && is_float(body.type(body.outputs[c]).dtype) && dep[body.outputs[c]])
-        active[w.C + c] = changed = true;
-  }
-  auto act = std::make_unique<bool[]>(n);
-  std::copy(active.begin(), active.end(), act.get());
-  const Tape J = a.transforms->jvp(body, std::span<const bool>(act.get(), n));
+  carries_fixed_point(body, Flow::forward, active, w.C, w.K,
+                      [&](std::size_t c) { return is_float(body.type(body.outputs[c]).dtype); });
+  const Tape J = a.transforms->jvp(body, Flags(active));
   // The new loop's inputs: consts, their tangents, carries, theirs. J's: the body's
   // inputs, then the tangents of the active ones.
   TapeBuilder kb, kc;
@@ -259,10 +213,11 @@ Results<Var> while_tangent(TapeBuilder& b, const TangentArgs& a) {
     if (active[w.C + c]) outs.push_back(jout[w.K + c]);
   kb.set_outputs(std::move(outs));
   kc.set_outputs(kc.inline_tape(*w.cond, cin));
-  Attrs attrs = a.attrs;
-  attrs.set("cond", TapeRef{std::make_shared<const Tape>(a.transforms->cleanup(kc.finish()))});
-  attrs.set("body", TapeRef{std::make_shared<const Tape>(a.transforms->cleanup(kb.finish()))});
-  attrs.set("num_consts", static_cast<int64_t>(w.C + added[0]));
+  WhileParams jvp = w;
+  jvp.cond = std::make_shared<const Tape>(a.transforms->cleanup(kc.finish()));
+  jvp.body = std::make_shared<const Tape>(a.transforms->cleanup(kb.finish()));
+  jvp.C = w.C + added[0];
+  Attrs attrs = jvp.attrs(a.attrs);
   const std::vector<Var> res = b.call_results(primitive("while_loop"), std::move(args), std::move(attrs));
   std::vector<Var> tangents(w.K, kNoVar);
   for (std::size_t c = 0, q = w.K; c < w.K; ++c) {
@@ -299,7 +254,7 @@ Var freeze(TapeBuilder& k, Var mask, Var next, Var old, int64_t size) {
 }
 
 Results<Var> while_batch(TapeBuilder& b, const BatchArgs& a) {
-  const WhileLayout w = while_layout(a.attrs, a.args.size());
+  const WhileParams w = WhileParams::read(a.attrs, a.args.size());
   const Transforms& tr = *a.transforms;
   std::vector<bool> in(a.batched.begin(), a.batched.end());
   (void)batch_carries(*w.body, in, w.C, w.K);
@@ -312,6 +267,7 @@ Results<Var> while_batch(TapeBuilder& b, const BatchArgs& a) {
     if (in[w.C + c]) args[w.C + c] = ensure_batched(b, args[w.C + c], a.batched[w.C + c], a.size);
   Attrs attrs;
   Tape cond, body;
+  WhileParams batched = w;
   if (!per_element) {
     attrs = a.attrs;
     cond = batch_loop_body(*w.cond, in, {false}, a.size, tr);
@@ -319,9 +275,8 @@ Results<Var> while_batch(TapeBuilder& b, const BatchArgs& a) {
   } else {
     for (const auto& [name, value] : a.attrs.items())
       if (name != "trips") attrs.set(name, value);
-    auto flags = std::make_unique<bool[]>(in.size());
-    std::copy(in.begin(), in.end(), flags.get());
-    const std::span<const bool> fl(flags.get(), in.size());
+    batched.has_trips = false;  // (unknown: a count per batch element)
+    const Flags fl(in);
     const Tape C = tr.batch(*w.cond, fl, a.size), B = tr.batch(*w.body, fl, a.size);
     // One more carry, last: the mask of the elements that go on (cond on the carries,
     // 1 or 0), computed once before the loop and once per iteration.
@@ -342,9 +297,9 @@ Results<Var> while_batch(TapeBuilder& b, const BatchArgs& a) {
     kb.set_outputs(std::move(next));
     cond = tr.cleanup(kc.finish()), body = tr.cleanup(kb.finish());
   }
-  attrs.set("cond", TapeRef{std::make_shared<const Tape>(std::move(cond))});
-  attrs.set("body", TapeRef{std::make_shared<const Tape>(std::move(body))});
-  std::vector<Var> res = b.call_results(primitive("while_loop"), std::move(args), std::move(attrs));
+  batched.cond = std::make_shared<const Tape>(std::move(cond));
+  batched.body = std::make_shared<const Tape>(std::move(body));
+  std::vector<Var> res = b.call_results(primitive("while_loop"), std::move(args), batched.attrs(attrs));
   res.resize(w.K);  // (without the mask)
   for (std::size_t c = 0; c < w.K; ++c) res[c] = ensure_batched(b, res[c], out[c], a.size);
   return res;

@@ -12,6 +12,7 @@
 
 #include "reel/ir/builder.hpp"
 #include "reel/passes.hpp"
+#include "reel/ir/body_tape.hpp"
 #include "transforms.hpp"
 
 namespace reel {
@@ -87,13 +88,13 @@ BatchedTape batch_tape(const Tape& f, std::span<const bool> batched, int64_t siz
       for (Var r = v + 1; r < v + op.results; ++r) map[r] = b.copy(f.op(r), {map[v]});
       continue;
     }
-    auto flags = std::make_unique<bool[]>(op.args.size());
+    Flags flags(op.args.size());
     std::vector<VarType> types;
     for (std::size_t i = 0; i < op.args.size(); ++i) {
       flags[i] = is_b[op.args[i]];
       types.push_back(f.type(op.args[i]));
     }
-    BatchArgs a{args, std::span<const bool>(flags.get(), op.args.size()), types, size, op.attrs,
+    BatchArgs a{args, flags, types, size, op.attrs,
                 &detail::pass_transforms()};
     std::vector<Var> res;
     if (op.prim->batch) {
@@ -102,7 +103,7 @@ BatchedTape batch_tape(const Tape& f, std::span<const bool> batched, int64_t siz
     } else if (op.prim->structure == Structure::elementwise && op.results == 1) {
       res = batch_elementwise(b, *op.prim, a, op.type);
     } else {
-      res = batch_by_scan(b, *op.prim, a);  // (ir/src/prims_loops.cpp)
+      res = batch_by_scan(b, *op.prim, a);  // (ir/src/prims_scan.cpp)
     }
     if (res.size() != static_cast<std::size_t>(op.results))
       throw Error(fmt::format("vmap: the batching rule of '{}' gave {} results, expected {}", op.prim->name,
@@ -154,9 +155,7 @@ Tape vmap_tape(const Tape& f, std::span<const bool> batched, int64_t size) {
 }
 
 Tape vmap_tape(const Tape& f, const std::vector<bool>& batched, int64_t size) {
-  auto flags = std::make_unique<bool[]>(batched.size());
-  std::copy(batched.begin(), batched.end(), flags.get());
-  return vmap_tape(f, std::span<const bool>(flags.get(), batched.size()), size);
+  return vmap_tape(f, Flags(batched), size);
 }
 
 Tape batch_body(const Tape& body, std::span<const bool> batched, int64_t size) {
@@ -181,9 +180,9 @@ Tape jvp_tape(const Tape& tape, int64_t k) {
   const Tape j = jvp_tape(tape);
   // j's inputs: the tape's, then one tangent per input (the i64 ones have none).
   const std::size_t all = j.inputs().size(), primal = tape.inputs().size();
-  auto flags = std::make_unique<bool[]>(all);
+  Flags flags(all);
   for (std::size_t i = 0; i < all; ++i) flags[i] = i >= primal;
-  BatchedTape r = batch_tape(j, std::span<const bool>(flags.get(), all), k);
+  BatchedTape r = batch_tape(j, flags, k);
   // The tangent outputs: batched (broadcast where a tangent is zero); the values stay as they are.
   const Tape& t = r.tape;
   TapeBuilder b;

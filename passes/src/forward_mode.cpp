@@ -8,6 +8,7 @@
 
 #include "reel/ir/builder.hpp"
 #include "reel/passes.hpp"
+#include "reel/ir/body_tape.hpp"
 #include "transforms.hpp"
 
 namespace reel {
@@ -91,9 +92,7 @@ Tape forward(const Tape& f, std::span<const bool> active) {
 Tape forward_mode(const Tape& f) {
   verify("jvp", f);  // a declaration edited by hand is reported as such, not by a rule
   const std::size_t inputs = f.inputs().size();
-  auto all = std::make_unique<bool[]>(inputs);
-  std::fill_n(all.get(), inputs, true);
-  return forward(f, std::span<const bool>(all.get(), inputs));
+  return forward(f, Flags(inputs, true));
 }
 
 Tape jvp_body(const Tape& body, std::span<const bool> active) {

@@ -39,92 +39,29 @@
 #include <utility>
 
 #include "reel/ir/builder.hpp"
+#include "reel/ir/loop_params.hpp"
 #include "reel/passes.hpp"
+#include "reroll_keys.hpp"
+#include "reroll_loop.hpp"
 
 namespace reel {
 
 namespace {
 
-uint64_t fmix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-void mix(uint64_t& h, uint64_t v) { h = fmix(h ^ (v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2))); }
+using reroll_detail::AttrHasher;
+using reroll_detail::Cls;
+using reroll_detail::kNone;
+using reroll_detail::Loop;
+using reroll_detail::Slot;
+using reroll_detail::Steady;
+using reroll_detail::LastSeen;
+using reroll_detail::mix;
 
 // Arguments farther back than this count as "far" in the context key: a body's carries
 // and internal values are near and at fixed distances, invariants are far.
 constexpr int64_t kNear = 4096;
 // The most multiples of a candidate period tried when the period itself fails.
 constexpr int kMaxMultiple = 16;
-
-// Last position of each context key: open addressing over the distinct keys.
-class LastSeen {
- public:
-  LastSeen() : keys_(1024), pos_(1024, kNoVar) {}
-  // Records `p` for `key` and returns the position recorded before (kNoVar if none).
-  Var exchange(uint64_t key, Var p) {
-    if (2 * (used_ + 1) > keys_.size()) grow();
-    for (std::size_t i = key & (keys_.size() - 1);; i = (i + 1) & (keys_.size() - 1)) {
-      if (pos_[i] == kNoVar) {
-        keys_[i] = key, pos_[i] = p, ++used_;
-        return kNoVar;
-      }
-      if (keys_[i] == key) return std::exchange(pos_[i], p);
-    }
-  }
-
- private:
-  void grow() {
-    std::vector<uint64_t> keys(keys_.size() * 2);
-    std::vector<Var> pos(keys_.size() * 2, kNoVar);
-    std::swap(keys, keys_), std::swap(pos, pos_);
-    used_ = 0;
-    for (std::size_t i = 0; i < keys.size(); ++i)
-      if (pos[i] != kNoVar) exchange(keys[i], pos[i]);
-  }
-  std::vector<uint64_t> keys_;
-  std::vector<Var> pos_;
-  std::size_t used_ = 0;
-};
-
-enum class Cls : uint8_t { internal, carry, invariant, constant };
-struct Slot {
-  Cls cls;
-  Var x;  // internal: position in the iteration; carry: position in the previous one; invariant: the variable
-};
-
-// A body's argument slots as iteration 1 reads them, and its slices that advance.
-struct Steady {
-  std::vector<int32_t> first;  // per position: its first slot (and one past the last)
-  std::vector<Slot> slots;
-  std::vector<int64_t> start1, delta;  // slice positions: iteration 1's start, the step (kNone if not a slice)
-};
-constexpr int64_t kNone = std::numeric_limits<int64_t>::min();
-
-// A loop to fold, with everything its scan needs.
-struct Loop {
-  Var start = kNoVar;
-  int32_t P = 0;
-  int64_t R = 0;
-  Steady st;
-  std::vector<int32_t> slot_id;               // per slot: its const, carry or xs number (-1: a body constant)
-  std::vector<Var> consts;                    // invariant variables
-  std::vector<std::pair<int32_t, Var>> carries;  // (source position, initial value)
-  std::vector<int32_t> final_only;            // positions whose last value is read after the loop
-  std::vector<int32_t> ys;                    // positions whose values of earlier iterations are read after
-  std::vector<int32_t> pos_id;                // per position: its xs number (-1: none)
-  struct Xs {
-    int32_t j;     // position
-    int32_t slot;  // -1: the position itself (a constant or an advancing slice); else a constant slot
-  };
-  std::vector<Xs> xs;
-  std::vector<std::pair<Var, int64_t>> reads;  // (variable, iteration) read after the loop
-  Var end() const { return start + static_cast<Var>(R * P); }
-};
 
 class Reroller {
  public:
@@ -149,29 +86,6 @@ class Reroller {
   const Op& op(Var v) const { return t_.ops[static_cast<std::size_t>(v - 1)]; }
   bool is_slice(const Op& o) const { return o.kind == OpKind::call && o.prim == slice_; }
   static int64_t step_of(const Op& o) { return o.attrs.has("step") ? o.attrs.integer("step") : 1; }
-
-  uint64_t tape_hash(const TapeRef& r) {
-    auto [it, added] = tape_hashes_.try_emplace(r.tape.get(), 0);
-    if (added && r.tape) it->second = std::hash<std::string>()(to_string(*r.tape));
-    return it->second;
-  }
-
-  uint64_t value_hash(const AttrValue& value) {
-    uint64_t h = value.index();
-    std::visit(
-        [&](const auto& x) {
-          using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, bool>) mix(h, static_cast<uint64_t>(x));
-          else if constexpr (std::is_same_v<T, double>) mix(h, std::bit_cast<uint64_t>(x));
-          else if constexpr (std::is_same_v<T, Shape>) for (int64_t d : x) mix(h, static_cast<uint64_t>(d));
-          else if constexpr (std::is_same_v<T, std::vector<double>>) for (double d : x) mix(h, std::bit_cast<uint64_t>(d));
-          else if constexpr (std::is_same_v<T, std::string>) mix(h, std::hash<std::string>()(x));
-          else if constexpr (std::is_same_v<T, DType>) mix(h, static_cast<uint64_t>(x));
-          else mix(h, tape_hash(x));
-        },
-        value);
-    return h;
-  }
 
   // One walk over the tape: K0 (what must be equal at the same position of every
   // iteration), each variable's last reader, and each operation's candidate period: the
@@ -203,7 +117,7 @@ class Reroller {
           } else {
             for (const auto& [name, value] : o.attrs.items()) {
               mix(h, std::hash<std::string_view>()(name));
-              mix(h, value_hash(value));
+              mix(h, attr_hash_.value(value));
             }
           }
           break;
@@ -580,13 +494,12 @@ class Reroller {
     for (int32_t j : L.final_only) args.push_back(b.or_zeros(kNoVar, op(L.start + j).type));
     for (const Loop::Xs& x : L.xs) args.push_back(stacked(b, L, x, map));
     const std::size_t K = L.carries.size() + L.final_only.size();
-    Attrs attrs{{"body", TapeRef{std::make_shared<const Tape>(body(L))}},
-                {"length", L.R},
-                {"num_consts", static_cast<int64_t>(L.consts.size())},
-                {"num_carry", static_cast<int64_t>(K)}};
-    if (!o_.checkpoint.empty()) attrs.set("checkpoint", o_.checkpoint);
-    if (o_.checkpoint_arg != 0) attrs.set("checkpoint_arg", o_.checkpoint_arg);
-    const std::vector<Var> outs = b.call_results(primitive("scan"), std::move(args), std::move(attrs));
+    ScanParams scan;
+    scan.body = std::make_shared<const Tape>(body(L));
+    scan.length = L.R, scan.C = L.consts.size(), scan.K = K;
+    scan.policy = policy_named(o_.checkpoint);
+    if (o_.checkpoint_arg != 0) scan.checkpoint_arg = o_.checkpoint_arg;
+    const std::vector<Var> outs = b.call_results(primitive("scan"), std::move(args), scan.attrs());
     // Where each position's values come out: its final carry, its ys.
     std::vector<Var> final_of(static_cast<std::size_t>(L.P), kNoVar), ys_of(static_cast<std::size_t>(L.P), kNoVar);
     for (std::size_t c = L.carries.size(); c-- > 0;) final_of[static_cast<std::size_t>(L.carries[c].first)] = outs[c];
@@ -636,7 +549,7 @@ class Reroller {
   Var n_;
   const Primitive* slice_;
   std::vector<uint64_t> k0_;
-  std::unordered_map<const Tape*, uint64_t> tape_hashes_;
+  AttrHasher attr_hash_;
   std::vector<Var> last_use_;
   std::vector<int32_t> period_;
   std::vector<bool> is_output_;

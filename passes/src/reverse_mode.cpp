@@ -7,6 +7,7 @@
 
 #include "reel/ir/builder.hpp"
 #include "reel/passes.hpp"
+#include "reel/ir/body_tape.hpp"
 #include "transforms.hpp"
 
 namespace reel {
@@ -61,13 +62,12 @@ Tape reverse(const char* op, const Tape& f, std::span<const Seed> seeds, std::sp
     std::vector<Var> args;
     for (Var a : o.args) args.push_back(map[a]);
     if (o.kind == OpKind::call && needed[v] && o.prim->adjoint_forward) {
-      auto needs = std::make_unique<bool[]>(o.args.size() + static_cast<std::size_t>(o.results));
+      Flags needs(o.args.size()), results_needed(static_cast<std::size_t>(o.results));
       for (std::size_t i = 0; i < o.args.size(); ++i) needs[i] = needed[o.args[i]];
-      bool* results_needed = needs.get() + o.args.size();
-      for (int i = 0; i < o.results; ++i) results_needed[i] = needed[v + i] && is_float(f.type(v + i).dtype);
+      for (int i = 0; i < o.results; ++i)
+        results_needed[static_cast<std::size_t>(i)] = needed[v + i] && is_float(f.type(v + i).dtype);
       halves[v] = o.prim->adjoint_forward(
-          b, ForwardArgs{args, o.attrs, std::span<const bool>(needs.get(), o.args.size()),
-                         std::span<const bool>(results_needed, static_cast<std::size_t>(o.results)),
+          b, ForwardArgs{args, o.attrs, needs, results_needed,
                          &detail::pass_transforms()});
       if (halves[v].results.size() != static_cast<std::size_t>(o.results))
         throw Error(fmt::format("{}: the forward half of '{}' gave {} results, expected {}", op, o.prim->name,
@@ -151,14 +151,14 @@ Tape reverse(const char* op, const Tape& f, std::span<const Seed> seeds, std::sp
     }
     if (!any) continue;
     std::vector<Var> args;
-    auto needs = std::make_unique<bool[]>(o.args.size());
+    Flags needs(o.args.size());
     for (std::size_t i = 0; i < o.args.size(); ++i) {
       args.push_back(map[o.args[i]]);
       needs[i] = needed[o.args[i]];
     }
     if (!o.prim->adjoint)
       throw Error(fmt::format("{}: primitive '{}' has no reverse-mode (adjoint) rule", op, o.prim->name));
-    AdjointArgs a{args, map[v], douts[0], o.attrs, std::span<const bool>(needs.get(), o.args.size()), outs, douts};
+    AdjointArgs a{args, map[v], douts[0], o.attrs, needs, outs, douts};
     a.transforms = &detail::pass_transforms();
     a.residuals = halves[v].residuals;
     a.state = halves[v].state;
@@ -197,9 +197,7 @@ Tape reverse_one(const Tape& f, bool seeded) {
         type_str(f.type(f.outputs[0]))));
   const Seed seed[] = {seeded ? Seed::input : Seed::one};
   const std::size_t inputs = f.inputs().size();
-  auto all = std::make_unique<bool[]>(inputs);
-  std::fill_n(all.get(), inputs, true);
-  return reverse(op, f, seed, std::span<const bool>(all.get(), inputs));
+  return reverse(op, f, seed, Flags(inputs, true));
 }
 
 }  // namespace

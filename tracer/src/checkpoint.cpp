@@ -4,6 +4,7 @@
 
 #include "reel/dispatch.hpp"
 #include "reel/ir/evaluate.hpp"
+#include "reel/ir/loop_params.hpp"
 
 namespace reel::detail {
 
@@ -12,7 +13,7 @@ std::vector<Tensor> run_checkpoint(Tape body, const std::vector<Tensor>& args, c
   std::vector<Tensor> inputs = args;
   inputs.insert(inputs.end(), captured.begin(), captured.end());
   if (inputs.empty()) return evaluate(body, {});  // f of no tensors: nothing to recompute from
-  return apply_results("checkpoint", inputs, {{"body", TapeRef{std::make_shared<const Tape>(std::move(body))}}});
+  return apply_results("checkpoint", inputs, CallParams{std::make_shared<const Tape>(std::move(body))}.attrs());
 }
 
 }  // namespace reel::detail

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "reel/ir/builder.hpp"
+#include "reel/ir/loop_params.hpp"
 
 namespace reel::detail {
 
@@ -60,11 +61,7 @@ void undefined_leaf(const char* op, const char* who, const char* what, std::size
 }
 
 int64_t max_trips_of(const WhileOptions& options) {
-  if (!options.max_trips) return -1;
-  if (*options.max_trips < 0)
-    throw Error(fmt::format("while_loop: expected max_trips >= 0 (or none, for no limit), got {}",
-                            *options.max_trips));
-  return *options.max_trips;
+  return options.max_trips ? checked_max_trips(*options.max_trips, true) : -1;
 }
 
 bool while_goes_on(const Tensor& go) {
@@ -75,22 +72,22 @@ bool while_goes_on(const Tensor& go) {
 }
 
 void check_while_carry(const std::vector<Tensor>& carry, const std::vector<Tensor>& next) {
-  for (std::size_t c = 0; c < carry.size(); ++c)
-    if (carry[c].dtype() != next[c].dtype() || carry[c].shape() != next[c].shape())
-      throw Error(fmt::format("while_loop: carry {} enters the body as {} and leaves it as {}", c + 1,
-                              type_str(carry[c].dtype(), carry[c].shape()), type_str(next[c].dtype(), next[c].shape())));
+  std::vector<VarType> entering, leaving;
+  for (const Tensor& t : carry) entering.push_back({t.dtype(), t.shape()});
+  for (const Tensor& t : next) leaving.push_back({t.dtype(), t.shape()});
+  check_carries("while_loop", entering, leaving);
 }
 
 namespace {
 
-const char* checkpoint_name(Checkpoint::Kind k) {
+CheckpointPolicy policy_of(Checkpoint::Kind k) {
   switch (k) {
-    case Checkpoint::Kind::none: return "";
-    case Checkpoint::Kind::every: return "every";
-    case Checkpoint::Kind::sqrt: return "sqrt";
-    case Checkpoint::Kind::binomial: return "binomial";
+    case Checkpoint::Kind::none: return CheckpointPolicy::store;
+    case Checkpoint::Kind::every: return CheckpointPolicy::every;
+    case Checkpoint::Kind::sqrt: return CheckpointPolicy::sqrt;
+    case Checkpoint::Kind::binomial: return CheckpointPolicy::binomial;
   }
-  return "";
+  return CheckpointPolicy::store;
 }
 
 }  // namespace
@@ -108,22 +105,19 @@ std::vector<Tensor> run_scan(const Tape& traced, const std::vector<Tensor>& capt
   for (std::size_t m = 0; m < M; ++m) mapped[first + K + X + m] = b.input(traced.type(in[first + K + X + m]));
   for (std::size_t i = first; i < first + K + X; ++i) mapped[i] = b.input(traced.type(in[i]));
   b.set_outputs(b.inline_tape(traced, mapped));
-  Attrs attrs{{"body", TapeRef{std::make_shared<const Tape>(b.finish())}},
-              {"length", length},
-              {"num_consts", static_cast<int64_t>(M)},
-              {"num_carry", static_cast<int64_t>(K)}};
-  if (options.reverse) attrs.set("reverse", true);
-  if (has_index) attrs.set("index", index0);
-  if (options.checkpoint.kind != Checkpoint::Kind::none) {
-    attrs.set("checkpoint", std::string(checkpoint_name(options.checkpoint.kind)));
-    if (options.checkpoint.kind == Checkpoint::Kind::every || options.checkpoint.kind == Checkpoint::Kind::binomial ||
-        options.checkpoint.arg != 0)  // (every(0) and binomial(0) then fail naming the 0)
-      attrs.set("checkpoint_arg", options.checkpoint.arg);
-  }
+  ScanParams scan;
+  scan.body = std::make_shared<const Tape>(b.finish());
+  scan.length = length, scan.C = M, scan.K = K;
+  scan.reverse = options.reverse, scan.has_index = has_index, scan.index0 = index0;
+  const Checkpoint& c = options.checkpoint;
+  scan.policy = policy_of(c.kind);
+  if (c.kind == Checkpoint::Kind::every || c.kind == Checkpoint::Kind::binomial ||
+      (c.kind != Checkpoint::Kind::none && c.arg != 0))  // (every(0) and binomial(0) then fail naming the 0)
+    scan.checkpoint_arg = c.arg;
   std::vector<Tensor> args = captured;
   args.insert(args.end(), carries.begin(), carries.end());
   args.insert(args.end(), xs.begin(), xs.end());
-  return apply_results("scan", args, std::move(attrs));
+  return apply_results("scan", args, scan.attrs());
 }
 
 namespace {
@@ -151,12 +145,11 @@ std::vector<Tensor> run_while(const Traced& cond, const Traced& body, const std:
   const std::size_t C = args.size();
   const Tape cond_tape = with_consts(cond, K, args, 0), body_tape = with_consts(body, K, args, cond.captured.size());
   args.insert(args.end(), carries.begin(), carries.end());
-  Attrs attrs{{"cond", TapeRef{std::make_shared<const Tape>(cond_tape)}},
-              {"body", TapeRef{std::make_shared<const Tape>(body_tape)}},
-              {"num_consts", static_cast<int64_t>(C)}};
-  if (max_trips >= 0) attrs.set("max_trips", max_trips);
+  WhileParams loop;
+  loop.cond = std::make_shared<const Tape>(cond_tape), loop.body = std::make_shared<const Tape>(body_tape);
+  loop.C = C, loop.K = K, loop.max_trips = max_trips;
   // (Where the call is recorded, the primitive records the trip count of this run.)
-  return apply_results("while_loop", args, std::move(attrs));
+  return apply_results("while_loop", args, loop.attrs());
 }
 
 }  // namespace reel::detail

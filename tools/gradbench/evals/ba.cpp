@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "reel/ir/loop_params.hpp"
+
 namespace gradbench::evals {
 
 namespace {
@@ -153,11 +155,12 @@ reel::Tape ba_jacobian_tape(int64_t p, bool zero_rotation) {
     const std::vector<reel::Var> slices(ins.begin() + 1, ins.end());
     body.set_outputs({ins[0], body.inline_tape(ba_block_tape(c, zero_rotation), slices).at(0)});
   }
-  reel::Attrs loop{{"length", m}, {"num_consts", int64_t{0}}, {"num_carry", int64_t{1}}};
-  loop.set("body", reel::TapeRef{std::make_shared<const reel::Tape>(body.finish())});
+  reel::ScanParams loop;
+  loop.body = std::make_shared<const reel::Tape>(body.finish());
+  loop.length = m, loop.K = 1;
   std::vector<reel::Var> args{b.scalar(0.0, reel::DType::f64)};
   args.insert(args.end(), chunks.begin(), chunks.end());
-  std::vector<reel::Var> out = b.call_results(reel::primitive("scan"), args, loop);
+  std::vector<reel::Var> out = b.call_results(reel::primitive("scan"), args, loop.attrs());
   out.erase(out.begin());  // the carry
   if (r > 0) out.push_back(b.inline_tape(ba_block_tape(r, zero_rotation), left).at(0));
   b.set_outputs(out);
