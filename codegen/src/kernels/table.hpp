@@ -7,7 +7,6 @@
 // through its row. Adding a kind: its files here, its alternative and its row.
 // Needs no LLVM.
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -41,8 +40,23 @@ struct ParallelKernelArgs;
 class Scheduler;      // schedule.hpp
 class KernelEmitter;  // kernels/emitter.hpp (LLVM)
 
-// Calls f(var, written) for each variable a step reads (false) or writes (true).
-using AccessFn = std::function<void(Var, bool)>;
+// f(var, written) for each variable a step reads (false) or writes (true): a reference
+// to the caller's function, valid during the call (no copy, no allocation: the memory
+// plan asks every step of a schedule of 100,000).
+class AccessFn {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, AccessFn>)
+  AccessFn(F&& f)  // (implicit: callers pass a lambda)
+      : object_(const_cast<void*>(static_cast<const void*>(&f))), call_([](void* object, Var v, bool written) {
+          (*static_cast<std::remove_reference_t<F>*>(object))(v, written);
+        }) {}
+  void operator()(Var v, bool written) const { call_(object_, v, written); }
+
+ private:
+  void* object_;
+  void (*call_)(void* object, Var v, bool written);
+};
 
 // Whether a step may run alongside others (no step that may throw), and whether it is
 // worth a thread of its own without being cut into chunks or blocks itself.
