@@ -158,7 +158,7 @@ TEST_CASE("threads: a negative chunk size is an error; a huge one leaves kernels
 }
 
 // Independent steps worth a thread each but too small for chunks or blocks run at the
-// same time (memory_plan.hpp, concurrent_groups): the gradient of a layer whose
+// same time (concurrent.hpp, concurrent_groups): the gradient of a layer whose
 // products are 2^17 to 2^19 multiply-adds computes dW = x^T d and dx = d W^T at once.
 // The same bits as one at a time; a step reading another's result (a chain) waits.
 TEST_CASE("threads: independent steps run at the same time, with the same results") {

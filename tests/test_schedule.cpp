@@ -402,7 +402,7 @@ TEST_CASE("column sums are accumulated by the loop that computes their input") {
 }
 
 // A reduction that keeps the innermost dimension (over rows) is compiled as blocks of
-// accumulators read row by row (emit.cpp, 1024 per block): every element combines its
+// accumulators read row by row (kernels/reduce.cpp, 1024 per block): every element combines its
 // reduced ones in the interpreter's order, so the results are the interpreter's, bit
 // for bit, across block boundaries (n = 1024, 2500) and with kept outer dimensions.
 TEST_CASE("reductions over rows agree bit for bit interpreted and compiled") {
@@ -479,7 +479,7 @@ TEST_CASE("a user's eager function inside a compiled revolve keeps copies, not w
 }
 
 TEST_CASE("short rows (an innermost length up to 16) agree with the interpreter in loops and reductions") {
-  // Such rows are unrolled and the loop around them kept scalar (emit.cpp): the same
+  // Such rows are unrolled and the loop around them kept scalar (kernels/emitter.cpp): the same
   // values as before, element by element.
   for (int64_t d : {1, 2, 3, 7, 10, 16, 17}) {
     const Tensor x = randn({37, d}, 1), mu = randn({9, d}, 2);

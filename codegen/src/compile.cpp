@@ -7,12 +7,13 @@
 #include <cstring>
 #include <mutex>
 
+#include "concurrent.hpp"
 #include "jit.hpp"
-#include "kernel.hpp"
 #include "kernel_cache.hpp"
 #include "memory_plan.hpp"
 #include "program.hpp"
 #include "reel/parallel.hpp"
+#include "schedule.hpp"
 #include "steps.hpp"
 #include "workspace.hpp"
 

@@ -1,12 +1,13 @@
 #pragma once
-// KernelSpec -> LLVM IR. Internal to codegen/.
+// KernelSpec -> LLVM IR: a module, each kernel (by its kind's row: kernels/table.hpp)
+// and the driver calling a schedule's steps. Internal to codegen/.
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
 #include <memory>
 #include <string>
 
-#include "kernel.hpp"
+#include "kernel_spec.hpp"
 #include "steps.hpp"
 
 namespace reel::codegen {

@@ -142,7 +142,7 @@ void Jit::optimize(llvm::Module& module, bool vector_math) {
   llvm::PipelineTuningOptions pto;
   pto.LoopVectorization = true;
   pto.SLPVectorization = true;
-  pto.LoopUnrolling = true;  // emit.cpp disables it on long loops (see there)
+  pto.LoopUnrolling = true;  // kernels/emitter.cpp disables it on long loops (see there)
   llvm::PassBuilder pb(state_->tm.get(), pto);
 
   llvm::TargetLibraryInfoImpl tli(llvm::Triple(module.getTargetTriple()));

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernel.hpp"
+#include "kernel_spec.hpp"
 #include "steps.hpp"
 
 namespace reel::codegen {

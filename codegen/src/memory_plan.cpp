@@ -6,8 +6,6 @@
 #include <map>
 #include <numeric>
 
-#include "loops.hpp"
-#include "reel/blas.hpp"
 
 namespace reel::codegen {
 
@@ -23,125 +21,14 @@ int64_t checked_add(int64_t a, int64_t b) {
   return r;
 }
 
-// Calls f(var, written) for each variable a step reads (false) or writes (true).
-template <class F>
-void for_each_access(const Tape& t, const Plan& p, const Step& step, F&& f) {
-  if (const auto* loop = std::get_if<LoopStep>(&step)) {
-    for (Var a : loop_inputs(t, *loop)) f(a, false);
-    for (Var m : loop->members)
-      if (p.stored[m]) f(m, true);
-    for (Var r : loop->reductions) f(r, true);
-  } else if (const auto* r = std::get_if<ReduceStep>(&step)) {
-    f(r->in, false);
-    f(r->out, true);
-  } else if (const auto* m = std::get_if<MatmulStep>(&step)) {
-    f(m->a, false);
-    f(m->b, false);
-    f(m->out, true);
-  } else if (const auto* tr = std::get_if<TransposeStep>(&step)) {
-    f(tr->in, false);
-    f(tr->out, true);
-  } else if (const auto* c = std::get_if<CopyStep>(&step)) {
-    f(c->from, false);
-  } else if (const auto* cs = std::get_if<CheckStep>(&step)) {
-    f(t.op(cs->guard).args[0], false);
-  } else if (const auto* gs = std::get_if<GatherStep>(&step)) {
-    for (Var a : t.op(gs->out).args) f(a, false);
-    f(gs->out, true);
-  } else if (const auto* ss = std::get_if<ScatterStep>(&step)) {
-    for (Var a : t.op(ss->out).args) f(a, false);
-    f(ss->out, true);
-  } else if (const auto* e = std::get_if<ExternStep>(&step)) {
-    for (Var a : t.op(e->out).args) f(a, false);
-    for (int i = 0; i < e->results; ++i) f(e->out + i, true);
-  } else if (const auto* ps = std::get_if<PlaceStep>(&step)) {
-    for (Var a : t.op(ps->out).args) f(a, false);
-    f(ps->out, true);
-  } else if (const auto* l = std::get_if<LoopCallStep>(&step)) {
-    for (Var a : t.op(l->out).args) f(a, false);
-    for (int i = 0; i < l->results; ++i)
-      if (p.slot_of[l->out + i] >= 0) f(l->out + i, true);
-  }
-}
-
-// What a step costs, roughly in elements, and whether it may run alongside others.
-struct StepCost {
-  bool eligible = false;
-  bool serial_work = false;  // worth a thread, and not cut into chunks or blocks itself
-};
-
-StepCost step_cost(const Tape& t, const Step& step, int64_t chunk_elements) {
-  auto kernel = [&](int64_t elements) {
-    return StepCost{true, elements >= chunk_elements / 2 && elements < 2 * chunk_elements};
-  };
-  if (const auto* loop = std::get_if<LoopStep>(&step)) {
-    if (!loop->checks.empty()) return {};  // (index checks may throw)
-    return kernel(numel(loop->shape));
-  }
-  if (const auto* r = std::get_if<ReduceStep>(&step)) return kernel(numel(t.type(r->in).shape));
-  if (const auto* tr = std::get_if<TransposeStep>(&step)) return kernel(numel(t.type(tr->out).shape));
-  if (const auto* ps = std::get_if<PlaceStep>(&step)) return kernel(numel(t.type(ps->out).shape));
-  if (const auto* m = std::get_if<MatmulStep>(&step)) {
-    const Shape& a = t.type(m->a).shape;  // the summed dimension: a's last (its rows' if transposed)
-    const int64_t k = a.size() >= 2 && m->trans_a ? a[a.size() - 2] : a.empty() ? 1 : a.back();
-    const double macs = static_cast<double>(numel(t.type(m->out).shape)) * static_cast<double>(k);
-    return {true, macs >= blas::kBlockMacs / 2 && macs < 2 * blas::kBlockMacs};  // (larger ones are cut into blocks)
-  }
-  return {};
-}
-
 }  // namespace
-
-std::vector<std::vector<int>> concurrent_groups(const Tape& t, const Plan& p, int64_t chunk_elements) {
-  std::vector<std::vector<int>> groups;
-  if (chunk_elements <= 0) return groups;
-  struct Access {
-    std::pair<SlotKind, int> where;  // a workspace (one), or an input, constant or output
-    int64_t begin, end;
-    bool written;
-  };
-  std::vector<int> run;
-  std::vector<Access> touched;
-  int heavy = 0;
-  auto close = [&] {
-    if (heavy >= 2) groups.push_back(run);
-    run.clear(), touched.clear(), heavy = 0;
-  };
-  for (std::size_t s = 0; s < p.steps.size(); ++s) {
-    const StepCost c = step_cost(t, p.steps[s], chunk_elements);
-    if (!c.eligible) {
-      close();
-      continue;
-    }
-    std::vector<Access> mine;
-    for_each_access(t, p, p.steps[s], [&](Var v, bool written) {
-      const int slot = p.slot_of[v];
-      if (slot < 0) return;
-      const Slot& sl = p.slots[static_cast<std::size_t>(slot)];
-      const int64_t bytes = numel(t.type(v).shape) * static_cast<int64_t>(dtype_size(t.type(v).dtype));
-      const int64_t at = sl.kind == SlotKind::workspace ? sl.offset : 0;
-      mine.push_back({{sl.kind, sl.kind == SlotKind::workspace ? 0 : sl.index}, at, at + bytes, written});
-    });
-    bool conflict = false;
-    for (const Access& a : mine)
-      for (const Access& b : touched)
-        conflict = conflict || ((a.written || b.written) && a.where == b.where && a.begin < b.end && b.begin < a.end);
-    if (conflict) close();
-    run.push_back(static_cast<int>(s));
-    touched.insert(touched.end(), mine.begin(), mine.end());
-    heavy += c.serial_work ? 1 : 0;
-  }
-  close();
-  return groups;
-}
 
 namespace {
 
 // The workspace slot a step uses during itself only (a loop's scratch, an eager call's), or -1.
 int scratch_slot(const Step& step) {
-  if (const auto* e = std::get_if<ExternStep>(&step)) return e->scratch;
-  const auto* l = std::get_if<LoopCallStep>(&step);
-  return l != nullptr ? l->scratch : -1;
+  const StepRow& row = step_row(step);
+  return row.scratch != nullptr ? row.scratch(step) : -1;
 }
 
 // Greedy by decreasing size: each buffer at the lowest offset free of every placed
@@ -260,7 +147,7 @@ MemoryPlan plan_memory(const Tape& t, Plan& p, bool reuse) {
     return s >= 0 && p.slots[static_cast<std::size_t>(s)].kind == SlotKind::workspace ? s : -1;
   };
   for (int s = 0; s < num_steps; ++s)
-    for_each_access(t, p, p.steps[static_cast<std::size_t>(s)], [&](Var v, bool) {
+    step_row(p.steps[static_cast<std::size_t>(s)]).accesses(t, p, p.steps[static_cast<std::size_t>(s)], [&](Var v, bool) {
       const int slot = workspace(v);
       if (slot < 0) return;
       if (first[slot] < 0) first[slot] = s;
@@ -286,7 +173,7 @@ MemoryPlan plan_memory(const Tape& t, Plan& p, bool reuse) {
       // Workspace inputs of the loop that die here and are read element for element.
       std::vector<std::pair<int, Var>> candidates;
       std::vector<int> disqualified;
-      for_each_access(t, p, *loop, [&](Var v, bool written) {
+      step_row(p.steps[static_cast<std::size_t>(s)]).accesses(t, p, p.steps[static_cast<std::size_t>(s)], [&](Var v, bool written) {
         const int slot = live_slot(v);
         if (written || slot < 0) return;
         if (t.type(v).shape != loop->shape || last[slot] != s) disqualified.push_back(slot);
@@ -351,70 +238,11 @@ MemoryPlan plan_memory(const Tape& t, Plan& p, bool reuse) {
   return mp;
 }
 
-namespace {
-
-std::string vars(const std::vector<Var>& vs) {
-  std::string s;
-  for (Var v : vs) s += fmt::format("{}%{}", s.empty() ? "" : ", ", v);
-  return s;
-}
-
-}  // namespace
-
 std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
   std::string out = fmt::format("schedule: {} steps\n", p.steps.size());
   for (std::size_t s = 0; s < p.steps.size(); ++s) {
     out += fmt::format("  step {}: ", s);
-    const Step& step = p.steps[s];
-    if (const auto* loop = std::get_if<LoopStep>(&step)) {
-      const std::vector<Var> reads = loop_inputs(t, *loop);
-      std::vector<Var> stores;
-      for (Var m : loop->members)
-        if (p.stored[m]) stores.push_back(m);
-      out += fmt::format("loop {} over {}: reads [{}] computes [{}] stores [{}]",
-                         dtype_name(t.type(loop->members[0]).dtype), shape_str(loop->shape),
-                         vars(reads), vars(loop->members), vars(stores));
-      if (!loop->reductions.empty()) out += fmt::format(" sums [{}]", vars(loop->reductions));
-      std::vector<std::string> gathers;
-      for (Var m : loop->members)
-        if (is_gather_member(t, m)) gathers.push_back(fmt::format("%{} = %{} at %{}", m, t.op(m).args[0], t.op(m).args[1]));
-      if (!gathers.empty()) out += fmt::format(" gathers [{}]", fmt::join(gathers, ", "));
-      std::vector<std::string> strided;
-      for (Var m : loop->members)
-        if (is_strided_member(t, m)) strided.push_back(fmt::format("%{} = {}(%{})", m, t.op(m).prim->name, t.op(m).args[0]));
-      if (!strided.empty()) out += fmt::format(" strided reads [{}]", fmt::join(strided, ", "));
-      if (!loop->checks.empty()) out += fmt::format(" after checking the indices of [{}]", vars(loop->checks));
-    } else if (const auto* r = std::get_if<ReduceStep>(&step)) {
-      out += fmt::format("reduce %{} = {}(%{})", r->out, t.op(r->out).prim->name, r->in);
-    } else if (const auto* m = std::get_if<MatmulStep>(&step)) {
-      out += fmt::format("cblas %{} = %{}{} x %{}{}", m->out, m->a, m->trans_a ? "^T" : "", m->b,
-                         m->trans_b ? "^T" : "");
-    } else if (const auto* tr = std::get_if<TransposeStep>(&step)) {
-      out += fmt::format("transpose %{} = %{}^T", tr->out, tr->in);
-    } else if (const auto* c = std::get_if<CopyStep>(&step)) {
-      out += fmt::format("copy output {} = %{}", p.slots[static_cast<std::size_t>(c->slot)].index, c->from);
-    } else if (const auto* cs = std::get_if<CheckStep>(&step)) {
-      out += fmt::format("check %{} = guard(%{}), expected {}", cs->guard, t.op(cs->guard).args[0],
-                         t.op(cs->guard).attrs.boolean("expected") ? "true" : "false");
-    } else if (const auto* gs = std::get_if<GatherStep>(&step)) {
-      std::vector<Var> args(t.op(gs->out).args.begin(), t.op(gs->out).args.end());
-      out += fmt::format("gather %{} = {}({}) (checked indices, loop)", gs->out, t.op(gs->out).prim->name, vars(args));
-    } else if (const auto* ss = std::get_if<ScatterStep>(&step)) {
-      std::vector<Var> args(t.op(ss->out).args.begin(), t.op(ss->out).args.end());
-      out += fmt::format("scatter %{} = {}({}) (checked indices, loop)", ss->out, t.op(ss->out).prim->name, vars(args));
-    } else if (const auto* e = std::get_if<ExternStep>(&step)) {
-      std::vector<Var> args(t.op(e->out).args.begin(), t.op(e->out).args.end());
-      std::vector<Var> outs;
-      for (int i = 0; i < e->results; ++i) outs.push_back(e->out + i);
-      out += fmt::format("call {} = {}({}) ({})", vars(outs), t.op(e->out).prim->name, vars(args),
-                         runs_as_pool(t, e->out) ? "windows, loop" : "eager");
-    } else if (const auto* ps = std::get_if<PlaceStep>(&step)) {
-      std::vector<Var> args(t.op(ps->out).args.begin(), t.op(ps->out).args.end());
-      out += fmt::format("place %{} = {}({}) ({}a loop per argument)", ps->out, t.op(ps->out).prim->name, vars(args),
-                         place_covers(t, ps->out) ? "" : "zeros, then ");
-    } else if (const auto* l = std::get_if<LoopCallStep>(&step)) {
-      out += loop_text(t, *l);
-    }
+    out += step_row(p.steps[s]).text(t, p, p.steps[s]);
     out += "\n";
   }
   out += fmt::format("memory: {} workspace buffers, {} bytes, liveness lower bound {} bytes{}\n",
@@ -427,7 +255,7 @@ std::string plan_text(const Tape& t, const Plan& p, const MemoryPlan& mp) {
   for (const BufferLife& b : mp.buffers) {
     const std::vector<Var>& held = holders[static_cast<std::size_t>(b.slot)];
     out += fmt::format("  buffer [{}]: offset {}, {} bytes, steps {}..{}\n",
-                       held.empty() ? fmt::format("scratch of step {}", b.first) : vars(held),
+                       held.empty() ? fmt::format("scratch of step {}", b.first) : var_list(held),
                        p.slots[static_cast<std::size_t>(b.slot)].offset, b.bytes, b.first, b.last);
   }
   for (const auto& [v, over] : mp.in_place) out += fmt::format("  in place: %{} over %{}\n", v, over);

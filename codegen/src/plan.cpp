@@ -6,162 +6,32 @@
 #include <initializer_list>
 
 #include "loops.hpp"
+#include "placement.hpp"
 
 namespace reel::codegen {
 
 namespace {
 
-// A sum (or mean) to one number, which a loop can accumulate as it goes.
-bool is_full_reduction(const Tape& t, Var v) {
-  const Op& op = t.op(v);
-  if (op.prim->reduce_op != kernels::ReduceOp::sum || op.prim->reduce_index) return false;
-  const Shape target = op.prim->reduce_target(t.type(op.args[0]), op.attrs);
-  return numel(target) == 1;
-}
-
-// A sum (or mean) over leading dimensions that keeps the trailing ones whole (sum_to of a
-// broadcast bias's gradient, a column count), of at most kMaxColumnSums results: a loop
-// over the input accumulates it in an array, a sum per result, as it goes.
-bool is_leading_sum(const Tape& t, Var v) {
-  const Op& op = t.op(v);
-  if (op.prim->reduce_op != kernels::ReduceOp::sum || op.prim->reduce_index) return false;
-  const Shape& in = t.type(op.args[0]).shape;
-  Shape target = op.prim->reduce_target(t.type(op.args[0]), op.attrs);
-  if (target.size() > in.size() || numel(target) <= 1 || numel(target) > kMaxColumnSums) return false;
-  target.insert(target.begin(), in.size() - target.size(), 1);  // (sum_to's: aligned to the right)
-  std::size_t d = 0;
-  while (d < in.size() && target[d] == 1 && in[d] != 1) ++d;  // the reduced leading dimensions
-  if (d == 0) return false;
-  for (; d < in.size(); ++d)
-    if (target[d] != in[d]) return false;
-  return true;
-}
-
 class Planner {
  public:
   Planner(const Tape& t, bool reuse_memory)
       : t_(t), n_(t.size()), reuse_memory_(reuse_memory), loop_of_(n_ + 1, -1), view_src_(n_ + 1, kNoVar),
-        folded_(n_ + 1, false), needs_memory_(n_ + 1, false), used_(n_ + 1, false) {}
+        needs_memory_(n_ + 1, false), used_(n_ + 1, false) {}
 
   Plan run() {
-    find_folded_transposes();
+    folded_ = folded_transposes(t_);
     find_used();
-    for (Var v : placement_order()) place(v);
+    for (Var v : placement_order(t_, folded_)) place(v);
     close_loop();
     assign_slots();
     return std::move(plan_);
   }
 
  private:
-  // The order in which operations are placed: the tape's, except that an elementwise or
-  // broadcasting operation (not an output) waits until something else reads it, and is
-  // placed just before its first reader if that comes within kMaxWait operations. A
-  // loop then holds an operation together with its readers although the tape computes
-  // something of another shape in between (kmeans: -2 P C^T of [n, k], then |C|^2 of
-  // [k], then the sum of both, was two passes over [n, k]). The operations are pure, so
-  // the results are the same.
-  static constexpr Var kMaxWait = 16;
-  std::vector<Var> placement_order() const {
-    std::vector<bool> output(n_ + 1, false), waiting(n_ + 1, false), placed(n_ + 1, false);
-    for (Var o : t_.outputs) output[o] = true;
-    std::vector<Var> order;
-    order.reserve(static_cast<std::size_t>(n_));
-    std::vector<std::pair<Var, std::size_t>> stack;  // (variable, next argument to look at)
-    auto emit = [&](Var root) {  // root after its waiting arguments, depth first, without recursion
-      stack.emplace_back(root, 0);
-      while (!stack.empty()) {
-        auto& [v, next] = stack.back();
-        const Op& op = t_.op(v);
-        if (op.kind == OpKind::call && next < op.args.size()) {
-          const Var a = op.args[next++];
-          if (waiting[a] && !placed[a]) stack.emplace_back(a, 0);
-          continue;
-        }
-        if (!placed[v]) placed[v] = true, order.push_back(v);
-        stack.pop_back();
-      }
-    };
-    std::size_t oldest = 0;  // waiting[queue[oldest..]] may still wait
-    std::vector<Var> queue;
-    auto expire = [&](Var v, Var wait) {
-      for (; oldest < queue.size() && queue[oldest] + wait <= v; ++oldest)
-        if (!placed[queue[oldest]]) emit(queue[oldest]);
-    };
-    for (Var v = 1; v <= n_; ++v) {
-      // An operation waits at most kMaxWait operations: a reader far away (a gradient's
-      // backward half reading a forward value) would keep its arguments alive as long.
-      // It is placed when it has waited that long, after an operation that ends a loop
-      // anyway (not a reduction, which a loop may accumulate, a view, a transpose folded
-      // into a product or a strided read), so that it does not cut the open loop in two;
-      // or after 4 kMaxWait operations.
-      expire(v, 4 * kMaxWait);
-      const Op& op = t_.op(v);
-      // Operations of one shape keep the tape's order among themselves: one waits only
-      // while operations of other shapes come (which would end its loop anyway).
-      if (op.kind == OpKind::call)
-        for (std::size_t q = oldest; q < queue.size(); ++q)
-          if (!placed[queue[q]] && t_.type(queue[q]).shape == op.type.shape) emit(queue[q]);
-      const bool deferred = op.kind == OpKind::call && op.results == 1 && !output[v] && op.prim->pure && !op.prim->effect &&
-                            (op.prim->structure == Structure::elementwise || op.prim->structure == Structure::broadcast);
-      if (deferred) {
-        waiting[v] = true, queue.push_back(v);
-        continue;
-      }
-      emit(v);
-      if (op.kind != OpKind::call) continue;
-      const bool joins_loop = op.prim->structure == Structure::reduction || op.prim->structure == Structure::view ||
-                              folded_[v] || op.prim->strided_read;
-      if (!joins_loop) expire(v, kMaxWait);
-    }
-    for (Var v = 1; v <= n_; ++v)
-      if (waiting[v] && !placed[v]) emit(v);  // (read by nothing: placed at the end)
-    return order;
-  }
-
   // The variable whose memory v's elements are in (through reshapes).
   Var storage_of(Var v) const {
     while (view_src_[v] != kNoVar) v = view_src_[v];
     return v;
-  }
-
-  // A transpose (or a swap of the last two axes) is folded into the matrix products
-  // reading it if nothing else reads it but other such transposes, themselves folded
-  // (the transpose of a transpose: the matrix as stored). Decided from the last
-  // variable back, so a transpose's readers are decided before it.
-  void find_folded_transposes() {
-    std::vector<std::vector<Var>> readers(n_ + 1);
-    for (Var v = 1; v <= n_; ++v)
-      if (t_.op(v).kind == OpKind::call)
-        for (Var a : t_.op(v).args) readers[a].push_back(v);
-    std::vector<bool> output(n_ + 1, false);
-    for (Var o : t_.outputs) output[o] = true;
-    for (Var v = n_; v >= 1; --v) {
-      const Op& op = t_.op(v);
-      if (op.kind != OpKind::call || output[v] || !is_float(op.type.dtype) ||
-          (op.prim->structure != Structure::permutation && !swaps_last_two(op)))
-        continue;
-      bool only_products = true;
-      for (Var r : readers[v])
-        only_products = only_products && (t_.op(r).prim->structure == Structure::contraction || folded_[r]);
-      folded_[v] = only_products;
-    }
-  }
-
-  // A strided read whose result is its argument with the last two axes swapped (and
-  // nothing else moved): a batch of transposed matrices, which a batched matrix product
-  // reads as stored, transposed by CBLAS.
-  bool swaps_last_two(const Op& op) const {
-    if (!op.prim->strided_read || op.args.size() != 1) return false;
-    const Shape& in = t_.type(op.args[0]).shape;
-    const std::size_t r = in.size();
-    if (r < 2 || op.type.shape.size() != r) return false;
-    const StridedMap map = op.prim->strided_read(t_.type(op.args[0]), op.attrs);
-    if (map.offset != 0 || map.strides.size() != r) return false;
-    const std::vector<int64_t> contiguous = broadcast_strides(in, in);
-    for (std::size_t d = 0; d + 2 < r; ++d)
-      if (op.type.shape[d] != in[d] || (in[d] != 1 && map.strides[d] != contiguous[d])) return false;
-    return op.type.shape[r - 2] == in[r - 1] && op.type.shape[r - 1] == in[r - 2] &&
-           (in[r - 1] == 1 || map.strides[r - 2] == 1) && (in[r - 2] == 1 || map.strides[r - 1] == in[r - 1]);
   }
 
   // Whether something reads each variable (a `result` operation does not read its call).
@@ -335,14 +205,6 @@ class Planner {
     join(v);
     for (Var s : sources) need(s);
   }
-  static bool indices_in_range(const Tensor& indices, const Shape& x, const Attrs& attrs) {
-    int64_t axis = attrs.has("axis") ? attrs.integer("axis") : 0;
-    if (axis < 0) axis += static_cast<int64_t>(x.size());
-    const int64_t n = x.at(static_cast<std::size_t>(axis));
-    const int64_t* p = indices.data<int64_t>();
-    return std::all_of(p, p + indices.numel(), [n](int64_t i) { return i >= 0 && i < n; });
-  }
-
   void open_loop(const Shape& shape) {
     plan_.steps.push_back(LoopStep{shape, {}, {}, {}});
     current_ = static_cast<int>(plan_.steps.size()) - 1;
@@ -430,44 +292,5 @@ class Planner {
 }  // namespace
 
 Plan make_plan(const Tape& tape, bool reuse_memory) { return Planner(tape, reuse_memory).run(); }
-
-bool is_gather_member(const Tape& tape, Var member) { return tape.op(member).prim->structure == Structure::gather; }
-
-bool runs_as_pool(const Tape& tape, Var v) {
-  const Op& op = tape.op(v);
-  if (op.kind != OpKind::call || !op.prim->pool || op.results != 1 || !is_float(op.type.dtype)) return false;
-  for (Var a : op.args)
-    if (!is_float(tape.type(a).dtype)) return false;
-  return true;
-}
-int64_t eager_into_scratch(const Tape& tape, Var v) {
-  const Op& op = tape.op(v);
-  if (op.kind != OpKind::call || !op.prim->eager_into || !op.prim->scratch_bytes || !is_builtin(*op.prim)) return 0;
-  std::vector<VarType> types;
-  for (Var a : op.args) types.push_back(tape.type(a));
-  return op.prim->scratch_bytes(types, op.attrs);
-}
-bool is_strided_member(const Tape& tape, Var member) {
-  const Op& op = tape.op(member);
-  return op.kind == OpKind::call && op.prim->strided_read;
-}
-bool is_indexed_member(const Tape& tape, Var member) {
-  return is_gather_member(tape, member) || is_strided_member(tape, member);
-}
-
-std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop) {
-  auto has = [](const std::vector<Var>& vs, Var v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };
-  std::vector<Var> inputs;
-  for (Var m : loop.members)
-    for (Var a : tape.op(m).args)
-      if (!has(loop.members, a) && !has(inputs, a)) inputs.push_back(a);
-  return inputs;
-}
-
-bool place_covers(const Tape& t, Var out) {
-  int64_t placed = 0;
-  for (Var a : t.op(out).args) placed += numel(t.type(a).shape);
-  return placed == numel(t.type(out).shape);
-}
 
 }  // namespace reel::codegen

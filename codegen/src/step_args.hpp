@@ -1,6 +1,6 @@
 #pragma once
 // The arguments of each kind of schedule step, declared once: the scheduler
-// (kernel.cpp) fills them in by field name and the steps (steps.cpp, and kernels
+// (schedule.cpp and the kinds of kernels/) fills them in by field name and the steps (steps.cpp, and kernels
 // through BufferRef) read them by field name. Needs no LLVM. Internal to codegen/.
 //
 // Every step of a compiled function has one signature,
@@ -30,7 +30,7 @@ struct BufferRef {
   int64_t base = 0;
   int64_t offset = 0;
 };
-// Generated kernels read an array of BufferRef as consecutive 64-bit integers (emit.cpp
+// Generated kernels read an array of BufferRef as consecutive 64-bit integers (kernels/emitter.cpp
 // indexes it with these constants), so this layout is part of their ABI.
 static_assert(std::is_standard_layout_v<BufferRef> && std::is_trivially_copyable_v<BufferRef>);
 static_assert(sizeof(BufferRef) == 2 * sizeof(int64_t) && alignof(BufferRef) == alignof(int64_t));
@@ -198,7 +198,7 @@ struct LoopGuardArgs {
   std::string label;              // the loop, as LoopArgs::label
 };
 
-// Independent steps run at the same time (concurrent_groups in memory_plan.hpp): each
+// Independent steps run at the same time (concurrent_groups in concurrent.hpp): each
 // branch's steps in order on a thread of the pool, on the caller's bases.
 struct ConcurrentArgs {
   std::vector<std::shared_ptr<Program>> branches;

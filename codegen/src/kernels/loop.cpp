@@ -1,0 +1,455 @@
+// The fused elementwise loop: its scheduling into a LoopSpec (loads, element programs,
+// stores, sums; ranges of the innermost dimension), its emission, and its row.
+#include "kernels/loop.hpp"
+
+#include <fmt/format.h>
+#include <llvm/IR/Intrinsics.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <unordered_map>
+
+#include "kernels/emitter.hpp"
+#include "schedule.hpp"
+
+namespace reel::codegen {
+
+namespace {
+
+using llvm::IRBuilder;
+using llvm::Type;
+using llvm::Value;
+
+// ---- Scheduling
+
+// The loads of a loop: the inputs read element for element, then the strided reads, then
+// the gathers' indexed loads; `value` numbers each tape variable's local value.
+struct LoopLoads {
+  std::vector<int> param_slots;
+  std::unordered_map<Var, int> value;           // tape variable -> local value
+  std::map<std::size_t, Var> gathered_indices;  // a gather's load -> its indices
+  std::map<std::size_t, Var> constant_loads;    // a constant's load -> the constant
+};
+
+void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k, LoopSpec& s, LoopLoads& ls) {
+  auto param = [&](Var v) {
+    const int slot = p.slot_of[v];
+    auto at = std::find(ls.param_slots.begin(), ls.param_slots.end(), slot);
+    if (at != ls.param_slots.end()) return static_cast<int>(at - ls.param_slots.begin());
+    ls.param_slots.push_back(slot);
+    k.params.push_back(t.type(v).dtype);
+    return static_cast<int>(ls.param_slots.size()) - 1;
+  };
+  std::vector<Var> plain;
+  for (Var m : loop.members)
+    if (!is_indexed_member(t, m))
+      for (Var a : t.op(m).args) plain.push_back(a);
+  for (Var a : loop_inputs(t, loop)) {
+    if (std::find(plain.begin(), plain.end(), a) == plain.end()) continue;
+    ls.value[a] = static_cast<int>(s.loads.size());
+    if (t.op(a).kind == OpKind::constant) ls.constant_loads[s.loads.size()] = a;
+    s.loads.push_back({param(a), t.type(a).dtype, broadcast_strides(t.type(a).shape, loop.shape), -1, {}, 0, {}, {}});
+  }
+  for (Var m : loop.members) {  // strided reads: loads at their source's offset and strides
+    if (!is_strided_member(t, m)) continue;
+    const Op& op = t.op(m);
+    const Var x = op.args[0];
+    const StridedMap sm = op.prim->strided_read(t.type(x), op.attrs);
+    ls.value[m] = static_cast<int>(s.loads.size());
+    s.loads.push_back({param(x), t.type(x).dtype, sm.strides, -1, {}, 0, {}, {}, sm.offset});
+  }
+  for (Var m : loop.members) {
+    if (!is_gather_member(t, m)) continue;
+    const Op& op = t.op(m);
+    const Var x = op.args[0], idx = op.args[1];
+    const Indexed g = indexed_geometry(t, op);
+    // The result's dimensions: x's before the axis, the indices', x's after it.
+    const std::vector<int64_t> xs = contiguous(t.type(x).shape), is = contiguous(t.type(idx).shape);
+    const std::size_t rank = t.type(idx).shape.size(), axis = static_cast<std::size_t>(g.axis);
+    LoopSpec::Load l{param(x), t.type(x).dtype, {}, param(idx), {}, xs[axis], {}, {}};
+    for (std::size_t d = 0; d < loop.shape.size(); ++d) {
+      const bool outer = d < axis, in_indices = !outer && d < axis + rank;
+      l.strides.push_back(outer ? xs[d] : in_indices ? 0 : xs[d - rank + 1]);
+      l.index_strides.push_back(in_indices ? is[d - axis] : 0);
+    }
+    ls.value[m] = static_cast<int>(s.loads.size());
+    ls.gathered_indices[s.loads.size()] = idx;
+    s.loads.push_back(std::move(l));
+  }
+  for (Var m : loop.members)
+    if (p.stored[m]) param(m);
+  for (Var r : loop.reductions) param(r);
+}
+
+// The slot's parameter among the loop's (every stored value and sum has one: add_loads).
+int param_of(const Plan& p, const LoopLoads& ls, Var v) {
+  return static_cast<int>(std::find(ls.param_slots.begin(), ls.param_slots.end(), p.slot_of[v]) - ls.param_slots.begin());
+}
+
+// Coalesces the loop's dimensions with every stride vector it has.
+void coalesce_loop(LoopSpec& s) {
+  std::vector<std::vector<int64_t>> strides;
+  for (const auto& l : s.loads) strides.push_back(l.strides);
+  for (const auto& st : s.stores) strides.push_back(st.strides);
+  for (const auto& l : s.loads)
+    if (l.index_param >= 0) strides.push_back(l.index_strides);
+  for (const auto& su : s.sums)
+    if (!su.strides.empty()) strides.push_back(su.strides);
+  coalesce(s.dims, strides);
+  std::size_t next = 0;
+  for (auto& l : s.loads) l.strides = strides[next++];
+  for (auto& st : s.stores) st.strides = strides[next++];
+  for (auto& l : s.loads)
+    if (l.index_param >= 0) l.index_strides = strides[next++];
+  for (auto& su : s.sums)
+    if (!su.strides.empty()) su.strides = strides[next++];
+}
+
+// Loads along the innermost dimension only (element strides 0 elsewhere, 1 there) of a
+// constant made of a few ranges, each regular, are read range by range, the innermost
+// loop split at the ranges' ends (kMaxSegments ranges at most, for all such loads):
+// - a gather whose constant indices run up by one in each range (a shift [0, 0, 1, ...,
+//   n-2] is two ranges, a slice one) reads contiguously, not by a vector gather;
+// - a constant that is the same throughout each range (a one-hot or a step vector, bit
+//   for bit) reads one element per range, which the optimiser takes out of the loop.
+constexpr std::size_t kMaxSegments = 4;
+void split_innermost(const Tape& t, LoopSpec& s, const LoopLoads& ls) {
+  if (s.dims.empty()) return;
+  const int64_t n = s.dims.back();
+  auto innermost_only = [](const std::vector<int64_t>& st) {
+    return std::all_of(st.begin(), st.end() - 1, [](int64_t x) { return x == 0; }) && st.back() == 1;
+  };
+  std::vector<int64_t> ends;  // the accepted loads' ranges' ends, merged
+  std::vector<std::size_t> split;
+  auto try_split = [&](std::size_t load, const std::function<bool(int64_t)>& continues) {
+    std::vector<int64_t> mine = ends;
+    for (int64_t j = 1; j <= n; ++j)
+      if (j == n || !continues(j)) mine.push_back(j);
+    std::sort(mine.begin(), mine.end());
+    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+    if (mine.size() > kMaxSegments) return;
+    ends = std::move(mine);
+    split.push_back(load);
+  };
+  for (const auto& [load, idx] : ls.gathered_indices)
+    if (t.op(idx).kind == OpKind::constant && innermost_only(s.loads[load].index_strides)) {
+      const int64_t* v = t.op(idx).value.data<int64_t>();
+      try_split(load, [v](int64_t j) { return v[j] == v[j - 1] + 1; });
+    }
+  for (const auto& [load, c] : ls.constant_loads)
+    if (innermost_only(s.loads[load].strides)) {
+      const auto* v = static_cast<const unsigned char*>(t.op(c).value.raw());
+      const std::size_t size = dtype_size(t.type(c).dtype);
+      try_split(load, [v, size](int64_t j) {
+        return std::memcmp(v + static_cast<std::size_t>(j) * size, v + static_cast<std::size_t>(j - 1) * size, size) == 0;
+      });
+    }
+  if (split.empty()) return;
+  s.segments = ends;
+  for (std::size_t load : split) {
+    LoopSpec::Load& l = s.loads[load];
+    const int64_t* v = l.index_param >= 0 ? t.op(ls.gathered_indices.at(load)).value.data<int64_t>() : nullptr;
+    int64_t start = 0;
+    for (int64_t end : ends) {
+      if (v != nullptr) l.deltas.push_back(v[start] - start);
+      else l.fixed.push_back(start);
+      start = end;
+    }
+  }
+}
+
+void schedule_loop(Scheduler& sch, const LoopStep& loop) {
+  const Tape& t = sch.tape();
+  const Plan& p = sch.plan();
+  KernelSpec k;
+  LoopSpec s;
+  LoopLoads ls;
+  add_loads(t, p, loop, k, s, ls);
+  for (Var m : loop.members) {
+    if (is_indexed_member(t, m)) continue;
+    const Op& op = t.op(m);
+    LoopSpec::Inst inst{op.prim, {}, {}, op.type.dtype};
+    if (op.prim->structure == Structure::elementwise) inst.element = sch.element_rule(op);
+    for (Var a : op.args) inst.args.push_back(ls.value.at(a));
+    ls.value[m] = static_cast<int>(s.loads.size() + s.insts.size());
+    s.insts.push_back(std::move(inst));
+  }
+  for (Var m : loop.members)
+    if (p.stored[m]) s.stores.push_back({ls.value.at(m), param_of(p, ls, m), contiguous(loop.shape)});
+  for (Var r : loop.reductions) {
+    const Op& op = t.op(r);
+    LoopSpec::Sum sum{ls.value.at(op.args[0]), param_of(p, ls, r), op.prim->reduce_scale(t.type(op.args[0]), op.attrs),
+                      op.type.dtype, {}, 1};
+    const Shape target = op.prim->reduce_target(t.type(op.args[0]), op.attrs);
+    if (numel(target) > 1) {  // column sums: the result's element at the kept dimensions
+      sum.strides = broadcast_strides(target, loop.shape);
+      sum.count = numel(target);
+    }
+    s.sums.push_back(std::move(sum));
+  }
+  s.dims = loop.shape;
+  k.empty = numel(loop.shape) == 0;
+  coalesce_loop(s);
+  if (!k.empty) split_innermost(t, s, ls);
+  for (Var g : loop.checks) sch.add_step(index_check(sch, g));
+  k.body = std::move(s);
+  sch.add_kernel(std::move(k), ls.param_slots);
+}
+
+// ---- Emission
+
+class ElementEmitter {
+ public:
+  using Value = llvm::Value*;
+  ElementEmitter(IRBuilder<>& b, llvm::Module& m, Type* t) : b_(b), m_(m), t_(t) {}
+
+  Value emit(const ElementProgram& p, const std::vector<Value>& args) { return eval_element(p, *this, args); }
+
+  // The operations whose lowering the list names, generated: Value name(operands).
+#define REEL_EMIT(name, operands, ...) \
+  Value name(REEL_ELEM_PARAMS_##operands(Value)) { return __VA_ARGS__; }
+#define REEL_EMIT_inst(name, operands, symbol) REEL_EMIT(name, operands, b_.symbol(REEL_ELEM_ARGS_##operands))
+#define REEL_EMIT_fcmp(name, operands, symbol) \
+  REEL_EMIT(name, operands, flag(b_.CreateFCmp(llvm::CmpInst::FCMP_##symbol, REEL_ELEM_ARGS_##operands)))
+#define REEL_EMIT_intrinsic(name, operands, symbol) \
+  REEL_EMIT(name, operands, b_.CreateIntrinsic(llvm::Intrinsic::symbol, {t_}, {REEL_ELEM_ARGS_##operands}))
+#define REEL_EMIT_libm(name, operands, symbol) REEL_EMIT(name, operands, libm(#symbol, {REEL_ELEM_ARGS_##operands}))
+#define REEL_EMIT_custom(name, operands, symbol)
+#define REEL_ELEM_OP(name, operands, eval, lowering, symbol) REEL_EMIT_##lowering(name, operands, symbol)
+#include "reel/element_ops.def"
+#undef REEL_EMIT
+#undef REEL_EMIT_inst
+#undef REEL_EMIT_fcmp
+#undef REEL_EMIT_intrinsic
+#undef REEL_EMIT_libm
+#undef REEL_EMIT_custom
+
+  // The operations with a `custom` lowering: written here.
+  Value constant(double c) { return llvm::ConstantFP::get(t_, c); }
+  Value select(Value c, Value a, Value b) { return b_.CreateSelect(b_.CreateFCmpUNE(c, constant(0)), a, b); }
+  Value pow(Value x, double p) {
+    if (p == 1.0) return x;
+    if (p == 2.0) return b_.CreateFMul(x, x);
+    if (p == 3.0) return b_.CreateFMul(b_.CreateFMul(x, x), x);
+    if (p == -1.0) return b_.CreateFDiv(constant(1.0), x);
+    return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, x, constant(p));
+  }
+
+ private:
+  Value flag(Value cmp) { return b_.CreateSelect(cmp, constant(1), constant(0)); }
+
+  // A libm function without an LLVM intrinsic (tanh, log1p, expm1, erf, lgamma in LLVM 19), called
+  // by name (f suffix for float), declared free of side effects so the vectorizer may
+  // replace it with libmvec's vector form.
+  Value libm(const char* name, llvm::ArrayRef<Value> args) {
+    const bool f64 = t_->isDoubleTy();
+    const std::vector<Type*> params(args.size(), t_);
+    llvm::FunctionCallee fn = m_.getOrInsertFunction(f64 ? std::string(name) : std::string(name) + "f",
+                                                     llvm::FunctionType::get(t_, params, false));
+    if (auto* f = llvm::dyn_cast<llvm::Function>(fn.getCallee())) {
+      f->setDoesNotAccessMemory();
+      f->setDoesNotThrow();
+      f->setWillReturn();
+    }
+    llvm::CallInst* call = b_.CreateCall(fn, args);
+    call->setDoesNotAccessMemory();
+    return call;
+  }
+
+  IRBuilder<>& b_;
+  llvm::Module& m_;
+  Type* t_;
+};
+static_assert(ElementMachine<ElementEmitter>, "ElementEmitter lacks an operation of reel/element_ops.def");
+
+
+void emit_loop(KernelEmitter& e) {
+  IRBuilder<>& b = e.b;
+  const KernelSpec& k = e.spec;
+  const LoopSpec& s = k.as<LoopSpec>();
+  std::vector<llvm::AllocaInst*> acc;
+  for (const LoopSpec::Sum& su : s.sums) acc.push_back(su.strides.empty() ? e.new_accumulator() : e.new_columns(su.count));
+  if (!k.empty) {
+    e.loop_nest(s.dims, [&](const std::vector<Value*>& idx) {
+      std::vector<Value*> value;
+      // Every load first: an in-place store may overwrite an element it reads.
+      for (const auto& l : s.loads) {
+        Value* at = e.offset(idx, l.strides);
+        if (l.offset != 0) at = b.CreateAdd(at, b.getInt64(l.offset), "", true, true);
+        if (!l.fixed.empty()) {  // a constant's, the same throughout this range
+          at = b.getInt64(l.fixed[e.segment]);
+        } else if (!l.deltas.empty()) {  // a gather's, at constant indices running up in this range
+          Value* j = b.CreateAdd(idx.back(), b.getInt64(l.deltas[e.segment]), "", false, true);  // (a delta may be negative)
+          at = b.CreateAdd(at, b.CreateMul(j, b.getInt64(l.index_stride), "", true, true), "", true, true);
+        } else if (l.index_param >= 0) {  // a gather's: at the index read, checked before the kernel
+          Value* j = b.CreateLoad(b.getInt64Ty(), e.element_ptr(l.index_param, DType::i64, e.offset(idx, l.index_strides)));
+          at = b.CreateAdd(at, b.CreateMul(j, b.getInt64(l.index_stride), "", true, true), "", true, true);
+        }
+        value.push_back(b.CreateLoad(e.elem(l.dtype), e.element_ptr(l.param, l.dtype, at)));
+      }
+      for (const auto& inst : s.insts) {
+        if (inst.prim->structure == Structure::broadcast) {
+          value.push_back(value[static_cast<std::size_t>(inst.args[0])]);
+          continue;
+        }
+        std::vector<Value*> args;
+        // Elementwise primitives take their result's dtype, but for a conversion (cast
+        // between f32 and f64, or from i64): its argument is converted as it is read.
+        for (int a : inst.args) {
+          Value* x = value[static_cast<std::size_t>(a)];
+          if (x->getType()->isIntegerTy()) x = b.CreateSIToFP(x, b.getDoubleTy());  // (to f32 through f64, as eager)
+          args.push_back(b.CreateFPCast(x, e.elem(inst.dtype)));
+        }
+        value.push_back(ElementEmitter(b, e.module, e.elem(inst.dtype)).emit(inst.element->program, args));
+      }
+      for (const auto& st : s.stores) {
+        Value* at = e.offset(idx, st.strides);
+        if (st.offset != 0) at = b.CreateAdd(at, b.getInt64(st.offset), "", true, true);
+        b.CreateStore(value[static_cast<std::size_t>(st.value)],
+                      e.element_ptr(st.param, k.params[static_cast<std::size_t>(st.param)], at));
+      }
+      for (std::size_t i = 0; i < s.sums.size(); ++i) {
+        const LoopSpec::Sum& su = s.sums[i];
+        Value* v = value[static_cast<std::size_t>(su.value)];
+        if (su.strides.empty()) e.accumulate(acc[i], v);
+        else e.accumulate(b.CreateInBoundsGEP(b.getDoubleTy(), acc[i], e.offset(idx, su.strides)), v, kernels::ReduceOp::sum, true);
+      }
+    }, s.segments, k.chunk > 0);
+  }
+  int64_t partial_at = 0;  // a chunk's partial results: each sum's, one after another (count each)
+  for (std::size_t i = 0; i < s.sums.size(); ++i) {
+    const LoopSpec::Sum& su = s.sums[i];
+    if (k.chunk > 0) {
+      e.store_partial(acc[i], partial_at, su.count);
+      partial_at += su.count;
+    } else if (!su.strides.empty()) {
+      e.loop_nest({su.count}, [&](const std::vector<Value*>& j) {
+        e.finish_sum(b.CreateInBoundsGEP(b.getDoubleTy(), acc[i], j[0]), su.scale, su.param, su.dtype, j[0]);
+      });
+    } else {
+      e.finish_sum(acc[i], su.scale, su.param, su.dtype, b.getInt64(0));
+    }
+  }
+}
+
+// ---- The kernel's row
+
+std::string loop_key(const KernelSpec& k) {
+  const LoopSpec& s = k.as<LoopSpec>();
+  std::string key = key_head(k, "loop", s.dims, s.segments);
+  for (const auto& l : s.loads) {
+    key += fmt::format("; load {} {} {}", l.param, dtype_name(l.dtype), ints(l.strides));
+    if (l.index_param >= 0) key += fmt::format(" at {} {} x {}", l.index_param, ints(l.index_strides), l.index_stride);
+    if (!l.deltas.empty()) key += " shifted " + ints(l.deltas);
+    if (!l.fixed.empty()) key += " fixed " + ints(l.fixed);
+    if (l.offset != 0) key += fmt::format(" +{}", l.offset);
+  }
+  // An elementwise operation by its element program, not its name: primitives with
+  // the same math (a user's logistic and sigmoid) share kernels.
+  for (const auto& i : s.insts)
+    key += i.prim->structure == Structure::elementwise
+               ? fmt::format("; {} [{}]({})", dtype_name(i.dtype), i.element->text, fmt::join(i.args, ","))
+               : fmt::format("; {} {}({})", dtype_name(i.dtype), i.prim->name, fmt::join(i.args, ","));
+  for (const auto& st : s.stores)
+    key += fmt::format("; store {} {} {}{}", st.value, st.param, ints(st.strides),
+                       st.offset != 0 ? fmt::format(" +{}", st.offset) : "");
+  for (const auto& su : s.sums)
+    key += fmt::format("; sum {} {} {} {}", su.value, su.param, su.scale, dtype_name(su.dtype)) +
+           (su.strides.empty() ? "" : fmt::format(" columns {} {}", su.count, ints(su.strides)));
+  return key;
+}
+
+// The outer dimension, unless it is the only one and segmented. Column sums' chunks
+// would be blocks of the reduced (leading) dimension, each with a partial array; should
+// the outer dimension be a kept one (not expected), the loop runs whole.
+SplitExtent loop_split(const KernelSpec& k) {
+  const LoopSpec& s = k.as<LoopSpec>();
+  if (std::any_of(s.sums.begin(), s.sums.end(), [](const LoopSpec::Sum& su) { return !su.strides.empty() && su.strides[0] != 0; }))
+    return {};
+  if (s.dims.empty() || (s.dims.size() == 1 && !s.segments.empty())) return {};
+  return {s.dims[0], product(s.dims, 1)};
+}
+
+void loop_partials(const KernelSpec& k, ParallelKernelArgs& parallel) {
+  for (const LoopSpec::Sum& sum : k.as<LoopSpec>().sums)
+    parallel.sums.push_back(
+        {.param = sum.param, .scale = sum.scale, .dtype = sum.dtype, .op = kernels::ReduceOp::sum, .count = sum.count});
+}
+
+// ---- The step's row
+
+void loop_accesses(const Tape& t, const Plan& p, const Step& step, const AccessFn& f) {
+  const auto& loop = std::get<LoopStep>(step);
+  for (Var a : loop_inputs(t, loop)) f(a, false);
+  for (Var m : loop.members)
+    if (p.stored[m]) f(m, true);
+  for (Var r : loop.reductions) f(r, true);
+}
+
+StepCost loop_cost(const Tape&, const Step& step, int64_t chunk_elements) {
+  const auto& loop = std::get<LoopStep>(step);
+  if (!loop.checks.empty()) return {};  // (index checks may throw)
+  return kernel_cost(numel(loop.shape), chunk_elements);
+}
+
+std::string loop_text(const Tape& t, const Plan& p, const Step& step) {
+  const auto& loop = std::get<LoopStep>(step);
+  const std::vector<Var> reads = loop_inputs(t, loop);
+  std::vector<Var> stores;
+  for (Var m : loop.members)
+    if (p.stored[m]) stores.push_back(m);
+  std::string out = fmt::format("loop {} over {}: reads [{}] computes [{}] stores [{}]",
+                                dtype_name(t.type(loop.members[0]).dtype), shape_str(loop.shape), var_list(reads),
+                                var_list(loop.members), var_list(stores));
+  if (!loop.reductions.empty()) out += fmt::format(" sums [{}]", var_list(loop.reductions));
+  std::vector<std::string> gathers;
+  for (Var m : loop.members)
+    if (is_gather_member(t, m)) gathers.push_back(fmt::format("%{} = %{} at %{}", m, t.op(m).args[0], t.op(m).args[1]));
+  if (!gathers.empty()) out += fmt::format(" gathers [{}]", fmt::join(gathers, ", "));
+  std::vector<std::string> strided;
+  for (Var m : loop.members)
+    if (is_strided_member(t, m)) strided.push_back(fmt::format("%{} = {}(%{})", m, t.op(m).prim->name, t.op(m).args[0]));
+  if (!strided.empty()) out += fmt::format(" strided reads [{}]", fmt::join(strided, ", "));
+  if (!loop.checks.empty()) out += fmt::format(" after checking the indices of [{}]", var_list(loop.checks));
+  return out;
+}
+
+}  // namespace
+
+extern const StepRow loop_step_row{
+    .index = step_index<LoopStep>,
+    .schedule = [](Scheduler& s, const Step& step) { schedule_loop(s, std::get<LoopStep>(step)); },
+    .accesses = loop_accesses,
+    .cost = loop_cost,
+    .text = loop_text,
+    .scratch = nullptr};
+extern const KernelRow loop_kernel_row{.index = kernel_index<LoopSpec>,
+                                       .key = loop_key,
+                                       .split = loop_split,
+                                       .partials = loop_partials,
+                                       .emit = emit_loop,
+                                       .claims_call = nullptr,
+                                       .schedule_call = nullptr,
+    .call_text = nullptr};
+
+std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop) {
+  auto has = [](const std::vector<Var>& vs, Var v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };
+  std::vector<Var> inputs;
+  for (Var m : loop.members)
+    for (Var a : tape.op(m).args)
+      if (!has(loop.members, a) && !has(inputs, a)) inputs.push_back(a);
+  return inputs;
+}
+
+bool is_gather_member(const Tape& tape, Var member) { return tape.op(member).prim->structure == Structure::gather; }
+bool is_strided_member(const Tape& tape, Var member) {
+  const Op& op = tape.op(member);
+  return op.kind == OpKind::call && op.prim->strided_read;
+}
+bool is_indexed_member(const Tape& tape, Var member) {
+  return is_gather_member(tape, member) || is_strided_member(tape, member);
+}
+
+}  // namespace reel::codegen
