@@ -1,10 +1,12 @@
 // reel-opt: reads a tape in text form, runs passes on it, prints the result.
-//   reel-opt [--passes=grad,cse,dce] [--print-plan [--no-reuse]] [--dot | --dot-plan]
+//   reel-opt [--vmap=N] [--passes=grad,cse,dce] [--print-plan [--no-reuse]] [--dot | --dot-plan]
 //            [--split-input-file] [--print-after-all] [--print-after=cse,dce] [file]
 // (standard input without a file). --print-plan prints, instead of the tape, the
 // schedule and memory plan reel::compile would make of the result; --dot the result as
 // Graphviz DOT (reel::to_dot; after grad or vjp, its forward and adjoint parts told
 // apart), --dot-plan the tape as compiled with each fused loop in a box (reel::plan_dot).
+// --vmap=N batches the tape over N elements before the passes (reel::vmap_tape, every
+// input batched on a new leading axis).
 // --print-after-all (--print-after=NAMES: after those passes only), as LLVM's opt,
 // prints the tape after each pass to standard error under "# *** Tape after NAME ***"
 // (PassPipeline::print_after_all; REEL_PRINT_AFTER_ALL=1 does the same in any program).
@@ -39,6 +41,7 @@ std::vector<std::string> split(const std::string& s) {
 int usage() {
   fmt::print(stderr,
              "usage: reel-opt [options] [file]   (standard input without a file, or with -)\n"
+             "  --vmap=N              batch every input over a new leading axis of N first (vmap_tape)\n"
              "  --passes=P1,P2,...    run these passes in order ({})\n"
              "  --print-plan          print the schedule and memory plan of the result instead of the tape\n"
              "  --no-reuse            (with --print-plan) plan without reusing memory\n"
@@ -60,10 +63,12 @@ int main(int argc, char** argv) {
 #endif
   std::vector<std::string> passes, print_after;
   std::string path;
+  int64_t vmap_size = 0;
   bool print_plan = false, reuse = true, split_input = false, print_after_all = false, dot = false, dot_plan = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--passes=", 0) == 0) passes = split(arg.substr(9));
+    else if (arg.rfind("--vmap=", 0) == 0) vmap_size = std::stoll(arg.substr(7));
     else if (arg == "--print-plan") print_plan = true;
     else if (arg == "--no-reuse") reuse = false;
     else if (arg == "--dot") dot = true;
@@ -90,7 +95,9 @@ int main(int argc, char** argv) {
     reel::PassPipeline pipeline(passes);
     if (print_after_all) pipeline.print_after_all();
     for (const std::string& p : print_after) pipeline.print_after(p);
-    const reel::Tape tape = pipeline.run(reel::parse_tape(part));
+    reel::Tape in = reel::parse_tape(part);
+    if (vmap_size > 0) in = reel::vmap_tape(in, std::vector<bool>(in.inputs().size(), true), vmap_size);
+    const reel::Tape tape = pipeline.run(in);
     bool gradient = false;  // (a gradient tape's parts are told apart in pictures)
     for (const std::string& p : passes) gradient = gradient || p == "grad" || p == "vjp";
     if (dot) return reel::to_dot(tape, {.gradient = gradient});

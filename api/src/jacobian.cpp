@@ -209,7 +209,7 @@ Tape jacrev_tape(const char* op, const Tape& f, const Layout& l) {
     flat = b.finish();
   }
   const std::size_t num_args = l.args.size();
-  const Tape v = detail::own_gradients(vjp_tape(flat), num_args);  // [value, grads...]; inputs + seed
+  const Tape v = own_gradients(vjp_tape(flat), num_args);  // [value, grads...]; inputs + seed
   const std::size_t inputs = v.inputs().size();
   Flags flags(inputs);
   for (std::size_t i = 0; i < inputs; ++i) flags[i] = i + 1 == inputs;  // the seed

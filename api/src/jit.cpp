@@ -16,7 +16,7 @@
 
 #include "reel/play.hpp"
 
-namespace reel::detail {
+namespace reel {
 
 namespace {
 
@@ -34,6 +34,8 @@ struct KeyHash {
 
 }  // namespace
 
+namespace detail {
+
 // One traced path of a signature: its tape (forward, or gradient for simplegrad), run
 // by the interpreter until its compile_after-th call compiles it.
 struct Path {
@@ -50,6 +52,11 @@ struct Entry {
   std::vector<std::shared_ptr<Path>> paths;
   std::list<std::string>::iterator recency;
 };
+
+}  // namespace detail
+
+using detail::Entry;
+using detail::Path;
 
 struct JitCore::State {
   JitOptions options;
@@ -121,7 +128,7 @@ JitCore::Hit JitCore::run_path(Path& p, std::span<const Tensor* const> tensors, 
     p.compiled->run(tensors, look.out.empty() ? std::span<Tensor>(hit.outputs) : look.out);
     return hit;
   }
-  hit.outputs = play(p.tape, tensor_list(tensors));
+  hit.outputs = play(p.tape, detail::tensor_list(tensors));
   if (!look.out.empty()) std::move(hit.outputs.begin(), hit.outputs.end(), look.out.begin()), hit.outputs.clear();
   // A path's calls count its successful runs, so a path whose guards fail is never
   // compiled for nothing.
@@ -246,7 +253,7 @@ void JitCore::add(std::string_view key, std::vector<std::string> parts, Tape tap
   path->structure = std::move(structure);
   if (s_->options.compile_after == 1) compile_path(*path);  // compiled at once: counted as the first call's
   if (!out.empty() && path->ready.load(std::memory_order_acquire)) path->compiled->run(tensors, out);
-  else if (!out.empty()) move_outputs(play(path->tape, tensor_list(tensors)), out);
+  else if (!out.empty()) detail::move_outputs(play(path->tape, detail::tensor_list(tensors)), out);
   std::lock_guard<std::mutex> lock(s_->mutex);
   insert_path(key, std::move(parts), std::move(path), evicted);
   evict_signatures(evicted);
@@ -294,9 +301,4 @@ CacheInfo JitCore::info() const {
   return i;
 }
 
-std::shared_ptr<JitCore> make_core(JitOptions options, const char* what) {
-  return std::make_shared<JitCore>(options, what);
-}
-CacheInfo info_of(const JitCore& core) { return core.info(); }
-
-}  // namespace reel::detail
+}  // namespace reel

@@ -29,6 +29,40 @@ Tensor untracked(const Tensor& t) {
   return u;
 }
 
+Error stale(const Tensor& p) {
+  return Error(fmt::format("back: a param ({}) was updated in place after y was computed from it; compute y again",
+                           type_str(p.dtype(), p.shape())));
+}
+
+// The gradients out[1..] added to the params' own. (back's play read the params' memory
+// unlocked: an assign meanwhile changes the version, checked here, and what was read is
+// not used.)
+void accumulate(const std::vector<Tensor>& params, const std::vector<uint64_t>& versions,
+                const std::vector<Tensor>& out) {
+  // Accumulation, with every param's lock held (taken in one order, by address, so
+  // that backs on several threads never wait for each other in a cycle): backs on
+  // other threads add up exactly, and a param assigned while this one read its values
+  // (its version changed) adds nothing anywhere.
+  std::vector<std::size_t> by_address(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) by_address[i] = i;
+  std::sort(by_address.begin(), by_address.end(), [&](std::size_t a, std::size_t b) {
+    return std::less<const TrackNode*>()(params[a].track_node().get(), params[b].track_node().get());
+  });
+  std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(params.size());
+  for (const std::size_t i : by_address) locks.emplace_back(detail::param_node(params[i]).mutex);
+  for (std::size_t i = 0; i < params.size(); ++i)
+    if (detail::param_node(params[i]).version.load() != versions[i]) throw stale(params[i]);
+  std::vector<Tensor> sums;  // all made before any is stored: all params get their sum, or none
+  sums.reserve(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Tensor& grad = detail::param_node(params[i]).grad;
+    const Tensor& d = out.at(i + 1);
+    sums.push_back(grad.defined() ? untracked(add(grad, d)) : untracked(d));
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) detail::param_node(params[i]).grad = std::move(sums[i]);
+}
+
 void back_impl(const Tensor& y, const Tensor& seed) {
   if (y.dtype() != DType::f32 && y.dtype() != DType::f64)
     throw Error(fmt::format("back: expected a floating-point y, got {} (no gradient flows through integers)",
@@ -42,10 +76,6 @@ void back_impl(const Tensor& y, const Tensor& seed) {
   std::vector<uint64_t> versions;
   std::unordered_map<const TrackNode*, std::size_t> param_index;
   std::unordered_set<const TrackedCall*> visited;
-  auto stale = [](const Tensor& p) {
-    return Error(fmt::format("back: a param ({}) was updated in place after y was computed from it; compute y again",
-                             type_str(p.dtype(), p.shape())));
-  };
   auto note_param = [&](const Tensor& t, uint64_t version) {
     const auto [it, is_new] = param_index.try_emplace(t.track_node().get(), params.size());
     if (is_new) {
@@ -107,30 +137,7 @@ void back_impl(const Tensor& y, const Tensor& seed) {
   in.push_back(untracked(seed));
   const std::vector<Tensor> out = play(g, in);
 
-  // (play read the params' memory unlocked: an assign meanwhile changes the version,
-  // checked below, and what was read is not used.)
-  // Accumulation, with every param's lock held (taken in one order, by address, so
-  // that backs on several threads never wait for each other in a cycle): backs on
-  // other threads add up exactly, and a param assigned while this one read its values
-  // (its version changed) adds nothing anywhere.
-  std::vector<std::size_t> by_address(params.size());
-  for (std::size_t i = 0; i < params.size(); ++i) by_address[i] = i;
-  std::sort(by_address.begin(), by_address.end(), [&](std::size_t a, std::size_t b) {
-    return std::less<const TrackNode*>()(params[a].track_node().get(), params[b].track_node().get());
-  });
-  std::vector<std::unique_lock<std::mutex>> locks;
-  locks.reserve(params.size());
-  for (const std::size_t i : by_address) locks.emplace_back(detail::param_node(params[i]).mutex);
-  for (std::size_t i = 0; i < params.size(); ++i)
-    if (detail::param_node(params[i]).version.load() != versions[i]) throw stale(params[i]);
-  std::vector<Tensor> sums;  // all made before any is stored: all params get their sum, or none
-  sums.reserve(params.size());
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const Tensor& grad = detail::param_node(params[i]).grad;
-    const Tensor& d = out.at(i + 1);
-    sums.push_back(grad.defined() ? untracked(add(grad, d)) : untracked(d));
-  }
-  for (std::size_t i = 0; i < params.size(); ++i) detail::param_node(params[i]).grad = std::move(sums[i]);
+  accumulate(params, versions, out);
 }
 
 }  // namespace

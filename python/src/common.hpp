@@ -101,10 +101,10 @@ std::vector<Tensor> result_tensors(py::handle result, const char* op);
 // A cache key of Python arguments: each tensor's dtype and shape, each plain value
 // (None, bool, int, float, str) with its type, and the shape of containers. The
 // tensors are collected in walk order. A reel.Error naming `op` for other values.
-void append_key(detail::KeyBuffer& key, py::handle arg, std::vector<Tensor>& tensors, const char* op,
+void append_key(CacheKey& key, py::handle arg, std::vector<Tensor>& tensors, const char* op,
                 std::size_t argno);
 // The key of a call's arguments (append_key of each, numbered from 1).
-void append_args_key(detail::KeyBuffer& key, const py::tuple& args, std::vector<Tensor>& tensors, const char* op);
+void append_args_key(CacheKey& key, const py::tuple& args, std::vector<Tensor>& tensors, const char* op);
 // The argument as text, for REEL_LOG=recompiles; describe_all: each of a call's.
 std::string describe(py::handle arg);
 std::vector<std::string> describe_all(const py::tuple& args);

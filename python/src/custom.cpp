@@ -15,10 +15,11 @@ AttrValue to_attr(const char* op, const std::string& name, py::handle v) {
   const auto integer = [](py::handle h) { return PyIndex_Check(h.ptr()) && !PyBool_Check(h.ptr()); };
   const std::string what = fmt::format("attribute '{}'", name);
   if (PyBool_Check(v.ptr())) return v.ptr() == Py_True;
+  // (A dtype before integers: a bound enum has __index__.)
+  if (py::isinstance<DType>(v) && !uninitialised(v)) return v.cast<DType>();
   if (integer(v)) return to_int(v, op, what.c_str());
   if (is_number(v)) return to_double(v, op, what.c_str());
   if (py::isinstance<py::str>(v)) return v.cast<std::string>();
-  if (py::isinstance<DType>(v) && !uninitialised(v)) return v.cast<DType>();
   if (py::isinstance<Tape>(v) && !uninitialised(v)) return TapeRef{std::make_shared<const Tape>(v.cast<Tape>())};
   if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
     bool ints = true;

@@ -1,9 +1,10 @@
-// reel.jit(f) and reel.jit_grad(f) (reel.simplegrad(f)): the C++ cache
-// (reel::detail::JitCore) keyed by Python arguments as the C++ one is by C++ ones; a
-// hit runs with the GIL released.
+// reel.jit(f) and reel.jit_grad(f) (reel.simplegrad(f)): the C++ cache engine
+// (reel::JitCore) keyed by Python arguments as the C++ one is by C++ ones; a hit runs
+// with the GIL released.
 #include <fmt/format.h>
 
 #include <limits>
+#include <utility>
 
 #include "common.hpp"
 #include "transforms.hpp"
@@ -12,110 +13,89 @@ namespace reel::py_bind {
 
 namespace {
 
+// JitCore's looks and adds run with the GIL released.
+struct WithoutGil {
+  template <class Fn>
+  decltype(auto) operator()(Fn&& fn) const {
+    ReleaseGil release;
+    return std::forward<Fn>(fn)();
+  }
+};
+
+// Through the cache (JitCore::call), as the C++ cached functions, except that a call
+// made while another thread traces f runs f uncached instead of waiting: that thread
+// may be waiting for this one (f calling itself on a thread it joins), which would never
+// end (CachedCall::waits).
 class PyJit {
  public:
   PyJit(py::object f, JitOptions options, bool grad)
-      : f_(std::move(f)), grad_(grad), core_(detail::make_core(options, grad ? "simplegrad" : "jit")) {
+      : f_(std::move(f)), grad_(grad), core_(std::make_shared<JitCore>(options, grad ? "simplegrad" : "jit")) {
     if (!PyCallable_Check(f_.ptr()))
       throw Error(fmt::format("{}: expected a function, got {}", what(), shown(f_)));
   }
 
   py::object call(const py::args& args) const {
-    detail::KeyBuffer key;
+    CacheKey key;
     std::vector<Tensor> tensors;
     tensors.reserve(args.size());
     append_args_key(key, args, tensors, what());
     std::vector<const Tensor*> ptrs(tensors.size());
     for (std::size_t i = 0; i < tensors.size(); ++i) ptrs[i] = &tensors[i];
-    // Inside another trace: no cache; f runs as it is, recorded on that trace.
-    if (detail::any_traced(ptrs)) return uncached(args);
     return grad_ ? call_grad(args, key, tensors, ptrs) : call_jit(args, key, ptrs);
   }
 
-  CacheInfo info() const { return detail::info_of(*core_); }
+  CacheInfo info() const { return core_->info(); }
 
  private:
   const char* what() const { return grad_ ? "simplegrad" : "jit"; }
 
-  // f run as it is, without the cache: the value (and gradients) a miss gives.
-  py::object uncached(const py::args& args) const { return grad_ ? traced_grad(args) : f_(*args); }
-
-  py::object call_jit(const py::args& args, const detail::KeyBuffer& key,
-                      const std::vector<const Tensor*>& ptrs) const {
-    detail::CallLooks looks;
-    std::optional<detail::JitCore::Hit> hit;
-    {
-      ReleaseGil release;
-      hit = core_->run(key.view(), ptrs, looks.look());
-    }
-    if (!hit) {
-      // A miss traces holding the miss lock. While another thread holds it (tracing or
-      // compiling f), this call runs f uncached instead of waiting: that thread may be
-      // waiting for this one (f calling itself on a thread it joins), which would never
-      // end.
-      const auto lock = core_->try_miss_lock();
-      if (!lock.owns_lock()) return uncached(args);
-      std::vector<std::string> parts = describe_all(args);
-      {
-        ReleaseGil release;
-        hit = core_->run(key.view(), ptrs, looks.look({}, &parts));
-      }
-      if (!hit) return trace_jit(args, key, std::move(parts));
-    }
-    std::size_t next = 0;
-    return rebuild(*static_cast<const py::object*>(hit->structure.get()), hit->outputs, next, false);
-  }
-
   // A miss of reel.jit: f traced; its result's tensors are the path's outputs, and the
   // result with a placeholder for each is the structure its hits are rebuilt from.
-  py::object trace_jit(const py::args& args, const detail::KeyBuffer& key, std::vector<std::string> parts) const {
-    detail::TraceScope scope(false, /*value_guards=*/true);
-    std::vector<Tensor> inputs;
-    flatten(args, inputs, what());
-    for (Tensor& t : inputs) t = scope.input(t);
-    std::size_t next = 0;
-    py::tuple wrapped = rebuild(args, inputs, next, false);
-    py::object result = f_(*wrapped);
-    std::vector<Tensor> outs;
-    flatten(result, outs, what());
-    for (const Tensor& t : outs) scope.output(t);
-    const std::vector<Tensor> placeholders(outs.size(), scalar(0.0));
-    next = 0;
-    auto structure = hold(rebuild(result, placeholders, next, false));
-    Tape tape = scope.finish();
-    {
-      ReleaseGil release;  // compile_after 1 compiles here
-      core_->add(key.view(), std::move(parts), std::move(tape), structure);
-    }
-    for (Tensor& t : outs) t.clear_trace_tags();
-    next = 0;
-    return rebuild(*structure, outs, next, false);
+  py::object call_jit(const py::args& args, const CacheKey& key, std::span<const Tensor* const> ptrs) const {
+    PyTrace t;  // a miss's
+    std::shared_ptr<py::object> structure;
+    const auto rebuilt = [](const py::object& like, std::span<const Tensor> outs) {
+      std::size_t next = 0;
+      return rebuild(like, outs, next, false);
+    };
+    CachedCall call{
+        .hit = [&](const JitCore::Hit& hit) {
+          return rebuilt(*static_cast<const py::object*>(hit.structure.get()), hit.outputs);
+        },
+        .uncached = [&] { return f_(*args); },
+        .describe = [&] { return describe_all(args); },
+        .trace =
+            [&] {
+              t = trace_py(f_, args, false, /*value_guards=*/true, what(), /*plain_results=*/true);
+              structure = hold(rebuilt(t.result, std::vector<Tensor>(t.outputs.size(), scalar(0.0))));
+              return NewPath{std::move(t.tape), structure};
+            },
+        .traced =
+            [&] {
+              for (Tensor& o : t.outputs) o.clear_trace_tags();
+              return rebuilt(*structure, t.outputs);
+            },
+        .unlocked = WithoutGil{},
+        .waits = false};
+    return core_->call(key.view(), ptrs, {}, call);
   }
 
-  py::object call_grad(const py::args& args, const detail::KeyBuffer& key, const std::vector<Tensor>& tensors,
-                       const std::vector<const Tensor*>& ptrs) const {
+  py::object call_grad(const py::args& args, const CacheKey& key, const std::vector<Tensor>& tensors,
+                       std::span<const Tensor* const> ptrs) const {
     std::vector<Tensor> outs(tensors.size() + 1);
-    detail::CallLooks looks;
-    bool hit;
-    {
-      ReleaseGil release;
-      hit = core_->run(key.view(), ptrs, looks.look(outs)).has_value();
-    }
-    if (!hit) {
-      const auto lock = core_->try_miss_lock();  // as call_jit's
-      if (!lock.owns_lock()) return uncached(args);
-      std::vector<std::string> parts = describe_all(args);
-      {
-        ReleaseGil release;
-        hit = core_->run(key.view(), ptrs, looks.look(outs, &parts)).has_value();
-      }
-      if (!hit) {
-        Tape g = grad_tape(trace_py(f_, args, false, /*value_guards=*/true, what()).tape);
-        ReleaseGil release;
-        core_->add(key.view(), std::move(parts), std::move(g), nullptr, ptrs, outs);
-      }
-    }
-    return value_and_grads(args, outs);
+    CachedCall call{
+        .hit = [&](const JitCore::Hit&) -> py::object { return value_and_grads(args, outs); },
+        .uncached = [&] { return traced_grad(args); },
+        .describe = [&] { return describe_all(args); },
+        .trace =
+            [&] {
+              Tape g = grad_tape(trace_py(f_, args, false, /*value_guards=*/true, what()).tape);
+              return NewPath{std::move(g), nullptr, outs};
+            },
+        .traced = [&]() -> py::object { return value_and_grads(args, outs); },
+        .unlocked = WithoutGil{},
+        .waits = false};
+    return core_->call(key.view(), ptrs, outs, call);
   }
 
   // Inside another trace: the gradient tape played, recorded on that trace.
@@ -126,7 +106,7 @@ class PyJit {
 
   py::object f_;
   bool grad_;
-  std::shared_ptr<detail::JitCore> core_;
+  std::shared_ptr<JitCore> core_;
 };
 
 }  // namespace
@@ -150,21 +130,19 @@ JitOptions jit_options(const char* op, py::handle compile_after, py::handle max_
   o.compile_after = static_cast<int>(count(compile_after, "compile_after", std::numeric_limits<int>::max()));
   o.max_entries = static_cast<std::size_t>(count(max_entries, "max_entries", INT64_MAX));
   o.max_paths = static_cast<std::size_t>(count(max_paths, "max_paths", INT64_MAX));
-  o.compile.vector_math = vector_math;
-  o.compile.reuse_memory = reuse_memory;
+  o.compile = compile_options(vector_math, reuse_memory);
   return o;
 }
 
 }  // namespace
 
 void bind_jit(py::module_& m) {
-  py::class_<CacheInfo>(m, "CacheInfo")
-      .def_readonly("hits", &CacheInfo::hits)
-      .def_readonly("misses", &CacheInfo::misses)
-      .def_readonly("entries", &CacheInfo::entries)
-      .def_readonly("compilations", &CacheInfo::compilations)
-      .def_readonly("compile_seconds", &CacheInfo::compile_seconds)
-      .def_readonly("evictions", &CacheInfo::evictions)
+  py::class_<CacheInfo> info(m, "CacheInfo");
+  for (const auto& [name, count] : {std::pair{"hits", &CacheInfo::hits}, {"misses", &CacheInfo::misses},
+                                    {"entries", &CacheInfo::entries}, {"compilations", &CacheInfo::compilations},
+                                    {"evictions", &CacheInfo::evictions}})
+    info.def_readonly(name, count);
+  info.def_readonly("compile_seconds", &CacheInfo::compile_seconds)
       .def("__repr__", [](const CacheInfo& c) {
         return fmt::format("CacheInfo(hits={}, misses={}, entries={}, compilations={}, compile_seconds={:.3g}, "
                            "evictions={})",

@@ -72,9 +72,8 @@ std::array<int64_t, 2> pair(py::handle h, const char* op, const char* what) {
   return {v[0], v[1]};
 }
 
-}  // namespace
-
-void bind_ops(py::module_& m) {
+// Elementwise operations.
+void bind_elementwise(py::module_& m) {
 #define REEL_UNARY(name) m.def(#name, [](const Tensor& x) { return reel::name(x); }, py::arg("x"))
   REEL_UNARY(neg);
   REEL_UNARY(exp);
@@ -132,7 +131,10 @@ void bind_ops(py::module_& m) {
         py::arg("cond"), py::arg("a"), py::arg("b"));
   m.def("cast", [](const Tensor& x, py::handle dtype) { return cast(x, to_dtype(dtype, "cast")); }, py::arg("x"),
         py::arg("dtype"));
+}
 
+// Reductions, indexing, shapes, products, convolution and pooling.
+void bind_structured(py::module_& m) {
   REEL_REDUCTION(sum);
   REEL_REDUCTION(mean);
   REEL_REDUCTION(prod);
@@ -228,8 +230,10 @@ void bind_ops(py::module_& m) {
   };
   pool("max_pool2d", &max_pool2d);
   pool("avg_pool2d", &avg_pool2d);
+}
 
-  // Python's operators on reel.Tensor.
+// Python's operators on reel.Tensor.
+void bind_operators(py::module_& m) {
   py::class_<Tensor> t = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
   // An operand that is neither a tensor, an array nor a number: NotImplemented, so that
   // Python tries the other side or raises its TypeError (an uninitialised tensor is
@@ -270,6 +274,14 @@ void bind_ops(py::module_& m) {
     return reshape(x, to_ints(shape, "reshape", "shape"));
   });
   t.def("astype", [](const Tensor& x, py::handle dtype) { return cast(x, to_dtype(dtype, "astype")); });
+}
+
+}  // namespace
+
+void bind_ops(py::module_& m) {
+  bind_elementwise(m);
+  bind_structured(m);
+  bind_operators(m);
 }
 
 }  // namespace reel::py_bind

@@ -256,6 +256,48 @@ std::shared_ptr<py::object> hold(py::object o) {
   });
 }
 
+namespace {
+
+// Making tensors, and Tracker.jl's params.
+void bind_makers(py::module_& m) {
+  m.def("tensor", &make_tensor, py::arg("values"), py::arg("shape") = py::none(), py::arg("dtype") = py::none(),
+        "A new tensor (a copy) of a number, nested list or array; f64 unless the array or `dtype` says otherwise.");
+  m.def("from_numpy", [](py::array a) { return as_tensor(a, "from_numpy"); }, py::arg("array"),
+        "A tensor sharing the array's memory (C-contiguous float32/float64/int64; others copied).");
+  m.def("scalar", [](double v, py::handle dtype) { return scalar(v, to_dtype(dtype, "scalar")); }, py::arg("value"),
+        py::arg("dtype") = DType::f64);
+  m.def("zeros", [](const Shape& s, py::handle dtype) { return zeros(s, to_dtype(dtype, "zeros")); },
+        py::arg("shape"), py::arg("dtype") = DType::f64);
+  m.def("ones", [](const Shape& s, py::handle dtype) { return ones(s, to_dtype(dtype, "ones")); }, py::arg("shape"),
+        py::arg("dtype") = DType::f64);
+  m.def("full", [](const Shape& s, double v, py::handle dtype) { return full(s, v, to_dtype(dtype, "full")); },
+        py::arg("shape"), py::arg("value"), py::arg("dtype") = DType::f64);
+  m.def("randn",
+        [](const Shape& s, py::handle seed, py::handle dtype) {
+          return randn(s, seed_of(seed, "randn"), to_dtype(dtype, "randn"));
+        },
+        py::arg("shape"), py::arg("seed") = 0, py::arg("dtype") = DType::f64);
+  m.def("rand",
+        [](const Shape& s, py::handle seed, py::handle dtype) {
+          return rand(s, seed_of(seed, "rand"), to_dtype(dtype, "rand"));
+        },
+        py::arg("shape"), py::arg("seed") = 0, py::arg("dtype") = DType::f64);
+  m.def("arange", [](int64_t n, py::handle dtype) { return arange(n, to_dtype(dtype, "arange")); }, py::arg("n"),
+        py::arg("dtype") = DType::i64);
+
+  // Tracker.jl's tracked parameters.
+  m.def("param", [](py::handle values) { return param(as_tensor(values, "param")); }, py::arg("values"),
+        "A tracked parameter (a copy of the values): operations on it are recorded for reel.back.");
+  m.def("back", [](const Tensor& y, py::object seed) {
+    if (seed.is_none()) back(y);
+    else back(y, as_tensor(seed, "back"));
+  }, py::arg("y"), py::arg("seed") = py::none(), "Accumulates the gradients of y (weighted by seed) into its params.");
+  m.def("detach", &detach, py::arg("x"), "The values of x, not tracked.");
+  m.def("release_cached_memory", &release_cached_memory);
+}
+
+}  // namespace
+
 void bind_tensor(py::module_& m) {
   py::enum_<DType>(m, "DType", "A tensor's element type: f32, f64 or i64 (indices).")
       .value("f32", DType::f32)
@@ -338,41 +380,7 @@ memory as a read-only array. Tensors never change once made; operations make new
   py::implicitly_convertible<py::array, Tensor>();
   tensor_type = reinterpret_cast<PyTypeObject*>(m.attr("Tensor").ptr());
   reinterpret_cast<PyHeapTypeObject*>(tensor_type)->as_buffer.bf_getbuffer = tensor_getbuffer;
-
-  m.def("tensor", &make_tensor, py::arg("values"), py::arg("shape") = py::none(), py::arg("dtype") = py::none(),
-        "A new tensor (a copy) of a number, nested list or array; f64 unless the array or `dtype` says otherwise.");
-  m.def("from_numpy", [](py::array a) { return as_tensor(a, "from_numpy"); }, py::arg("array"),
-        "A tensor sharing the array's memory (C-contiguous float32/float64/int64; others copied).");
-  m.def("scalar", [](double v, py::handle dtype) { return scalar(v, to_dtype(dtype, "scalar")); }, py::arg("value"),
-        py::arg("dtype") = DType::f64);
-  m.def("zeros", [](const Shape& s, py::handle dtype) { return zeros(s, to_dtype(dtype, "zeros")); },
-        py::arg("shape"), py::arg("dtype") = DType::f64);
-  m.def("ones", [](const Shape& s, py::handle dtype) { return ones(s, to_dtype(dtype, "ones")); }, py::arg("shape"),
-        py::arg("dtype") = DType::f64);
-  m.def("full", [](const Shape& s, double v, py::handle dtype) { return full(s, v, to_dtype(dtype, "full")); },
-        py::arg("shape"), py::arg("value"), py::arg("dtype") = DType::f64);
-  m.def("randn",
-        [](const Shape& s, py::handle seed, py::handle dtype) {
-          return randn(s, seed_of(seed, "randn"), to_dtype(dtype, "randn"));
-        },
-        py::arg("shape"), py::arg("seed") = 0, py::arg("dtype") = DType::f64);
-  m.def("rand",
-        [](const Shape& s, py::handle seed, py::handle dtype) {
-          return rand(s, seed_of(seed, "rand"), to_dtype(dtype, "rand"));
-        },
-        py::arg("shape"), py::arg("seed") = 0, py::arg("dtype") = DType::f64);
-  m.def("arange", [](int64_t n, py::handle dtype) { return arange(n, to_dtype(dtype, "arange")); }, py::arg("n"),
-        py::arg("dtype") = DType::i64);
-
-  // Tracker.jl's tracked parameters.
-  m.def("param", [](py::handle values) { return param(as_tensor(values, "param")); }, py::arg("values"),
-        "A tracked parameter (a copy of the values): operations on it are recorded for reel.back.");
-  m.def("back", [](const Tensor& y, py::object seed) {
-    if (seed.is_none()) back(y);
-    else back(y, as_tensor(seed, "back"));
-  }, py::arg("y"), py::arg("seed") = py::none(), "Accumulates the gradients of y (weighted by seed) into its params.");
-  m.def("detach", &detach, py::arg("x"), "The values of x, not tracked.");
-  m.def("release_cached_memory", &release_cached_memory);
+  bind_makers(m);
 }
 
 }  // namespace reel::py_bind

@@ -10,22 +10,33 @@
 
 namespace reel::py_bind {
 
-PyTrace trace_py(py::handle f, const py::tuple& args, bool lift, bool value_guards, const char* op) {
+PyTrace trace_py(py::handle f, const py::tuple& args, bool lift, bool value_guards, const char* op,
+                 bool plain_results) {
   if (!PyCallable_Check(f.ptr()))
     throw Error(fmt::format("{}: expected a function, got {}", op, shown(f)));
   PyTrace out;
-  detail::TraceScope scope(lift, value_guards);
   flatten(args, out.inputs, op);
-  std::vector<Tensor> wrapped;
-  wrapped.reserve(out.inputs.size());
-  for (const Tensor& t : out.inputs) wrapped.push_back(scope.input(t));
-  std::size_t next = 0;
-  py::tuple wrapped_args = rebuild(args, wrapped, next, false);
-  out.result = f(*wrapped_args);
-  for (const Tensor& t : result_tensors(out.result, op)) scope.output(t);
-  out.captured = scope.captured();
-  out.tape = scope.finish();
+  TracedTensors t = trace_tensors(
+      out.inputs,
+      [&](const std::vector<Tensor>& wrapped) {
+        std::size_t next = 0;
+        py::tuple wrapped_args = rebuild(args, wrapped, next, false);
+        out.result = f(*wrapped_args);
+        if (plain_results) flatten(out.result, out.outputs, op);
+        else out.outputs = result_tensors(out.result, op);
+        return out.outputs;
+      },
+      lift, value_guards);
+  out.captured = std::move(t.captured);
+  out.tape = std::move(t.tape);
   return out;
+}
+
+CompileOptions compile_options(bool vector_math, bool reuse_memory) {
+  CompileOptions o;
+  o.vector_math = vector_math;
+  o.reuse_memory = reuse_memory;
+  return o;
 }
 
 std::vector<Tensor> detached(std::span<const Tensor> ts) {
@@ -70,22 +81,16 @@ py::tuple as_args(py::handle primals) {
 // reel.grad(f, *args): (value, gradients per argument), through the interpreter.
 py::tuple grad_py(py::handle f, py::tuple args) {
   PyTrace t = trace_py(f, args, /*lift=*/true, false, "grad");
-  std::vector<Tensor> in = detached(t.inputs);
-  const Tape g = detail::own_gradients(grad_tape(t.tape), in.size());
-  for (const Tensor& c : t.captured) in.push_back(detach(c));
-  const std::vector<Tensor> outs = play(g, in);
+  const std::vector<Tensor> outs = play_gradient(grad_tape(t.tape), detached(t.inputs), t.captured);
   return py::make_tuple(to_py(outs.at(0)), gradients_per_arg(args, outs, 1));
 }
 
 py::tuple vjp_py(py::handle f, py::handle seed, py::tuple args) {
   PyTrace t = trace_py(f, args, /*lift=*/true, false, "vjp");
   const Tensor s = as_tensor(seed, "vjp");
-  detail::check_seed(t.tape, s);
-  std::vector<Tensor> in = detached(t.inputs);
-  const Tape g = detail::own_gradients(vjp_tape(t.tape), in.size());
-  for (const Tensor& c : t.captured) in.push_back(detach(c));
-  in.push_back(s);
-  const std::vector<Tensor> outs = play(g, in);
+  check_seed(t.tape, s);
+  const std::vector<Tensor> outs =
+      play_gradient(vjp_tape(t.tape), detached(t.inputs), t.captured, std::span<const Tensor>(&s, 1));
   return py::make_tuple(to_py(outs.at(0)), gradients_per_arg(args, outs, 1));
 }
 
@@ -102,7 +107,7 @@ Directions directions(const char* op, py::handle primals, py::handle dirs) {
   flatten(as_args(dirs), d.v, op);
   if (d.a.size() != d.v.size())
     throw Error(fmt::format("{}: expected one direction per argument tensor ({}), got {}", op, d.a.size(), d.v.size()));
-  d.k = detail::tangent_count(op, d.a, d.v);
+  d.k = tangent_count(op, d.a, d.v);
   return d;
 }
 
@@ -110,8 +115,7 @@ Directions directions(const char* op, py::handle primals, py::handle dirs) {
 py::tuple jvp_py(py::handle f, py::handle primals, py::handle tangents) {
   const auto [args, a, v, k] = directions("jvp", primals, tangents);
   PyTrace t = trace_py(f, args, /*lift=*/true, false, "jvp");
-  const std::vector<Tensor> out =
-      play(k < 0 ? jvp_tape(t.tape) : jvp_tape(t.tape, k), detail::jvp_inputs(detached(a), t.captured, v, k));
+  const std::vector<Tensor> out = play_forward(t.tape, detached(a), t.captured, v, k);
   const std::size_t m = out.size() / 2;
   std::span<const Tensor> values(out.data(), m), dots(out.data() + m, m);
   std::size_t i = 0, j = 0;
@@ -124,9 +128,7 @@ py::tuple hvp_py(py::handle f, py::handle primals, py::handle vs) {
   const auto [args, a, v, k] = directions("hvp", primals, vs);
   PyTrace t = trace_py(f, args, /*lift=*/true, false, "hvp");
   const std::size_t n = a.size();
-  const Tape g = detail::own_gradients(grad_tape(t.tape), n);
-  const std::vector<Tensor> out =
-      play(k < 0 ? jvp_tape(g) : jvp_tape(g, k), detail::jvp_inputs(detached(a), t.captured, v, k));
+  const std::vector<Tensor> out = play_forward(own_gradients(grad_tape(t.tape), n), detached(a), t.captured, v, k);
   std::vector<Tensor> grads(out.begin() + 1, out.begin() + 1 + static_cast<std::ptrdiff_t>(n));
   std::vector<Tensor> hv(out.begin() + static_cast<std::ptrdiff_t>(n + 2),
                          out.begin() + static_cast<std::ptrdiff_t>(2 * n + 2));  // after [value, grads, d value]
@@ -139,7 +141,7 @@ py::tuple hvp_py(py::handle f, py::handle primals, py::handle vs) {
 class CompiledGrad {
  public:
   CompiledGrad(py::handle f, py::tuple args) {
-    detail::KeyBuffer key;
+    CacheKey key;
     std::vector<Tensor> tensors;
     append_args_key(key, args, tensors, "compile_grad");
     key_ = key.view();
@@ -150,7 +152,7 @@ class CompiledGrad {
   // The arguments must be those traced: tensors of the same dtypes and shapes, the same
   // plain values (they are constants of the code) and the same structure.
   py::tuple call(const py::args& args) const {
-    detail::KeyBuffer key;
+    CacheKey key;
     std::vector<Tensor> leaves;
     append_args_key(key, args, leaves, "compile_grad");
     if (key.view() != key_) {
@@ -190,13 +192,6 @@ std::vector<Tensor> call_args(const py::args& args) {
     for (py::handle a : args) out.push_back(as_tensor(a, "compiled function"));
   }
   return out;
-}
-
-CompileOptions compile_options(bool vector_math, bool reuse_memory) {
-  CompileOptions o;
-  o.vector_math = vector_math;
-  o.reuse_memory = reuse_memory;
-  return o;
 }
 
 // Seconds per call of f on args, timed in C++ (the benchmark's side-by-side baseline):

@@ -9,12 +9,17 @@ struct PyTrace {
   std::vector<Tensor> inputs;    // the arguments' tensors, in walk order
   std::vector<Tensor> captured;  // tensors lifted from an enclosing trace (lift)
   py::object result;             // f's result as traced
+  std::vector<Tensor> outputs;   // its tensors: the tape's outputs
 };
 
-// f(*args) traced: the arguments' tensors become the tape's inputs; the result's
-// tensors (all its leaves must be) its outputs. lift and value_guards as
-// detail::TraceScope's.
-PyTrace trace_py(py::handle f, const py::tuple& args, bool lift, bool value_guards, const char* op);
+// f(*args) traced (reel::trace_tensors): the arguments' tensors become the tape's
+// inputs; the result's tensors its outputs: all its leaves must be tensors, unless
+// plain_results (reel.jit: its plain values are kept in the structure of the result).
+PyTrace trace_py(py::handle f, const py::tuple& args, bool lift, bool value_guards, const char* op,
+                 bool plain_results = false);
+
+// CompileOptions as reel.compile and reel.jit take them.
+CompileOptions compile_options(bool vector_math, bool reuse_memory);
 
 std::vector<Tensor> detached(std::span<const Tensor> ts);
 

@@ -16,7 +16,7 @@ bool is_namedtuple(py::handle h) { return py::isinstance<py::tuple>(h) && py::ha
 enum class Tag : char { tensor = 'T', none = 'n', boolean = 'b', integer = 'i', big = 'I', real = 'f', string = 's',
                         list = 'l', tuple = 't', named = 'N', dict = 'd' };
 
-void put_string(detail::KeyBuffer& key, std::string_view s) {
+void put_string(CacheKey& key, std::string_view s) {
   key.put(static_cast<uint64_t>(s.size()));
   key.append(s.data(), s.size());
 }
@@ -165,7 +165,7 @@ std::vector<Tensor> result_tensors(py::handle result, const char* op) {
   return out;
 }
 
-void append_key(detail::KeyBuffer& key, py::handle arg, std::vector<Tensor>& tensors, const char* op,
+void append_key(CacheKey& key, py::handle arg, std::vector<Tensor>& tensors, const char* op,
                 std::size_t argno) {
   const WalkDepth depth;
   if (const Tensor* t = tensor_of(arg)) {
@@ -242,7 +242,7 @@ void append_key(detail::KeyBuffer& key, py::handle arg, std::vector<Tensor>& ten
   }
 }
 
-void append_args_key(detail::KeyBuffer& key, const py::tuple& args, std::vector<Tensor>& tensors, const char* op) {
+void append_args_key(CacheKey& key, const py::tuple& args, std::vector<Tensor>& tensors, const char* op) {
   for (std::size_t i = 0; i < args.size(); ++i) append_key(key, args[i], tensors, op, i + 1);
 }
 

@@ -3,6 +3,7 @@
 // playing the simplified gradient tape through the interpreter (one-off gradients
 // are cheapest that way; reel::simplegrad compiles for gradients asked for again).
 #include <array>
+#include <functional>
 #include <span>
 #include <tuple>
 #include <utility>
@@ -45,15 +46,8 @@ GradResult spread_grads(const std::vector<Tensor>& outs) {
   return r;
 }
 
-void check_seed(const Tape& tape, const Tensor& seed);
-
 // Throws reel::Error naming `op` unless each tangent has its argument's dtype and shape.
 void check_tangents(const char* op, std::span<const Tensor> args, std::span<const Tensor> tangents);
-
-// reel::jvp's tangents: -1 when each has its argument's dtype and shape; k when each is
-// k tangents stacked on a new leading axis ([k] + the argument's shape). Anything else
-// is a reel::Error naming `op`.
-int64_t tangent_count(const char* op, std::span<const Tensor> args, std::span<const Tensor> tangents);
 
 // Inputs of a forward-mode tape of a traced function: its arguments, the lifted
 // captures, the tangents, and zero tangents for the captures (k of them stacked when
@@ -66,11 +60,50 @@ Traced trace_array(F&& f, const Tensor (&args)[N], std::index_sequence<I...>) {
   return trace_lifting(true, std::forward<F>(f), args[I]...);
 }
 
-// The gradient tape of a traced function, returning only the value and the gradients
-// of f's own tensor arguments (not of the inputs lifted from an enclosing trace).
+}  // namespace detail
+
+// The steps of the one-off derivatives of a traced function (reel::trace with its
+// captures lifted: detail::Traced), shared by the templates below and by front doors
+// that trace functions of their own (the Python binding).
+
+// A function of tensors traced for a front door whose arguments are not C++ values (the
+// Python binding): f gets tensors traced as the tape's inputs (with `inputs`' values,
+// in order) and returns the tensors that become its outputs. lift_captures and
+// value_guards as detail::TraceScope's.
+struct TracedTensors {
+  Tape tape;
+  std::vector<Tensor> captured;  // values of the lifted inputs, in order
+};
+TracedTensors trace_tensors(std::span<const Tensor> inputs,
+                            const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& f,
+                            bool lift_captures, bool value_guards);
+
+// A vjp's seed must have the traced function's one output's dtype and shape (a
+// reel::Error otherwise).
+void check_seed(const Tape& tape, const Tensor& seed);
+
+// reel::jvp's tangents: -1 when each has its argument's dtype and shape; k when each is
+// k tangents stacked on a new leading axis ([k] + the argument's shape). Anything else
+// is a reel::Error naming `op`.
+int64_t tangent_count(const char* op, std::span<const Tensor> args, std::span<const Tensor> tangents);
+
+// A gradient tape of a traced function (grad_tape, vjp_tape) returning only the value
+// and the gradients of f's own num_args tensor arguments (not of the inputs lifted from
+// an enclosing trace).
 Tape own_gradients(const Tape& gradient_tape, std::size_t num_args);
 
-}  // namespace detail
+// The one-off gradient recipe: own_gradients of `gradient_tape` played on f's own
+// tensor arguments (detached: playing records nothing for reel::back), the captures
+// lifted from an enclosing trace (detached here), then `extra` inputs (a vjp's seed).
+// [value, gradient of each argument tensor].
+std::vector<Tensor> play_gradient(const Tape& gradient_tape, std::vector<Tensor> args, std::span<const Tensor> captured,
+                                  std::span<const Tensor> extra = {});
+
+// Forward mode on a traced function: its forward-mode tape (k < 0: jvp_tape(tape);
+// else jvp_tape(tape, k), k directions) played on its arguments, captures and tangents
+// (tangent_count's k). [every output, every output's tangent].
+std::vector<Tensor> play_forward(const Tape& tape, std::span<const Tensor> args, const std::vector<Tensor>& captured,
+                                 std::span<const Tensor> tangents, int64_t k);
 
 // The gradient of an argument that holds no tensors.
 struct NoGradient {};
@@ -122,13 +155,11 @@ auto grad(F&& f, const Args&... args) {
                 "reel::grad(f): f has no arguments, so there is nothing to differentiate; to differentiate tensors f "
                 "captures, list them: reel::gradient(f, reel::Params{W, b})");
   const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
-  std::vector<Tensor> in = detail::tensor_args(args...);
-  const Tape g = detail::own_gradients(grad_tape(t.tape), in.size());
-  for (const Tensor& c : t.captured) in.push_back(detach(c));
+  const std::vector<Tensor> outs = play_gradient(grad_tape(t.tape), detail::tensor_args(args...), t.captured);
   if constexpr (detail::only_tensors_and_plain<Args...>())
-    return detail::spread_grads<Args...>(play(g, in));
+    return detail::spread_grads<Args...>(outs);
   else
-    return detail::gradients_of(play(g, in), args...);
+    return detail::gradients_of(outs, args...);
 }
 
 // Vector-Jacobian product for a function with a non-scalar output: the gradients of
@@ -136,12 +167,9 @@ auto grad(F&& f, const Args&... args) {
 template <class F, class... Args>
 GradResult vjp(F&& f, const Tensor& seed, const Args&... args) {
   const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
-  detail::check_seed(t.tape, seed);
-  std::vector<Tensor> in = detail::tensor_args(args...);
-  const Tape g = detail::own_gradients(vjp_tape(t.tape), in.size());
-  for (const Tensor& c : t.captured) in.push_back(detach(c));
-  in.push_back(seed);
-  return detail::spread_grads<Args...>(play(g, in));
+  check_seed(t.tape, seed);
+  return detail::spread_grads<Args...>(
+      play_gradient(vjp_tape(t.tape), detail::tensor_args(args...), t.captured, std::span<const Tensor>(&seed, 1)));
 }
 
 struct JvpResult {
@@ -160,10 +188,9 @@ struct JvpResult {
 // batched over the directions), and each output's tangent is [k] + its shape.
 template <class F, std::size_t N>
 JvpResult jvp(F&& f, const Tensor (&args)[N], const Tensor (&tangents)[N]) {
-  const int64_t k = detail::tangent_count("jvp", args, tangents);
+  const int64_t k = tangent_count("jvp", args, tangents);
   const detail::Traced t = detail::trace_array(std::forward<F>(f), args, std::make_index_sequence<N>{});
-  const std::vector<Tensor> out = play(k < 0 ? jvp_tape(t.tape) : jvp_tape(t.tape, k),
-                                       detail::jvp_inputs(args, t.captured, tangents, k));
+  const std::vector<Tensor> out = play_forward(t.tape, args, t.captured, tangents, k);
   JvpResult r;
   const std::size_t m = out.size() / 2;
   r.values.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(m));
@@ -184,11 +211,9 @@ struct HvpResult {
 // each hvp entry [k] + its argument's shape.
 template <class F, std::size_t N>
 HvpResult hvp(F&& f, const Tensor (&args)[N], const Tensor (&v)[N]) {
-  const int64_t k = detail::tangent_count("hvp", args, v);
+  const int64_t k = tangent_count("hvp", args, v);
   const detail::Traced t = detail::trace_array(std::forward<F>(f), args, std::make_index_sequence<N>{});
-  const Tape g = detail::own_gradients(grad_tape(t.tape), N);
-  const std::vector<Tensor> out =
-      play(k < 0 ? jvp_tape(g) : jvp_tape(g, k), detail::jvp_inputs(args, t.captured, v, k));
+  const std::vector<Tensor> out = play_forward(own_gradients(grad_tape(t.tape), N), args, t.captured, v, k);
   HvpResult r{out.at(0), {}, {}};
   for (std::size_t i = 0; i < N; ++i) {
     r.grads.push_back(out.at(1 + i));

@@ -29,10 +29,7 @@ namespace reel {
 template <class F, class... A>
 auto withgradient(F&& f, const A&... args) {
   const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
-  std::vector<Tensor> in = detail::tensor_args(args...);
-  const Tape g = detail::own_gradients(grad_tape(t.tape), in.size());
-  for (const Tensor& c : t.captured) in.push_back(detach(c));
-  return detail::gradients_of(play(g, in), args...);
+  return detail::gradients_of(play_gradient(grad_tape(t.tape), detail::tensor_args(args...), t.captured), args...);
 }
 
 template <class F, class... A>
@@ -117,9 +114,7 @@ ParamsGradient withgradient(F&& f, const Params& ps) {
   }
   std::vector<Tensor> in;
   for (Tensor* p : ps) in.push_back(detach(*p));
-  const Tape g = detail::own_gradients(grad_tape(tape), in.size());
-  for (const Tensor& c : captured) in.push_back(detach(c));
-  std::vector<Tensor> outs = play(g, in);
+  std::vector<Tensor> outs = play_gradient(grad_tape(tape), std::move(in), captured);
   Tensor value = outs.at(0);
   outs.erase(outs.begin());
   return {value, make_grads(ps, std::move(outs))};

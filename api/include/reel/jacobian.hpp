@@ -185,43 +185,41 @@ Sparsity detect_sparsity(F&& f, const A&... args) {
 
 // The cached form: d's derived tape of f per signature (reel::jit_grad's cache).
 template <class F, class D>
-class CachedDerivative {
+class CachedDerivative : public detail::CachedFunction<F> {
  public:
   CachedDerivative(F f, D d, JitOptions options, const char* what)
-      : f_(std::move(f)), d_(std::move(d)), core_(detail::make_core(options, what)) {}
+      : detail::CachedFunction<F>(std::move(f), options, what), d_(std::move(d)) {}
 
+  // Through the cache (JitCore::call); inside another trace, uncached and recorded on
+  // it. A miss traces f and derives its tape, run first as it is added.
   template <class... A>
   typename D::Result operator()(const A&... args) const {
     const auto tensors = detail::tensor_pointers(args...);
-    // Inside another trace: no cache; recorded on it.
-    if (detail::any_traced(tensors)) return detail::derive_and_play(d_, f_, args...);
-    detail::KeyBuffer key;
+    CacheKey key;
     detail::make_key(key, args...);
-    detail::CallLooks looks;
-    if (auto hit = core_->run(key.view(), tensors, looks.look()))
-      return d_.unpack(std::move(hit->outputs), hit->structure.get());
-    const auto lock = core_->miss_lock();
-    std::vector<std::string> parts = detail::describe_args(args...);
-    if (auto hit = core_->run(key.view(), tensors, looks.look({}, &parts)))
-      return d_.unpack(std::move(hit->outputs), hit->structure.get());
-    Tape t = [&] {
-      detail::TraceScope scope(false, /*value_guards=*/true);
-      std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
-      scope.output_tree(std::apply(f_, wrapped));
-      return scope.finish();
-    }();
-    const std::vector<Tensor> in = detail::tensor_list(tensors);
-    detail::Derived dv = d_.derive(t, in.size(), in);
-    std::vector<Tensor> outs(dv.tape.outputs.size());
-    core_->add(key.view(), std::move(parts), std::move(dv.tape), dv.info, tensors, outs);
-    return d_.unpack(std::move(outs), dv.info.get());
+    detail::Derived dv;  // a miss's derivative
+    std::vector<Tensor> outs;
+    CachedCall call{.hit = [&](JitCore::Hit& hit) { return d_.unpack(std::move(hit.outputs), hit.structure.get()); },
+                    .uncached = [&] { return detail::derive_and_play(d_, this->f_, args...); },
+                    .describe = [&] { return detail::describe_args(args...); },
+                    .trace =
+                        [&] {
+                          Tape t = [&] {
+                            detail::TraceScope scope(false, /*value_guards=*/true);
+                            scope.output_tree(detail::trace_for_cache(this->f_, scope, args...));
+                            return scope.finish();
+                          }();
+                          const std::vector<Tensor> in = detail::tensor_list(tensors);
+                          dv = d_.derive(t, in.size(), in);
+                          outs.resize(dv.tape.outputs.size());
+                          return NewPath{std::move(dv.tape), dv.info, outs};
+                        },
+                    .traced = [&] { return d_.unpack(std::move(outs), dv.info.get()); }};
+    return this->core_->call(key.view(), tensors, {}, call);
   }
-  CacheInfo cache_info() const { return detail::info_of(*core_); }
 
  private:
-  F f_;
   D d_;
-  std::shared_ptr<detail::JitCore> core_;
 };
 
 template <class F>

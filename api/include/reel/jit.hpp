@@ -12,7 +12,8 @@
 // interpreted) tape; if a guard fails, the next path cached for the signature is
 // tried, and if none holds, the new path is traced and added: one signature can hold
 // several paths. REEL_LOG=recompiles prints why each miss happened. The cache itself is
-// reel::detail::JitCore (reel/detail/jit_core.hpp, api/src/jit.cpp).
+// reel::JitCore (reel/jit_core.hpp, api/src/jit.cpp), the engine of every cached front
+// door.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -22,54 +23,36 @@
 #include <utility>
 #include <vector>
 
-#include "reel/compile.hpp"
+#include "reel/jit_core.hpp"
 
 namespace reel {
-
-struct JitOptions {
-  // Compile a path on its compile_after-th call and interpret it before (1: compile
-  // on the first call). A signature seen once is cheaper to interpret than to compile.
-  int compile_after = 2;
-  // Signatures kept per function; the least recently used one is evicted (its
-  // compiled code freed).
-  std::size_t max_entries = 256;
-  // Paths (branches taken, values read) kept per signature; beyond, the least recently
-  // successful one is dropped.
-  std::size_t max_paths = 8;
-  CompileOptions compile = {};
-};
-
-struct CacheInfo {
-  uint64_t hits = 0, misses = 0;
-  uint64_t entries = 0;       // paths cached now (over all signatures)
-  uint64_t compilations = 0;
-  double compile_seconds = 0;  // total time spent compiling
-  uint64_t evictions = 0;      // signatures evicted
-};
-
-namespace detail {
-class JitCore;
-std::shared_ptr<JitCore> make_core(JitOptions options, const char* what);  // checks the options
-CacheInfo info_of(const JitCore& core);
-}
 
 // reel::jit(f): f(args...) through the cache. f returns a tree of tensors (a Tensor, a
 // std::vector or tuple of them, a REEL_FIELDS struct, ...); a hit rebuilds it from the
 // path's outputs with the structure of the traced result (its plain fields and sizes
 // are those traced). Called inside another trace, f runs as it is.
+namespace detail {
+// What every cached function holds: f and its cache (its engine, named `what` in errors
+// and the log).
 template <class F>
-class JitFunction {
+class CachedFunction {
  public:
-  JitFunction(F f, JitOptions options) : f_(std::move(f)), core_(detail::make_core(options, "jit")) {}
+  CacheInfo cache_info() const { return core_->info(); }
+
+ protected:
+  CachedFunction(F f, JitOptions options, const char* what)
+      : f_(std::move(f)), core_(std::make_shared<JitCore>(options, what)) {}
+  F f_;
+  std::shared_ptr<JitCore> core_;
+};
+}  // namespace detail
+
+template <class F>
+class JitFunction : public detail::CachedFunction<F> {
+ public:
+  JitFunction(F f, JitOptions options) : detail::CachedFunction<F>(std::move(f), options, "jit") {}
   template <class... A>
   auto operator()(const A&... args) const;
-  CacheInfo cache_info() const { return detail::info_of(*core_); }
-
- private:
-  template <class R, class... A>
-  R trace_path(std::string_view key, std::vector<std::string> parts, const A&... args) const;
-  F f_;
-  std::shared_ptr<detail::JitCore> core_;
 };
 
 template <class F>
@@ -83,21 +66,15 @@ JitFunction<std::decay_t<F>> jit(F&& f, JitOptions options = {}) {
 // struct or container argument it returns what reel::withgradient returns ({value,
 // tuple of each argument's gradient of its own type}).
 template <class F>
-class CachedGrad {
+class CachedGrad : public detail::CachedFunction<F> {
  public:
-  CachedGrad(F f, JitOptions options) : f_(std::move(f)), core_(detail::make_core(options, "simplegrad")) {}
+  CachedGrad(F f, JitOptions options) : detail::CachedFunction<F>(std::move(f), options, "simplegrad") {}
   template <class... A>
   auto operator()(const A&... args) const;
-  CacheInfo cache_info() const { return detail::info_of(*core_); }
 
  private:
   template <class... A>
   void fill(std::span<Tensor> outs, std::span<const Tensor* const> tensors, const A&... args) const;
-  template <class... A>
-  void trace_path(std::string_view key, std::vector<std::string> parts, std::span<Tensor> outs,
-                  std::span<const Tensor* const> tensors, const A&... args) const;
-  F f_;
-  std::shared_ptr<detail::JitCore> core_;
 };
 
 template <class F>

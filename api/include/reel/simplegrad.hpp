@@ -53,7 +53,7 @@ class StructGradFunction {
       : compiled_(std::move(compiled)), key_(std::move(key)) {}
 
   auto operator()(const Args&... args) const {
-    detail::KeyBuffer key;
+    CacheKey key;
     detail::make_key(key, args...);
     if (key.view() != key_)
       throw Error(fmt::format("simplegrad: the arguments' structure, tensor types or plain values differ from those "
@@ -81,7 +81,7 @@ auto compile_grad(F&& f, const Args&... args) {
     static_assert((detail::may_hold_tensors<Args>() && ...),
                   "simplegrad: every argument must be a Tensor or a struct or container of them (REEL_FIELDS); "
                   "capture other values in f, or use reel::jit_grad(f), which keys on them");
-    detail::KeyBuffer key;
+    CacheKey key;
     detail::make_key(key, args...);
     return StructGradFunction<Args...>(compile(grad_tape(trace(std::forward<F>(f), args...))), std::string(key.view()));
   }

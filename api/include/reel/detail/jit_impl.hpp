@@ -1,7 +1,7 @@
 #pragma once
-// The templates of reel/jit.hpp (include that): a call of a cached function looks its
-// key up in the JitCore, and on a miss traces f (and for jit_grad, its gradient tape)
-// under the miss lock and adds the path.
+// The templates of reel/jit.hpp (include that): a call of a cached function makes its
+// key and hands JitCore::call how to trace f (and for jit_grad, its gradient tape) and
+// how to build its result.
 #include <array>
 #include <memory>
 #include <span>
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "reel/detail/jit_core.hpp"
+#include "reel/jit_core.hpp"
 #include "reel/detail/jit_key.hpp"
 #include "reel/grad.hpp"
 #include "reel/passes.hpp"
@@ -23,61 +23,59 @@ namespace reel {
 
 namespace detail {
 
-// What the looks of one call share (JitCore::Look): the paths tried, the guards failed.
-struct CallLooks {
-  std::vector<std::shared_ptr<const void>> tried;
-  std::string failed;
-  JitCore::Look look(std::span<Tensor> out = {}, const std::vector<std::string>* parts = nullptr) {
-    return {.out = out, .final = parts != nullptr, .tried = &tried, .failed = &failed, .parts = parts};
-  }
-};
-
 // A hit's result: its outputs rebuilt with the structure of the traced result.
 template <class R>
 R unflatten_hit(const JitCore::Hit& hit) {
   return static_cast<const TreeDef<R>*>(hit.structure.get())->unflatten(hit.outputs);
 }
 
+// f traced on a cached call's arguments, for a miss: its values read become guards
+// (the path is for those values).
+template <class F, class... A>
+auto trace_for_cache(const F& f, TraceScope& scope, const A&... args) {
+  std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
+  return std::apply(f, wrapped);
+}
+
 }  // namespace detail
 
+// Through the cache (JitCore::call). Called inside another trace (a jit function
+// calling one, reel::grad of one), f runs as it is, so the outer trace records its
+// operations and guards. A miss traces f, its result's leaves the tape's outputs; the
+// path keeps the result's structure (TreeDef) to rebuild its hits.
 template <class F>
 template <class... A>
 auto JitFunction<F>::operator()(const A&... args) const {
   using R = std::decay_t<std::invoke_result_t<const F&, const A&...>>;
   const auto tensors = detail::tensor_pointers(args...);
-  // Called inside another trace (a jit function calling one, reel::grad of one): no
-  // cache; f runs as it is, so the outer trace records its operations and guards.
-  if (detail::any_traced(tensors)) return R(f_(args...));
-  detail::KeyBuffer key;
+  CacheKey key;
   detail::make_key(key, args...);
-  detail::CallLooks looks;
-  if constexpr (std::is_same_v<R, Tensor>) {  // one output: no vector on a hit
-    Tensor out;
-    if (core_->run(key.view(), tensors, looks.look(std::span<Tensor>(&out, 1)))) return out;
-  } else if (auto hit = core_->run(key.view(), tensors, looks.look())) {
-    return detail::unflatten_hit<R>(*hit);
-  }
-  const auto lock = core_->miss_lock();
-  std::vector<std::string> parts = detail::describe_args(args...);
-  if (auto hit = core_->run(key.view(), tensors, looks.look({}, &parts)))
-    return detail::unflatten_hit<R>(*hit);  // another thread traced it
-  return trace_path<R>(key.view(), std::move(parts), args...);
-}
-
-// A miss: f traced on these arguments, its result's leaves the tape's outputs; the
-// path keeps the result's structure (TreeDef) to rebuild its hits.
-template <class F>
-template <class R, class... A>
-R JitFunction<F>::trace_path(std::string_view key, std::vector<std::string> parts, const A&... args) const {
-  detail::TraceScope scope(false, /*value_guards=*/true);
-  std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
-  const R result = std::apply(f_, wrapped);
-  scope.output_tree(result);
-  auto [leaves, def] = tree_flatten(result);
-  auto structure = std::make_shared<const TreeDef<R>>(std::move(def));
-  core_->add(key, std::move(parts), scope.finish(), structure);
-  for (Tensor& t : leaves) t.clear_trace_tags();
-  return structure->unflatten(leaves);
+  Tensor one;  // one output: a hit writes it here, no vector
+  const std::span<Tensor> out = std::is_same_v<R, Tensor> ? std::span<Tensor>(&one, 1) : std::span<Tensor>();
+  std::vector<Tensor> leaves;  // a miss's result, as traced
+  std::shared_ptr<const TreeDef<R>> structure;
+  CachedCall call{.hit = [&](const JitCore::Hit& hit) {
+                    if constexpr (std::is_same_v<R, Tensor>) return R(std::move(one));
+                    else return detail::unflatten_hit<R>(hit);
+                  },
+                  .uncached = [&] { return R(this->f_(args...)); },
+                  .describe = [&] { return detail::describe_args(args...); },
+                  .trace =
+                      [&] {
+                        detail::TraceScope scope(false, /*value_guards=*/true);
+                        const R result = detail::trace_for_cache(this->f_, scope, args...);
+                        scope.output_tree(result);
+                        auto [traced, def] = tree_flatten(result);
+                        leaves = std::move(traced);
+                        structure = std::make_shared<const TreeDef<R>>(std::move(def));
+                        return NewPath{scope.finish(), structure};
+                      },
+                  .traced =
+                      [&] {
+                        for (Tensor& t : leaves) t.clear_trace_tags();
+                        return structure->unflatten(leaves);
+                      }};
+  return this->core_->call(key.view(), tensors, out, call);
 }
 
 template <class F>
@@ -106,37 +104,31 @@ auto CachedGrad<F>::operator()(const A&... args) const {
   }
 }
 
-// The value and the gradients of the tensors (in walk order) into `outs`.
+// The value and the gradients of the tensors (in walk order) into `outs`, through the
+// cache (JitCore::call); inside another trace, uncached and recorded on it. A miss
+// traces f's gradient tape, simplified; its first call compiled (compile_after 1) or
+// interpreted.
 template <class F>
 template <class... A>
 void CachedGrad<F>::fill(std::span<Tensor> outs, std::span<const Tensor* const> tensors, const A&... args) const {
-  if (detail::any_traced(tensors)) {  // inside another trace: no cache, recorded on it
-    detail::move_outputs(play(grad_tape(trace(f_, args...)), detail::tensor_list(tensors)), outs);
-    return;
-  }
-  detail::KeyBuffer key;
+  CacheKey key;
   detail::make_key(key, args...);
-  detail::CallLooks looks;
-  if (core_->run(key.view(), tensors, looks.look(outs))) return;
-  const auto lock = core_->miss_lock();
-  std::vector<std::string> parts = detail::describe_args(args...);
-  if (core_->run(key.view(), tensors, looks.look(outs, &parts))) return;
-  trace_path(key.view(), std::move(parts), outs, tensors, args...);
-}
-
-// A miss: f's gradient tape, traced on these arguments and simplified; its first call
-// compiled (compile_after 1) or interpreted.
-template <class F>
-template <class... A>
-void CachedGrad<F>::trace_path(std::string_view key, std::vector<std::string> parts, std::span<Tensor> outs,
-                               std::span<const Tensor* const> tensors, const A&... args) const {
-  Tape g = grad_tape([&] {
-    detail::TraceScope scope(false, /*value_guards=*/true);
-    std::tuple<decltype(scope.wrap(args))...> wrapped{scope.wrap(args)...};
-    scope.output_tree(std::apply(f_, wrapped));
-    return scope.finish();
-  }());
-  core_->add(key, std::move(parts), std::move(g), nullptr, tensors, outs);
+  CachedCall call{
+      .hit = [](const JitCore::Hit&) {},
+      .uncached =
+          [&] { detail::move_outputs(play(grad_tape(trace(this->f_, args...)), detail::tensor_list(tensors)), outs); },
+      .describe = [&] { return detail::describe_args(args...); },
+      .trace =
+          [&] {
+            Tape g = grad_tape([&] {
+              detail::TraceScope scope(false, /*value_guards=*/true);
+              scope.output_tree(detail::trace_for_cache(this->f_, scope, args...));
+              return scope.finish();
+            }());
+            return NewPath{std::move(g), nullptr, outs};
+          },
+      .traced = [] {}};
+  this->core_->call(key.view(), tensors, outs, call);
 }
 
 }  // namespace reel

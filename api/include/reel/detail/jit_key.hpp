@@ -17,41 +17,10 @@
 #include <vector>
 
 #include "reel/fields.hpp"
+#include "reel/jit_core.hpp"
 #include "reel/shape.hpp"
 
 namespace reel::detail {
-
-// The key's bytes, on the stack up to kInline of them.
-class KeyBuffer {
- public:
-  KeyBuffer() = default;
-  KeyBuffer(const KeyBuffer&) = delete;
-  KeyBuffer& operator=(const KeyBuffer&) = delete;
-  void append(const void* p, std::size_t n) {
-    if (!on_heap_ && size_ + n > kInline) heap_.assign(inline_, size_), on_heap_ = true;
-    if (on_heap_) heap_.append(static_cast<const char*>(p), n);
-    else std::memcpy(inline_ + size_, p, n);
-    size_ += n;
-  }
-  template <class T>
-  void put(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    if (!on_heap_ && size_ + sizeof(T) <= kInline) {  // a fixed-size copy: a move instruction
-      std::memcpy(inline_ + size_, &v, sizeof(T));
-      size_ += sizeof(T);
-    } else {
-      append(&v, sizeof(T));
-    }
-  }
-  std::string_view view() const { return on_heap_ ? std::string_view(heap_) : std::string_view(inline_, size_); }
-
- private:
-  static constexpr std::size_t kInline = 240;
-  char inline_[kInline];
-  std::size_t size_ = 0;
-  bool on_heap_ = false;
-  std::string heap_;
-};
 
 // Plain values a key can hold: numbers, enums, strings, pointers (by address), and
 // vectors, arrays, optionals, pairs, tuples and string maps of them.
@@ -72,7 +41,7 @@ constexpr bool keyable() {
 }
 
 template <class P>
-void append_plain(KeyBuffer& key, const P& a) {
+void append_plain(CacheKey& key, const P& a) {
   using D = std::remove_cv_t<P>;
   if constexpr (std::is_same_v<D, bool>) {
     key.put('b');
@@ -133,11 +102,11 @@ void append_plain(KeyBuffer& key, const P& a) {
 }
 
 template <class T>
-void append_key(KeyBuffer& key, const T& a);
+void append_key(CacheKey& key, const T& a);
 
 // Appends a struct's parts (see append_key).
 struct KeyVisitor {
-  KeyBuffer& key;
+  CacheKey& key;
   void operator()(const Tensor& t, const std::string&) { append_key(key, t); }
   void count(std::size_t n) {
     key.put('n');
@@ -156,7 +125,7 @@ template <class T>
 inline constexpr char type_tag = 0;
 
 template <class T>
-void append_key(KeyBuffer& key, const T& a) {
+void append_key(CacheKey& key, const T& a) {
   using D = std::decay_t<T>;
   if constexpr (!std::is_same_v<D, Tensor>) key.put(static_cast<const void*>(&type_tag<D>));
   if constexpr (std::is_same_v<D, Tensor>) {
@@ -217,7 +186,7 @@ std::vector<std::string> describe_args(const A&... args) {
 }
 
 template <class... A>
-void make_key(KeyBuffer& key, const A&... args) {
+void make_key(CacheKey& key, const A&... args) {
   (append_key(key, args), ...);
 }
 
