@@ -29,29 +29,31 @@ Tensor untracked(const Tensor& t) {
   return u;
 }
 
-void back_impl(const Tensor& y, const Tensor& seed) {
-  if (y.dtype() != DType::f32 && y.dtype() != DType::f64)
-    throw Error(fmt::format("back: expected a floating-point y, got {} (no gradient flows through integers)",
-                            type_str(y.dtype(), y.shape())));
-  // The recorded calls y depends on, in an order where each follows its arguments
-  // (an iterative depth-first walk: recorded chains may be very long), and the params.
+Error stale(const Tensor& p) {
+  return Error(fmt::format("back: a param ({}) was updated in place after y was computed from it; compute y again",
+                           type_str(p.dtype(), p.shape())));
+}
+
+// The recorded calls y depends on, in an order where each follows its arguments
+// (an iterative depth-first walk: recorded chains may be very long), and the params.
+struct Recorded {
   std::vector<const TrackedCall*> order;
   std::vector<Tensor> params;  // one tensor per distinct param node, in order of discovery
   // The version of each param's values y was computed from (detail::ParamNode): W.assign
   // on another thread may change it while back runs.
   std::vector<uint64_t> versions;
+};
+
+Recorded recorded(const Tensor& y) {
+  Recorded r;
   std::unordered_map<const TrackNode*, std::size_t> param_index;
   std::unordered_set<const TrackedCall*> visited;
-  auto stale = [](const Tensor& p) {
-    return Error(fmt::format("back: a param ({}) was updated in place after y was computed from it; compute y again",
-                             type_str(p.dtype(), p.shape())));
-  };
   auto note_param = [&](const Tensor& t, uint64_t version) {
-    const auto [it, is_new] = param_index.try_emplace(t.track_node().get(), params.size());
+    const auto [it, is_new] = param_index.try_emplace(t.track_node().get(), r.params.size());
     if (is_new) {
-      params.push_back(t);
-      versions.push_back(version);
-    } else if (versions[it->second] != version) {
+      r.params.push_back(t);
+      r.versions.push_back(version);
+    } else if (r.versions[it->second] != version) {
       throw stale(t);  // y mixes values read before and after an update
     }
   };
@@ -76,22 +78,24 @@ void back_impl(const Tensor& y, const Tensor& seed) {
       visit(a, f.call->versions[i]);  // may grow the stack (f is not used after)
       continue;
     }
-    order.push_back(f.call);
+    r.order.push_back(f.call);
     stack.pop_back();
   }
-  if (params.empty()) throw Error("back: y depends on no param (make them with reel::param)");
+  return r;
+}
 
-  // The tape: params as inputs, the calls, y as the output.
+// The tape: params as inputs, the calls, y as the output.
+Tape recorded_tape(const Recorded& r, const Tensor& y) {
   TapeBuilder b;
   std::unordered_map<const TrackNode*, Var> param_vars;
-  for (const Tensor& p : params) param_vars[p.track_node().get()] = b.input({p.dtype(), p.shape()});
+  for (const Tensor& p : r.params) param_vars[p.track_node().get()] = b.input({p.dtype(), p.shape()});
   std::unordered_map<const TrackedCall*, std::vector<Var>> results;
   auto var_of = [&](const Tensor& t) -> Var {
     if (t.is_param()) return param_vars.at(t.track_node().get());
     if (const OpNode* n = op_node(t)) return results.at(n->call.get()).at(n->index);
     return b.constant(untracked(t));
   };
-  for (const TrackedCall* c : order) {
+  for (const TrackedCall* c : r.order) {
     std::vector<Var> args;
     args.reserve(c->args.size());
     for (const Tensor& a : c->args) args.push_back(var_of(a));
@@ -99,20 +103,17 @@ void back_impl(const Tensor& y, const Tensor& seed) {
     else results[c] = b.call_results(*c->prim, std::move(args), c->attrs);
   }
   b.set_outputs({var_of(y)});
-  const Tape g = vjp_tape(b.finish());
+  return b.finish();
+}
 
-  std::vector<Tensor> in;
-  in.reserve(params.size() + 1);
-  for (const Tensor& p : params) in.push_back(untracked(p));
-  in.push_back(untracked(seed));
-  const std::vector<Tensor> out = play(g, in);
-
-  // (play read the params' memory unlocked: an assign meanwhile changes the version,
-  // checked below, and what was read is not used.)
-  // Accumulation, with every param's lock held (taken in one order, by address, so
-  // that backs on several threads never wait for each other in a cycle): backs on
-  // other threads add up exactly, and a param assigned while this one read its values
-  // (its version changed) adds nothing anywhere.
+// Adds each param's gradient (out[i + 1]) to its grad. (play read the params' memory
+// unlocked: an assign meanwhile changes the version, checked below, and what was read is
+// not used.) With every param's lock held (taken in one order, by address, so that
+// backs on several threads never wait for each other in a cycle): backs on other
+// threads add up exactly, and a param assigned while this one read its values (its
+// version changed) adds nothing anywhere.
+void accumulate(const Recorded& r, const std::vector<Tensor>& out) {
+  const std::vector<Tensor>& params = r.params;
   std::vector<std::size_t> by_address(params.size());
   for (std::size_t i = 0; i < params.size(); ++i) by_address[i] = i;
   std::sort(by_address.begin(), by_address.end(), [&](std::size_t a, std::size_t b) {
@@ -122,7 +123,7 @@ void back_impl(const Tensor& y, const Tensor& seed) {
   locks.reserve(params.size());
   for (const std::size_t i : by_address) locks.emplace_back(detail::param_node(params[i]).mutex);
   for (std::size_t i = 0; i < params.size(); ++i)
-    if (detail::param_node(params[i]).version.load() != versions[i]) throw stale(params[i]);
+    if (detail::param_node(params[i]).version.load() != r.versions[i]) throw stale(params[i]);
   std::vector<Tensor> sums;  // all made before any is stored: all params get their sum, or none
   sums.reserve(params.size());
   for (std::size_t i = 0; i < params.size(); ++i) {
@@ -131,6 +132,20 @@ void back_impl(const Tensor& y, const Tensor& seed) {
     sums.push_back(grad.defined() ? untracked(add(grad, d)) : untracked(d));
   }
   for (std::size_t i = 0; i < params.size(); ++i) detail::param_node(params[i]).grad = std::move(sums[i]);
+}
+
+void back_impl(const Tensor& y, const Tensor& seed) {
+  if (y.dtype() != DType::f32 && y.dtype() != DType::f64)
+    throw Error(fmt::format("back: expected a floating-point y, got {} (no gradient flows through integers)",
+                            type_str(y.dtype(), y.shape())));
+  const Recorded r = recorded(y);
+  if (r.params.empty()) throw Error("back: y depends on no param (make them with reel::param)");
+  const Tape g = vjp_tape(recorded_tape(r, y));
+  std::vector<Tensor> in;
+  in.reserve(r.params.size() + 1);
+  for (const Tensor& p : r.params) in.push_back(untracked(p));
+  in.push_back(untracked(seed));
+  accumulate(r, play(g, in));
 }
 
 }  // namespace

@@ -72,9 +72,8 @@ std::array<int64_t, 2> pair(py::handle h, const char* op, const char* what) {
   return {v[0], v[1]};
 }
 
-}  // namespace
-
-void bind_ops(py::module_& m) {
+// The elementwise operations, unary and binary.
+void bind_elementwise(py::module_& m) {
 #define REEL_UNARY(name) m.def(#name, [](const Tensor& x) { return reel::name(x); }, py::arg("x"))
   REEL_UNARY(neg);
   REEL_UNARY(exp);
@@ -132,7 +131,10 @@ void bind_ops(py::module_& m) {
         py::arg("cond"), py::arg("a"), py::arg("b"));
   m.def("cast", [](const Tensor& x, py::handle dtype) { return cast(x, to_dtype(dtype, "cast")); }, py::arg("x"),
         py::arg("dtype"));
+}
 
+// Reductions, softmax and argmax/argmin.
+void bind_reductions(py::module_& m) {
   REEL_REDUCTION(sum);
   REEL_REDUCTION(mean);
   REEL_REDUCTION(prod);
@@ -148,7 +150,10 @@ void bind_ops(py::module_& m) {
   m.def("argmin",
         [](const Tensor& x, py::handle axis) { return axis.is_none() ? argmin(x) : argmin(x, to_int(axis, "argmin", "axis")); },
         py::arg("x"), py::arg("axis") = py::none());
+}
 
+// Slicing, stacking, gathering and scattering.
+void bind_indexing(py::module_& m) {
   m.def("slice", [](const Tensor& x, int64_t start, int64_t stop) { return slice(x, start, stop); }, py::arg("x"),
         py::arg("start"), py::arg("stop"));
   m.def("slice",
@@ -197,6 +202,10 @@ void bind_ops(py::module_& m) {
   m.def("tril_from_vector",
         [](const Tensor& v, int64_t n, int64_t k, bool column_major) { return tril_from_vector(v, n, k, column_major); },
         py::arg("v"), py::arg("n"), py::arg("k") = 0, py::arg("column_major") = false);
+}
+
+// Products, shapes, convolutions and pools.
+void bind_products_and_windows(py::module_& m) {
   m.def("matmul", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::arg("a"), py::arg("b"));
   m.def("dot", [](const Tensor& a, const Tensor& b) { return dot(a, b); }, py::arg("a"), py::arg("b"));
   m.def("outer", [](const Tensor& a, const Tensor& b) { return outer(a, b); }, py::arg("a"), py::arg("b"));
@@ -228,8 +237,10 @@ void bind_ops(py::module_& m) {
   };
   pool("max_pool2d", &max_pool2d);
   pool("avg_pool2d", &avg_pool2d);
+}
 
-  // Python's operators on reel.Tensor.
+// Python's operators on reel.Tensor.
+void bind_operators(py::module_& m) {
   py::class_<Tensor> t = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
   // An operand that is neither a tensor, an array nor a number: NotImplemented, so that
   // Python tries the other side or raises its TypeError (an uninitialised tensor is
@@ -270,6 +281,16 @@ void bind_ops(py::module_& m) {
     return reshape(x, to_ints(shape, "reshape", "shape"));
   });
   t.def("astype", [](const Tensor& x, py::handle dtype) { return cast(x, to_dtype(dtype, "astype")); });
+}
+
+}  // namespace
+
+void bind_ops(py::module_& m) {
+  bind_elementwise(m);
+  bind_reductions(m);
+  bind_indexing(m);
+  bind_products_and_windows(m);
+  bind_operators(m);
 }
 
 }  // namespace reel::py_bind

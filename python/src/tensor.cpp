@@ -256,7 +256,10 @@ std::shared_ptr<py::object> hold(py::object o) {
   });
 }
 
-void bind_tensor(py::module_& m) {
+namespace {
+
+// reel.DType and its names (f32, float32, ...).
+void bind_dtypes(py::module_& m) {
   py::enum_<DType>(m, "DType", "A tensor's element type: f32, f64 or i64 (indices).")
       .value("f32", DType::f32)
       .value("f64", DType::f64)
@@ -268,7 +271,10 @@ void bind_tensor(py::module_& m) {
   m.attr("float32") = DType::f32;
   m.attr("float64") = DType::f64;
   m.attr("int64") = DType::i64;
+}
 
+// reel.Tensor: its constructor, NumPy views, properties and conversions.
+void bind_tensor_class(py::module_& m) {
   py::class_<Tensor>(m, "Tensor", py::buffer_protocol(), R"(A dense, row-major f32, f64 or i64 array.
 
 reel.Tensor(array) shares a NumPy array's memory (C-contiguous float32, float64 or
@@ -338,7 +344,10 @@ memory as a read-only array. Tensors never change once made; operations make new
   py::implicitly_convertible<py::array, Tensor>();
   tensor_type = reinterpret_cast<PyTypeObject*>(m.attr("Tensor").ptr());
   reinterpret_cast<PyHeapTypeObject*>(tensor_type)->as_buffer.bf_getbuffer = tensor_getbuffer;
+}
 
+// The functions that make tensors.
+void bind_constructors(py::module_& m) {
   m.def("tensor", &make_tensor, py::arg("values"), py::arg("shape") = py::none(), py::arg("dtype") = py::none(),
         "A new tensor (a copy) of a number, nested list or array; f64 unless the array or `dtype` says otherwise.");
   m.def("from_numpy", [](py::array a) { return as_tensor(a, "from_numpy"); }, py::arg("array"),
@@ -363,8 +372,10 @@ memory as a read-only array. Tensors never change once made; operations make new
         py::arg("shape"), py::arg("seed") = 0, py::arg("dtype") = DType::f64);
   m.def("arange", [](int64_t n, py::handle dtype) { return arange(n, to_dtype(dtype, "arange")); }, py::arg("n"),
         py::arg("dtype") = DType::i64);
+}
 
-  // Tracker.jl's tracked parameters.
+// Tracker.jl's tracked parameters.
+void bind_tracker(py::module_& m) {
   m.def("param", [](py::handle values) { return param(as_tensor(values, "param")); }, py::arg("values"),
         "A tracked parameter (a copy of the values): operations on it are recorded for reel.back.");
   m.def("back", [](const Tensor& y, py::object seed) {
@@ -373,6 +384,15 @@ memory as a read-only array. Tensors never change once made; operations make new
   }, py::arg("y"), py::arg("seed") = py::none(), "Accumulates the gradients of y (weighted by seed) into its params.");
   m.def("detach", &detach, py::arg("x"), "The values of x, not tracked.");
   m.def("release_cached_memory", &release_cached_memory);
+}
+
+}  // namespace
+
+void bind_tensor(py::module_& m) {
+  bind_dtypes(m);
+  bind_tensor_class(m);
+  bind_constructors(m);
+  bind_tracker(m);
 }
 
 }  // namespace reel::py_bind
