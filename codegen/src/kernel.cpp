@@ -409,7 +409,7 @@ class Scheduler {
       if (!is_strided_member(t_, m)) continue;
       const Op& op = t_.op(m);
       const Var x = op.args[0];
-      const StridedMap s = op.prim->strided_read(t_.type(x), op.attrs);
+      const StridedMap s = op.prim->lowering.strided_read(t_.type(x), op.attrs);
       value[m] = static_cast<int>(k.loads.size());
       k.loads.push_back({param(x), t_.type(x).dtype, s.strides, -1, {}, 0, {}, {}, s.offset});
     }
@@ -444,9 +444,9 @@ class Scheduler {
       if (p_.stored[m]) k.stores.push_back({value.at(m), param(m), contiguous(loop.shape)});
     for (Var r : loop.reductions) {
       const Op& op = t_.op(r);
-      KernelSpec::Sum sum{value.at(op.args[0]), param(r), op.prim->reduce_scale(t_.type(op.args[0]), op.attrs),
+      KernelSpec::Sum sum{value.at(op.args[0]), param(r), op.prim->lowering.reduce_scale(t_.type(op.args[0]), op.attrs),
                           op.type.dtype, {}, 1};
-      const Shape target = op.prim->reduce_target(t_.type(op.args[0]), op.attrs);
+      const Shape target = op.prim->lowering.reduce_target(t_.type(op.args[0]), op.attrs);
       if (numel(target) > 1) {  // column sums: the result's element at the kept dimensions
         sum.strides = broadcast_strides(target, loop.shape);
         sum.count = numel(target);
@@ -482,12 +482,12 @@ class Scheduler {
     k.kind = KernelSpec::Kind::reduce;
     k.params = {in.dtype, op.type.dtype};
     k.out_numel = numel(op.type.shape);
-    k.scale = op.prim->reduce_scale(in, op.attrs);
-    k.reduce_op = op.prim->reduce_op;
-    k.reduce_index = op.prim->reduce_index;
+    k.scale = op.prim->lowering.reduce_scale(in, op.attrs);
+    k.reduce_op = op.prim->lowering.reduce_op;
+    k.reduce_index = op.prim->lowering.reduce_index;
     k.empty = numel(in.shape) == 0;
     if (!k.empty) {
-      const Shape target = op.prim->reduce_target(in, op.attrs);
+      const Shape target = op.prim->lowering.reduce_target(in, op.attrs);
       const std::vector<int64_t> in_strides = contiguous(in.shape);
       const std::vector<int64_t> out_strides = broadcast_strides(target, in.shape);
       std::vector<std::vector<int64_t>> kept_strides(2), reduced_strides(1);
@@ -599,7 +599,7 @@ class Scheduler {
     const Op& op = t_.op(out);
     const Indexed g = indexed_geometry(op);
     return {.indices = ref_of(op.args[1]), .count = g.count, .axis_length = g.n, .axis = g.axis, .prim = op.prim,
-            .distinct = op.prim->replaces};
+            .distinct = op.prim->lowering.replaces};
   }
 
   // A check of the indices, then the loop: params {x, indices, out} for a gather,
@@ -610,7 +610,7 @@ class Scheduler {
     KernelSpec k;
     k.kind = kind;
     k.outer = g.outer, k.n = g.n, k.count = g.count, k.inner = g.inner;
-    k.replace = kind == KernelSpec::Kind::scatter && op.prim->replaces;
+    k.replace = kind == KernelSpec::Kind::scatter && op.prim->lowering.replaces;
     k.empty = k.outer * k.count * k.inner == 0;
     program_->steps.push_back(index_check(out));
     std::vector<int> slots;
@@ -637,7 +637,7 @@ class Scheduler {
     const Op& op = t_.op(s.out);
     std::vector<VarType> types;
     for (Var a : op.args) types.push_back(t_.type(a));
-    const std::vector<StridedMap> places = op.prim->strided_place(types, op.attrs);
+    const std::vector<StridedMap> places = op.prim->lowering.strided_place(types, op.attrs);
     if (!place_covers(t_, s.out))  // (unslice) zeros where no argument goes
       program_->steps.push_back(ZeroArgs{.to = ref_of(s.out),
                                          .bytes = numel(op.type.shape) * static_cast<int64_t>(dtype_size(op.type.dtype))});
@@ -766,7 +766,7 @@ class Scheduler {
     for (Var a : op.args) types.push_back(t_.type(a));
     KernelSpec k;
     k.kind = KernelSpec::Kind::pool;
-    k.pool = op.prim->pool(types, op.attrs);
+    k.pool = op.prim->lowering.pool(types, op.attrs);
     k.empty = k.pool.nc == 0;
     std::vector<BufferRef> buffers;
     for (Var a : op.args) {

@@ -14,8 +14,8 @@ namespace {
 // A sum (or mean) to one number, which a loop can accumulate as it goes.
 bool is_full_reduction(const Tape& t, Var v) {
   const Op& op = t.op(v);
-  if (op.prim->reduce_op != kernels::ReduceOp::sum || op.prim->reduce_index) return false;
-  const Shape target = op.prim->reduce_target(t.type(op.args[0]), op.attrs);
+  if (op.prim->lowering.reduce_op != kernels::ReduceOp::sum || op.prim->lowering.reduce_index) return false;
+  const Shape target = op.prim->lowering.reduce_target(t.type(op.args[0]), op.attrs);
   return numel(target) == 1;
 }
 
@@ -24,9 +24,9 @@ bool is_full_reduction(const Tape& t, Var v) {
 // over the input accumulates it in an array, a sum per result, as it goes.
 bool is_leading_sum(const Tape& t, Var v) {
   const Op& op = t.op(v);
-  if (op.prim->reduce_op != kernels::ReduceOp::sum || op.prim->reduce_index) return false;
+  if (op.prim->lowering.reduce_op != kernels::ReduceOp::sum || op.prim->lowering.reduce_index) return false;
   const Shape& in = t.type(op.args[0]).shape;
-  Shape target = op.prim->reduce_target(t.type(op.args[0]), op.attrs);
+  Shape target = op.prim->lowering.reduce_target(t.type(op.args[0]), op.attrs);
   if (target.size() > in.size() || numel(target) <= 1 || numel(target) > kMaxColumnSums) return false;
   target.insert(target.begin(), in.size() - target.size(), 1);  // (sum_to's: aligned to the right)
   std::size_t d = 0;
@@ -110,7 +110,7 @@ class Planner {
       emit(v);
       if (op.kind != OpKind::call) continue;
       const bool joins_loop = op.prim->structure == Structure::reduction || op.prim->structure == Structure::view ||
-                              folded_[v] || op.prim->strided_read;
+                              folded_[v] || op.prim->lowering.strided_read;
       if (!joins_loop) expire(v, kMaxWait);
     }
     for (Var v = 1; v <= n_; ++v)
@@ -151,11 +151,11 @@ class Planner {
   // nothing else moved): a batch of transposed matrices, which a batched matrix product
   // reads as stored, transposed by CBLAS.
   bool swaps_last_two(const Op& op) const {
-    if (!op.prim->strided_read || op.args.size() != 1) return false;
+    if (!op.prim->lowering.strided_read || op.args.size() != 1) return false;
     const Shape& in = t_.type(op.args[0]).shape;
     const std::size_t r = in.size();
     if (r < 2 || op.type.shape.size() != r) return false;
-    const StridedMap map = op.prim->strided_read(t_.type(op.args[0]), op.attrs);
+    const StridedMap map = op.prim->lowering.strided_read(t_.type(op.args[0]), op.attrs);
     if (map.offset != 0 || map.strides.size() != r) return false;
     const std::vector<int64_t> contiguous = broadcast_strides(in, in);
     for (std::size_t d = 0; d + 2 < r; ++d)
@@ -198,7 +198,7 @@ class Planner {
   // An elementwise operation with a float result may read i64 values (a cast from i64:
   // the emitter converts them as it reads them).
   bool touches_i64(const Op& op) const {
-    if (!is_float(op.type.dtype) && !op.prim->reduce_index) return true;  // (argmax: float in, i64 out)
+    if (!is_float(op.type.dtype) && !op.prim->lowering.reduce_index) return true;  // (argmax: float in, i64 out)
     if (op.prim->structure == Structure::elementwise) return false;
     for (std::size_t i = 0; i < op.args.size(); ++i) {
       if (!op.prim->is_index_arg(i) && !is_float(t_.type(op.args[i]).dtype)) return true;
@@ -215,8 +215,8 @@ class Planner {
                                     ? Structure::opaque
                                     : op.prim->structure;
     // (A strided read or placement of i64 values calls its eager function.)
-    if (op.prim->strided_read && !touches_i64(op)) return fuse_strided(v);
-    if (op.prim->strided_place && !touches_i64(op)) {
+    if (op.prim->lowering.strided_read && !touches_i64(op)) return fuse_strided(v);
+    if (op.prim->lowering.strided_place && !touches_i64(op)) {
       close_loop();
       for (Var a : op.args) need(a);
       needs_memory_[v] = true;
@@ -435,21 +435,21 @@ bool is_gather_member(const Tape& tape, Var member) { return tape.op(member).pri
 
 bool runs_as_pool(const Tape& tape, Var v) {
   const Op& op = tape.op(v);
-  if (op.kind != OpKind::call || !op.prim->pool || op.results != 1 || !is_float(op.type.dtype)) return false;
+  if (op.kind != OpKind::call || !op.prim->lowering.pool || op.results != 1 || !is_float(op.type.dtype)) return false;
   for (Var a : op.args)
     if (!is_float(tape.type(a).dtype)) return false;
   return true;
 }
 int64_t eager_into_scratch(const Tape& tape, Var v) {
   const Op& op = tape.op(v);
-  if (op.kind != OpKind::call || !op.prim->eager_into || !op.prim->scratch_bytes || !is_builtin(*op.prim)) return 0;
+  if (op.kind != OpKind::call || !op.prim->lowering.eager_into || !op.prim->lowering.scratch_bytes || !is_builtin(*op.prim)) return 0;
   std::vector<VarType> types;
   for (Var a : op.args) types.push_back(tape.type(a));
-  return op.prim->scratch_bytes(types, op.attrs);
+  return op.prim->lowering.scratch_bytes(types, op.attrs);
 }
 bool is_strided_member(const Tape& tape, Var member) {
   const Op& op = tape.op(member);
-  return op.kind == OpKind::call && op.prim->strided_read;
+  return op.kind == OpKind::call && op.prim->lowering.strided_read;
 }
 bool is_indexed_member(const Tape& tape, Var member) {
   return is_gather_member(tape, member) || is_strided_member(tape, member);
