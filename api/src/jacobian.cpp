@@ -33,7 +33,7 @@ Shape front(int64_t k, const Shape& s) { return cat(Shape{k}, s); }
 // Rows [start, stop) of x (x itself when that is all of them).
 Var slice_rows(TapeBuilder& b, Var x, int64_t start, int64_t stop) {
   if (start == 0 && stop == b.type(x).shape.at(0)) return x;
-  return b.call("slice", {x}, {{"axis", int64_t{0}}, {"start", start}, {"stop", stop}});
+  return b.call(prims::slice(), {x}, {{"axis", int64_t{0}}, {"start", start}, {"stop", stop}});
 }
 
 // What the tapes' inputs and outputs look like: the argument tensors (the first
@@ -205,7 +205,7 @@ Tape jacrev_tape(const char* op, const Tape& f, const Layout& l) {
     const std::vector<Var> outs = b.inline_tape(f, ins);
     std::vector<Var> parts;
     for (std::size_t o = 0; o < outs.size(); ++o) parts.push_back(b.reshape(outs[o], {numel(l.outs[o].shape)}));
-    b.set_outputs({parts.size() == 1 ? parts[0] : b.call("concat", parts, {{"axis", int64_t{0}}})});
+    b.set_outputs({parts.size() == 1 ? parts[0] : b.call(prims::concat(), parts, {{"axis", int64_t{0}}})});
     flat = b.finish();
   }
   const std::size_t num_args = l.args.size();
@@ -470,13 +470,13 @@ Derived SparseDerivation::derive(const Tape& f, std::size_t num_args, std::span<
     result.assign(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(m));
     std::vector<Var> parts;
     for (std::size_t o = 0; o < m; ++o) parts.push_back(b.reshape(outs[m + o], {k, numel(l.outs[o].shape)}));
-    const Var compressed = parts.size() == 1 ? parts[0] : b.call("concat", parts, {{"axis", int64_t{1}}});
+    const Var compressed = parts.size() == 1 ? parts[0] : b.call(prims::concat(), parts, {{"axis", int64_t{1}}});
     std::vector<double> idx;
     for (int64_t r = 0; r < p.rows; ++r)
       for (int64_t col : p.row_cols[static_cast<std::size_t>(r)])
         idx.push_back(static_cast<double>(c.colour[static_cast<std::size_t>(col)] * l.m + r));
     const Var flat = b.reshape(compressed, {k * l.m});
-    result.push_back(b.call("gather", {flat, b.constant(tensor(idx, {static_cast<int64_t>(idx.size())}, DType::i64))},
+    result.push_back(b.call(prims::gather(), {flat, b.constant(tensor(idx, {static_cast<int64_t>(idx.size())}, DType::i64))},
                             {{"axis", int64_t{0}}}));
   }
   b.set_outputs(std::move(result));

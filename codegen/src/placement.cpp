@@ -65,7 +65,7 @@ std::vector<Var> placement_order(const Tape& t, const std::vector<bool>& folded)
     emit(v);
     if (op.kind != OpKind::call) continue;
     const bool joins_loop = op.prim->structure == Structure::reduction || op.prim->structure == Structure::view ||
-                            folded[v] || op.prim->strided_read;
+                            folded[v] || op.prim->lowering.strided_read;
     if (!joins_loop) expire(v, kMaxWait);
   }
   for (Var v = 1; v <= n; ++v)

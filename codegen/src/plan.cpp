@@ -68,7 +68,7 @@ class Planner {
   // An elementwise operation with a float result may read i64 values (a cast from i64:
   // the emitter converts them as it reads them).
   bool touches_i64(const Op& op) const {
-    if (!is_float(op.type.dtype) && !op.prim->reduce_index) return true;  // (argmax: float in, i64 out)
+    if (!is_float(op.type.dtype) && !op.prim->lowering.reduce_index) return true;  // (argmax: float in, i64 out)
     if (op.prim->structure == Structure::elementwise) return false;
     for (std::size_t i = 0; i < op.args.size(); ++i) {
       if (!op.prim->is_index_arg(i) && !is_float(t_.type(op.args[i]).dtype)) return true;
@@ -85,8 +85,8 @@ class Planner {
                                     ? Structure::opaque
                                     : op.prim->structure;
     // (A strided read or placement of i64 values calls its eager function.)
-    if (op.prim->strided_read && !touches_i64(op)) return fuse_strided(v);
-    if (op.prim->strided_place && !touches_i64(op)) {
+    if (op.prim->lowering.strided_read && !touches_i64(op)) return fuse_strided(v);
+    if (op.prim->lowering.strided_place && !touches_i64(op)) {
       close_loop();
       for (Var a : op.args) need(a);
       needs_memory_[v] = true;

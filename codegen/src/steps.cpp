@@ -143,13 +143,13 @@ void external(void* const* bases, const ExternArgs& call) {
     if (args.back().nbytes() > 0) std::memcpy(args.back().mutable_raw(), at<void>(bases, a.ref), args.back().nbytes());
   }
   const std::size_t k = call.results.size();
-  if (call.borrow && call.prim->eager_into) {  // written where they go: no allocation, no copy
+  if (call.borrow && call.prim->lowering.eager_into) {  // written where they go: no allocation, no copy
     std::vector<Tensor> outs;
     outs.reserve(k);
     for (const TypedBuffer& r : call.results)
       outs.push_back(numel(r.type.shape) > 0 ? Tensor::borrow(at<void>(bases, r.ref), r.type.dtype, r.type.shape)
                                             : Tensor(r.type.dtype, r.type.shape));
-    call.prim->eager_into(args, call.attrs, outs, call.has_scratch ? at<void>(bases, call.scratch) : nullptr);
+    call.prim->lowering.eager_into(args, call.attrs, outs, call.has_scratch ? at<void>(bases, call.scratch) : nullptr);
     return;
   }
   std::vector<Tensor> outs;

@@ -34,7 +34,7 @@ int64_t axis_behind_batch(const Attrs& attrs, const std::string& name, std::size
 
 Var permuted(TapeBuilder& b, Var x, const Shape& perm) {
   for (std::size_t d = 0; d < perm.size(); ++d)
-    if (perm[d] != static_cast<int64_t>(d)) return b.call("permute", {x}, {{"perm", perm}});
+    if (perm[d] != static_cast<int64_t>(d)) return b.call(prims::permute(), {x}, {{"perm", perm}});
   return x;
 }
 
@@ -63,12 +63,12 @@ Var offset_indices(TapeBuilder& b, Var idx, int64_t n) {
   Shape oshape(shape.size(), 1);
   oshape[0] = size;
   // In f64 (exact below 2^53): the arithmetic primitives take floating-point values only.
-  const Var f = b.call("cast", {idx}, {{"dtype", DType::f64}});
-  const Var out_of_range = b.sub(b.call("ge", {f, b.scalar(static_cast<double>(n), DType::f64)}),
-                                 b.call("lt", {f, b.scalar(0.0, DType::f64)}));
+  const Var f = b.call(prims::cast(), {idx}, {{"dtype", DType::f64}});
+  const Var out_of_range = b.sub(b.call(prims::ge(), {f, b.scalar(static_cast<double>(n), DType::f64)}),
+                                 b.call(prims::lt(), {f, b.scalar(0.0, DType::f64)}));
   const Var shifted = b.add(b.add(f, b.constant(tensor(offsets, oshape))),
                             b.mul(out_of_range, static_cast<double>(size * n)));
-  return b.call("cast", {shifted}, {{"dtype", DType::i64}});
+  return b.call(prims::cast(), {shifted}, {{"dtype", DType::i64}});
 }
 
 }  // namespace reel::prims

@@ -101,15 +101,15 @@ std::vector<Var> TapeBuilder::inline_tape(const Tape& sub, std::span<const Var> 
 }
 
 Var TapeBuilder::reshape(Var a, Shape shape) {
-  return type(a).shape == shape ? a : call("reshape", {a}, {{"shape", shape}});
+  return type(a).shape == shape ? a : call(prims::reshape(), {a}, {{"shape", shape}});
 }
 
 Var TapeBuilder::broadcast_to(Var a, Shape shape) {
-  return type(a).shape == shape ? a : call("broadcast_to", {a}, {{"shape", shape}});
+  return type(a).shape == shape ? a : call(prims::broadcast_to(), {a}, {{"shape", shape}});
 }
 
 Var TapeBuilder::sum_to(Var a, Shape shape) {
-  return type(a).shape == shape ? a : call("sum_to", {a}, {{"shape", shape}});
+  return type(a).shape == shape ? a : call(prims::sum_to(), {a}, {{"shape", shape}});
 }
 
 }  // namespace reel

@@ -11,7 +11,7 @@ VarType infer_binary(const char* op, std::span<const VarType> in) {
 
 Var unbroadcast(TapeBuilder& b, Var adj, Var arg) { return b.sum_to(adj, b.type(arg).shape); }
 Var one_minus(TapeBuilder& b, Var y) { return b.sub(b.scalar(1.0, b.type(y).dtype), y); }
-Var compare(TapeBuilder& b, const char* op, Var x, double c) { return b.call(op, {x, constant_like(b, c, x)}); }
+Var compare(TapeBuilder& b, const Primitive& op, Var x, double c) { return b.call(op, {x, constant_like(b, c, x)}); }
 
 namespace {
 
@@ -82,7 +82,7 @@ Primitive div_p() {
 
 // hypot(a, b) = sqrt(a^2 + b^2): d/da = a / h, d/db = b / h, taken as 0 at a = b = 0
 // (the quotient's denominator is h + (h == 0), so 0 / 1 there).
-Var over_hypot(TapeBuilder& b, Var x, Var h) { return b.div(x, b.add(h, compare(b, "eq", h, 0))); }
+Var over_hypot(TapeBuilder& b, Var x, Var h) { return b.div(x, b.add(h, compare(b, prims::eq(), h, 0))); }
 Primitive hypot_p() {
   return binary("hypot", [](auto& e, auto a, auto b) { return e.hypot(a, b); },
                 {.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
@@ -109,13 +109,13 @@ Primitive comparison(const char* name, Math math, bool commutative = false) {
 
 // The weight of a's side in maximum(a, b) (greater: 1; tie: 1/2; less: 0), with `gt`,
 // or in minimum with `lt`.
-Var side_weight(TapeBuilder& b, const char* wins, Var x, Var y) {
-  return b.add(b.call(wins, {x, y}), b.mul(b.call("eq", {x, y}), 0.5));
+Var side_weight(TapeBuilder& b, Handle wins, Var x, Var y) {
+  return b.add(b.call(wins(), {x, y}), b.mul(b.call(prims::eq(), {x, y}), 0.5));
 }
 
 // maximum / minimum: NaN if either is, +0 above -0; d/da = w, d/db = 1 - w with w =
 // side_weight (ties split evenly).
-Primitive extremum(const char* name, const char* wins, bool is_max) {
+Primitive extremum(const char* name, Handle wins, bool is_max) {
   auto math = [is_max](auto& e, auto a, auto c) { return is_max ? e.max(a, c) : e.min(a, c); };
   return binary(
       name, math,
@@ -153,13 +153,13 @@ Primitive where_p() {
       .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
         const Var zero = constant_like(b, 0, a.dout);
         return std::vector<Var>{
-            kNoVar, a.needs[1] ? unbroadcast(b, b.call("where", {a.args[0], a.dout, zero}), a.args[1]) : kNoVar,
-            a.needs[2] ? unbroadcast(b, b.call("where", {a.args[0], zero, a.dout}), a.args[2]) : kNoVar};
+            kNoVar, a.needs[1] ? unbroadcast(b, b.call(prims::where(), {a.args[0], a.dout, zero}), a.args[1]) : kNoVar,
+            a.needs[2] ? unbroadcast(b, b.call(prims::where(), {a.args[0], zero, a.dout}), a.args[2]) : kNoVar};
       },
       .tangent = [](TapeBuilder& b, const TangentArgs& a) {
         if (a.tangents[1] == kNoVar && a.tangents[2] == kNoVar) return kNoVar;
         const Var zero = constant_like(b, 0, a.out);
-        const Var t = b.call("where", {a.args[0], a.tangents[1] == kNoVar ? zero : a.tangents[1],
+        const Var t = b.call(prims::where(), {a.args[0], a.tangents[1] == kNoVar ? zero : a.tangents[1],
                                        a.tangents[2] == kNoVar ? zero : a.tangents[2]});
         return b.broadcast_to(t, Shape(b.type(a.out).shape));
       },
@@ -177,8 +177,8 @@ Primitive gt_p() { return comparison("gt", [](auto& e, auto a, auto c) { return 
 Primitive ge_p() { return comparison("ge", [](auto& e, auto a, auto c) { return e.ge(a, c); }); }
 Primitive eq_p() { return comparison("eq", [](auto& e, auto a, auto c) { return e.eq(a, c); }, true); }
 Primitive ne_p() { return comparison("ne", [](auto& e, auto a, auto c) { return e.ne(a, c); }, true); }
-Primitive maximum_p() { return extremum("maximum", "gt", true); }
-Primitive minimum_p() { return extremum("minimum", "lt", false); }
+Primitive maximum_p() { return extremum("maximum", prims::gt, true); }
+Primitive minimum_p() { return extremum("minimum", prims::lt, false); }
 
 }  // namespace
 

@@ -53,14 +53,14 @@ namespace {
 // result is the batched condition, through which (as through a guard) no gradient flows.
 Results<Var> guard_batch(TapeBuilder& b, const BatchArgs& a) {
   Var cond = a.args[0];
-  if (!is_float(b.type(cond).dtype)) cond = b.call("cast", {cond}, {{"dtype", DType::f64}});
+  if (!is_float(b.type(cond).dtype)) cond = b.call(prims::cast(), {cond}, {{"dtype", DType::f64}});
   const bool expected = a.attrs.boolean("expected");
   const Var zero = b.scalar(0.0, b.type(cond).dtype);
-  const Var differs = b.call("sum", {b.call(expected ? "eq" : "ne", {cond, zero})});
+  const Var differs = b.call(prims::sum(), {b.call(expected ? prims::eq() : prims::ne(), {cond, zero})});
   Attrs attrs{{"expected", true}};
   if (a.attrs.has("loop")) attrs.set("loop", a.attrs.string("loop"));
-  b.call("guard", {b.call("eq", {differs, b.scalar(0.0, b.type(differs).dtype)})}, std::move(attrs));
-  return b.call("nodiff", {a.args[0]});
+  b.call(prims::guard(), {b.call(prims::eq(), {differs, b.scalar(0.0, b.type(differs).dtype)})}, std::move(attrs));
+  return b.call(prims::nodiff(), {a.args[0]});
 }
 
 Primitive guard_p() {
@@ -122,8 +122,8 @@ Primitive guard_value_p() {
         for (int64_t j = 0; j < a.size; ++j) all.insert(all.end(), one.begin(), one.end());
         Attrs attrs = a.attrs;
         attrs.set("values", all);
-        b.call("guard_value", {a.args[0]}, std::move(attrs));
-        return b.call("nodiff", {a.args[0]});
+        b.call(prims::guard_value(), {a.args[0]}, std::move(attrs));
+        return b.call(prims::nodiff(), {a.args[0]});
       },
   };
 }

@@ -56,6 +56,6 @@ Primitive unary(const char* name, Math math, Derivative derivative, Primitive p 
 Var unbroadcast(TapeBuilder& b, Var adj, Var arg);
 Var one_minus(TapeBuilder& b, Var y);
 // 1 where `op`(x, c) holds, else 0 (a comparison primitive; no gradient flows through it).
-Var compare(TapeBuilder& b, const char* op, Var x, double c);
+Var compare(TapeBuilder& b, const Primitive& op, Var x, double c);
 
 }  // namespace reel::prims

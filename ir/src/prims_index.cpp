@@ -1,39 +1,18 @@
-// Indexing and layout primitives: slice (and its transpose, unslice), permute,
-// concat (any number of arguments), gather, scatter_add and index_update along an
-// axis with i64 indices. Composites built on them (index, take, stack, squeeze,
-// expand_dims, tril/triu, tril_from_vector) are in tracer/src/ops.cpp.
+// Layout primitives: slice (and its transpose, unslice), place, permute and concat (any
+// number of arguments); gather, scatter_add and index_update, which index with i64
+// values, are in prims_gather.cpp. Composites built on them (index, take, stack,
+// squeeze, expand_dims, tril/triu, tril_from_vector) are in tracer/src/ops.cpp.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "batching.hpp"
-#include "prims.hpp"
+#include "prims_index.hpp"
 
 namespace reel::prims {
 
 namespace {
-
-template <class Body>
-void by_dtype(DType d, Body&& body) {
-  if (d == DType::f64) body(double{});
-  else if (d == DType::f32) body(float{});
-  else body(int64_t{});
-}
-
-int64_t product(const Shape& s, std::size_t from, std::size_t to) {
-  int64_t n = 1;
-  for (std::size_t d = from; d < to; ++d) n *= s[d];
-  return n;
-}
-
-// An axis of a tensor of `rank` dimensions; negative counts from the end.
-int64_t checked_axis(const char* op, int64_t axis, std::size_t rank, const VarType& x) {
-  const auto r = static_cast<int64_t>(rank);
-  const int64_t a = axis < 0 ? axis + r : axis;
-  if (a < 0 || a >= r) throw Error(fmt::format("{}: axis {} is out of range for {}", op, axis, type_str(x)));
-  return a;
-}
 
 // Element strides of a contiguous tensor of this shape.
 std::vector<int64_t> contiguous_strides(const Shape& shape) {
@@ -88,101 +67,31 @@ Attrs slice_attrs(const Strided& g) {
   return {{"axis", g.axis}, {"start", g.start}, {"stop", g.start + (g.count - 1) * g.step + 1}, {"step", g.step}};
 }
 
-// gather / scatter_add / index_update geometry: x's shape around the axis, and the
-// indexed shape x[:axis] + indices.shape + x[axis+1:].
-struct Indexed {
-  int64_t axis, outer, n, inner, count;  // count: number of indices
-  Shape shape;
-};
-
-Indexed indexed(const char* op, const VarType& x, const VarType& idx, const Attrs& a) {
-  Indexed g;
-  g.axis = checked_axis(op, a.has("axis") ? a.integer("axis") : 0, x.shape.size(), x);
-  const auto ax = static_cast<std::size_t>(g.axis);
-  g.outer = product(x.shape, 0, ax);
-  g.n = x.shape[ax];
-  g.inner = product(x.shape, ax + 1, x.shape.size());
-  g.count = numel(idx.shape);
-  g.shape.assign(x.shape.begin(), x.shape.begin() + g.axis);
-  g.shape.insert(g.shape.end(), idx.shape.begin(), idx.shape.end());
-  g.shape.insert(g.shape.end(), x.shape.begin() + g.axis + 1, x.shape.end());
-  (void)numel(g.shape, op);  // throws if the element count overflows
-  return g;
-}
-
-// The indices, checked against the axis length.
-const int64_t* checked_indices(const char* op, const Tensor& idx, const Indexed& g) {
-  const int64_t* p = idx.data<int64_t>();
-  for (int64_t i = 0; i < g.count; ++i)
-    if (p[i] < 0 || p[i] >= g.n)
-      throw Error(fmt::format("{}: index {} (element {} of the indices) is out of range for axis {} of length {}",
-                              op, p[i], i, g.axis, g.n));
-  return p;
-}
-
-// For each (outer, index, inner) position: f(position in x, position in the indexed shape).
-template <class F>
-void for_each_indexed(const Indexed& g, const int64_t* idx, F f) {
-  for (int64_t i = 0; i < g.outer; ++i)
-    for (int64_t j = 0; j < g.count; ++j)
-      for (int64_t k = 0; k < g.inner; ++k) f((i * g.n + idx[j]) * g.inner + k, (i * g.count + j) * g.inner + k);
-}
-
-void expect_values(const char* op, const VarType& x, const VarType& values, const Indexed& g) {
-  if (values.dtype != x.dtype || values.shape != g.shape)
-    throw Error(fmt::format("{}: expected values of type {}, got {}", op, type_str(VarType{x.dtype, g.shape}),
-                            type_str(values)));
-}
-
-// scatter_add / index_update (target, indices, values): linear in target and values
-// together, so the tangent is the same operation on their tangents (zeros where none).
-std::function<Var(TapeBuilder&, const TangentArgs&)> indexed_tangent(const char* name) {
-  return [name](TapeBuilder& b, const TangentArgs& a) {
-    const Var target = a.tangents[0] != kNoVar ? a.tangents[0] : zeros_of(b, b.type(a.args[0]));
-    const Var values = a.tangents[2] != kNoVar ? a.tangents[2] : zeros_of(b, b.type(a.args[2]));
-    return b.call(name, {target, a.args[1], values}, a.attrs);
-  };
-}
-
-// A copy of target with f(out, values, position in x, position in values) applied at
-// every indexed position: the eager scatter_add (+=) and index_update (=).
-template <class F>
-Tensor updated_copy(const Tensor& target, const Tensor& values, const Indexed& g, const int64_t* idx, F f) {
-  Tensor out(target.dtype(), target.shape());
-  if (out.nbytes() > 0) std::memcpy(out.mutable_raw(), target.raw(), out.nbytes());
-  by_dtype(target.dtype(), [&](auto t) {
-    using T = decltype(t);
-    const T* v = values.data<T>();
-    T* o = out.mutable_data<T>();
-    for_each_indexed(g, idx, [&](int64_t xi, int64_t vi) { f(o[xi], v[vi]); });
-  });
-  return out;
-}
 
 // The tangent rule of a primitive linear in all its arguments together (concat, place):
 // the same call on the tangents, zeros where none.
-std::function<Results<Var>(TapeBuilder&, const TangentArgs&)> on_tangents(const char* name) {
-  return [name](TapeBuilder& b, const TangentArgs& a) -> Results<Var> {
+std::function<Results<Var>(TapeBuilder&, const TangentArgs&)> on_tangents(Handle prim) {
+  return [prim](TapeBuilder& b, const TangentArgs& a) -> Results<Var> {
     std::vector<Var> parts;
     for (std::size_t i = 0; i < a.args.size(); ++i)
       parts.push_back(a.tangents[i] != kNoVar ? a.tangents[i] : zeros_of(b, b.type(a.args[i])));
-    return b.call(name, parts, a.attrs);
+    return b.call(prim(), parts, a.attrs);
   };
 }
 
 // The batching rule of a primitive of any number of arguments along `axis` (concat,
 // place): every argument batched (shared ones broadcast), the axis behind the batch.
-Results<Var> batch_all_along_axis(TapeBuilder& b, const BatchArgs& a, const char* name) {
+Results<Var> batch_all_along_axis(TapeBuilder& b, const BatchArgs& a, const Primitive& prim) {
   std::vector<Var> parts;
   for (std::size_t i = 0; i < a.args.size(); ++i) parts.push_back(batched_arg(b, a, i));
-  return b.call(name, parts, with_attr(a.attrs, "axis", axis_behind_batch(a.attrs, "axis", a.types[0].shape.size())));
+  return b.call(prim, parts, with_attr(a.attrs, "axis", axis_behind_batch(a.attrs, "axis", a.types[0].shape.size())));
 }
 
 // The batching rule of a primitive of one argument along `axis`: the same call, the axis
 // behind the batch (slice, unslice).
-Results<Var> batch_along_axis(TapeBuilder& b, const BatchArgs& a, const char* name) {
+Results<Var> batch_along_axis(TapeBuilder& b, const BatchArgs& a, const Primitive& prim) {
   const int64_t axis = axis_behind_batch(a.attrs, "axis", a.types[0].shape.size());
-  return b.call(name, {a.args[0]}, with_attr(a.attrs, "axis", axis));
+  return b.call(prim, {a.args[0]}, with_attr(a.attrs, "axis", axis));
 }
 
 // slice(x, axis, start, stop, step): x's elements start, start + step, ... < stop
@@ -204,21 +113,23 @@ Primitive slice_p() {
       .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
         const VarType x = b.type(a.args[0]);
         const Strided g = slice_geometry(x, a.attrs);
-        return std::vector<Var>{b.call("unslice", {a.dout}, {{"axis", g.axis}, {"start", g.start}, {"step", g.step},
+        return std::vector<Var>{b.call(prims::unslice(), {a.dout}, {{"axis", g.axis}, {"start", g.start}, {"step", g.step},
                                                              {"size", x.shape[static_cast<std::size_t>(g.axis)]}})};
       },
       .any_dtype = true,
       .linear = true,
       .structure = Structure::opaque,
-      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_along_axis(b, a, "slice"); },
-      // Compiled: the result's element i is x's at start along the axis + strides . i.
-      .strided_read = [](const VarType& x, const Attrs& a) {
-        const Strided g = slice_geometry(x, a);
-        StridedMap m{0, contiguous_strides(x.shape)};
-        const auto ax = static_cast<std::size_t>(g.axis);
-        m.offset = g.start * m.strides[ax];
-        m.strides[ax] *= g.step;
-        return m;
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_along_axis(b, a, prims::slice()); },
+      .lowering = {
+          // Compiled: the result's element i is x's at start along the axis + strides . i.
+          .strided_read = [](const VarType& x, const Attrs& a) {
+            const Strided g = slice_geometry(x, a);
+            StridedMap m{0, contiguous_strides(x.shape)};
+            const auto ax = static_cast<std::size_t>(g.axis);
+            m.offset = g.start * m.strides[ax];
+            m.strides[ax] *= g.step;
+            return m;
+          },
       },
   };
 }
@@ -260,25 +171,27 @@ Primitive unslice_p() {
       .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
         const Strided g = unslice_geometry(b.type(a.args[0]), a.attrs);
         if (g.count == 0) return std::vector<Var>{zeros_of(b, b.type(a.args[0]))};
-        return std::vector<Var>{b.call("slice", {a.dout}, slice_attrs(g))};
+        return std::vector<Var>{b.call(prims::slice(), {a.dout}, slice_attrs(g))};
       },
       .any_dtype = true,
       .linear = true,
       .structure = Structure::opaque,
-      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_along_axis(b, a, "unslice"); },
-      // Compiled: zeros, then y's element i at start along the axis + strides . i (the
-      // elements placed are fewer than the result's: the rest is zero).
-      .strided_place = [](std::span<const VarType> in, const Attrs& a) {
-        const Strided g = unslice_geometry(in[0], a);
-        Shape full = in[0].shape;
-        full[static_cast<std::size_t>(g.axis)] = a.integer("size");
-        StridedMap m{0, contiguous_strides(full)};
-        const auto ax = static_cast<std::size_t>(g.axis);
-        m.offset = g.start * m.strides[ax];
-        m.strides[ax] *= g.step;
-        return std::vector<StridedMap>{m};
-      },
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_along_axis(b, a, prims::unslice()); },
       .combine_terms = combine_placements,
+      .lowering = {
+          // Compiled: zeros, then y's element i at start along the axis + strides . i (the
+          // elements placed are fewer than the result's: the rest is zero).
+          .strided_place = [](std::span<const VarType> in, const Attrs& a) {
+            const Strided g = unslice_geometry(in[0], a);
+            Shape full = in[0].shape;
+            full[static_cast<std::size_t>(g.axis)] = a.integer("size");
+            StridedMap m{0, contiguous_strides(full)};
+            const auto ax = static_cast<std::size_t>(g.axis);
+            m.offset = g.start * m.strides[ax];
+            m.strides[ax] *= g.step;
+            return std::vector<StridedMap>{m};
+          },
+      },
   };
 }
 
@@ -348,12 +261,12 @@ std::vector<Var> combine_placements(TapeBuilder& b, std::vector<Var> terms) {
   std::vector<Var> rest;
   for (std::size_t t = 0; t < terms.size(); ++t) {
     const Op& op = b.tape().op(terms[t]);
-    const bool placed = op.kind == OpKind::call && (op.prim->name == "unslice" || op.prim->name == "place");
+    const bool placed = op.kind == OpKind::call && (op.prim == &prims::unslice() || op.prim == &prims::place());
     if (!placed) {
       rest.push_back(terms[t]);
       continue;
     }
-    const bool one = op.prim->name == "unslice";
+    const bool one = op.prim == &prims::unslice();
     const int64_t axis = checked_axis(op.prim->name.c_str(), op.attrs.integer("axis"), op.type.shape.size(), op.type);
     std::vector<Var> args = op.args;
     Shape starts = one ? Shape{op.attrs.integer("start")} : op.attrs.ints("starts");
@@ -384,7 +297,7 @@ std::vector<Var> combine_placements(TapeBuilder& b, std::vector<Var> terms) {
   for (Group& g : groups) {
     if (g.calls.size() == 1) rest.push_back(g.calls[0]);
     else
-      rest.push_back(b.call("place", std::move(g.args),
+      rest.push_back(b.call(prims::place(), std::move(g.args),
                             {{"axis", g.axis}, {"starts", g.starts}, {"step", std::max<int64_t>(g.step, 1)},
                              {"size", g.type.shape[static_cast<std::size_t>(g.axis)]}}));
   }
@@ -426,28 +339,30 @@ Primitive place_p() {
         std::vector<Var> d(a.args.size(), kNoVar);
         for (std::size_t i = 0; i < d.size(); ++i) {
           if (!a.needs[i]) continue;
-          d[i] = p.parts[i].count == 0 ? zeros_of(b, types[i]) : b.call("slice", {a.dout}, slice_attrs(p.parts[i]));
+          d[i] = p.parts[i].count == 0 ? zeros_of(b, types[i]) : b.call(prims::slice(), {a.dout}, slice_attrs(p.parts[i]));
         }
         return d;
       },
       .any_dtype = true,
-      .tangent = on_tangents("place"),
+      .tangent = on_tangents(prims::place),
       .structure = Structure::opaque,
-      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_all_along_axis(b, a, "place"); },
-      // Compiled: zeros, then each argument at its start along the axis (as unslice).
-      .strided_place = [](std::span<const VarType> in, const Attrs& a) {
-        const Placed p = place_geometry(in, a);
-        const std::vector<int64_t> os = contiguous_strides(p.shape);
-        const auto ax = static_cast<std::size_t>(p.axis);
-        std::vector<StridedMap> maps;
-        for (const Strided& g : p.parts) {
-          StridedMap m{g.start * os[ax], os};
-          m.strides[ax] *= g.step;
-          maps.push_back(std::move(m));
-        }
-        return maps;
-      },
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_all_along_axis(b, a, prims::place()); },
       .combine_terms = combine_placements,
+      .lowering = {
+          // Compiled: zeros, then each argument at its start along the axis (as unslice).
+          .strided_place = [](std::span<const VarType> in, const Attrs& a) {
+            const Placed p = place_geometry(in, a);
+            const std::vector<int64_t> os = contiguous_strides(p.shape);
+            const auto ax = static_cast<std::size_t>(p.axis);
+            std::vector<StridedMap> maps;
+            for (const Strided& g : p.parts) {
+              StridedMap m{g.start * os[ax], os};
+              m.strides[ax] *= g.step;
+              maps.push_back(std::move(m));
+            }
+            return maps;
+          },
+      },
   };
 }
 
@@ -504,7 +419,7 @@ Primitive permute_p() {
         const Shape& perm = a.attrs.ints("perm");
         Shape inverse(perm.size());
         for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<int64_t>(i);
-        return std::vector<Var>{b.call("permute", {a.dout}, {{"perm", inverse}})};
+        return std::vector<Var>{b.call(prims::permute(), {a.dout}, {{"perm", inverse}})};
       },
       .any_dtype = true,
       .linear = true,
@@ -512,10 +427,12 @@ Primitive permute_p() {
       .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
         Shape perm{0};
         for (int64_t p : a.attrs.ints("perm")) perm.push_back(p + 1);
-        return b.call("permute", {a.args[0]}, {{"perm", perm}});
+        return b.call(prims::permute(), {a.args[0]}, {{"perm", perm}});
       },
-      // Compiled: a load at permute_map's strides.
-      .strided_read = [](const VarType& x, const Attrs& a) { return permute_map(x.shape, a.ints("perm")); },
+      .lowering = {
+          // Compiled: a load at permute_map's strides.
+          .strided_read = [](const VarType& x, const Attrs& a) { return permute_map(x.shape, a.ints("perm")); },
+      },
   };
 }
 
@@ -566,7 +483,7 @@ std::vector<Var> concat_adjoint(TapeBuilder& b, const AdjointArgs& a) {
   int64_t offset = 0;
   for (std::size_t i = 0; i < a.args.size(); ++i) {
     const int64_t n = b.type(a.args[i]).shape[axis];
-    d.push_back(a.needs[i] ? b.call("slice", {a.dout}, {{"axis", static_cast<int64_t>(axis)}, {"start", offset},
+    d.push_back(a.needs[i] ? b.call(prims::slice(), {a.dout}, {{"axis", static_cast<int64_t>(axis)}, {"start", offset},
                                                       {"stop", offset + n}, {"step", int64_t{1}}})
                            : kNoVar);
     offset += n;
@@ -583,171 +500,33 @@ Primitive concat_p() {
       .eager = concat_eager,
       .adjoint = concat_adjoint,
       .any_dtype = true,
-      .tangent = on_tangents("concat"),
+      .tangent = on_tangents(prims::concat),
       .structure = Structure::opaque,
-      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_all_along_axis(b, a, "concat"); },
-      // Compiled: each part copied to its offset along the axis, in the result's strides.
-      .strided_place = [](std::span<const VarType> in, const Attrs& a) {
-        const VarType out = concat_type(in, a);
-        const auto axis = static_cast<std::size_t>(checked_axis("concat", a.integer("axis"), out.shape.size(), out));
-        const std::vector<int64_t> os = contiguous_strides(out.shape);
-        std::vector<StridedMap> parts;
-        int64_t at = 0;
-        for (const VarType& x : in) {
-          parts.push_back({at * os[axis], os});
-          at += x.shape[axis];
-        }
-        return parts;
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_all_along_axis(b, a, prims::concat()); },
+      .lowering = {
+          // Compiled: each part copied to its offset along the axis, in the result's strides.
+          .strided_place = [](std::span<const VarType> in, const Attrs& a) {
+            const VarType out = concat_type(in, a);
+            const auto axis = static_cast<std::size_t>(checked_axis("concat", a.integer("axis"), out.shape.size(), out));
+            const std::vector<int64_t> os = contiguous_strides(out.shape);
+            std::vector<StridedMap> parts;
+            int64_t at = 0;
+            for (const VarType& x : in) {
+              parts.push_back({at * os[axis], os});
+              at += x.shape[axis];
+            }
+            return parts;
+          },
       },
   };
 }
 
-// gather(x, indices, axis): x[..., indices, ...] along axis, with i64 indices of any
-// shape (NumPy's take): result shape x[:axis] + indices.shape + x[axis+1:]. Its
-// gradient is a scatter-add (duplicate indices accumulate).
-Tensor gather_eager(std::span<const Tensor> in, const Attrs& a) {
-  const Indexed g = indexed("gather", {in[0].dtype(), in[0].shape()}, {DType::i64, in[1].shape()}, a);
-  const int64_t* idx = checked_indices("gather", in[1], g);
-  Tensor out(in[0].dtype(), g.shape);
-  by_dtype(in[0].dtype(), [&](auto t) {
-    using T = decltype(t);
-    const T* x = in[0].data<T>();
-    T* o = out.mutable_data<T>();
-    for_each_indexed(g, idx, [&](int64_t xi, int64_t oi) { o[oi] = x[xi]; });
-  });
-  return out;
-}
-
-// Batched gather: shared indices gather along the axis behind the batch; batched indices
-// from a shared x land where the axis was (then moved in front); both batched, x's axis is
-// folded into the batch and the indices offset into it.
-Results<Var> gather_batch(TapeBuilder& b, const BatchArgs& a) {
-  const Var x = a.args[0], idx = a.args[1];
-  const int64_t ax = axis_behind_batch(a.attrs, "axis", a.types[0].shape.size());  // in batched x
-  const auto ni = static_cast<int64_t>(a.types[1].shape.size());
-  if (!a.batched[1]) return b.call("gather", {x, idx}, {{"axis", ax}});
-  if (!a.batched[0]) return move_axes(b, b.call("gather", {x, idx}, {{"axis", ax - 1}}), ax - 1, 1, 0);
-  const int64_t n = a.types[0].shape[static_cast<std::size_t>(ax - 1)];
-  // [B, indices..., x's axes before ax, after ax] -> [B, before, indices..., after]
-  const Var g = b.call("gather", {fold_into_batch(b, x, ax), offset_indices(b, idx, n)}, {{"axis", int64_t{0}}});
-  return move_axes(b, g, 1, ni, ax);
-}
-
-Primitive gather_p() {
-  return {
-      .name = "gather",
-      .arity = 2,
-      .attrs = {{"axis", AttrKind::axis, true}},
-      .infer = [](std::span<const VarType> in, const Attrs& a) {
-        return VarType{in[0].dtype, indexed("gather", in[0], in[1], a).shape};
-      },
-      .eager = gather_eager,
-      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-        const VarType x = b.type(a.args[0]);
-        return std::vector<Var>{b.call("scatter_add", {zeros_of(b, x), a.args[1], a.dout}, a.attrs), kNoVar};
-      },
-      .any_dtype = true,
-      .index_args = {1},
-      .tangent = [](TapeBuilder& b, const TangentArgs& a) {
-        return b.call("gather", {a.tangents[0], a.args[1]}, a.attrs);
-      },
-      .structure = Structure::gather,
-      .batch = gather_batch,
-  };
-}
-
-// Batched scatter_add and index_update: target and values batched (shared ones
-// broadcast); shared indices act along the axis behind the batch; batched ones index
-// the target's axis folded into the batch, offset per batch element.
-std::function<Results<Var>(TapeBuilder&, const BatchArgs&)> indexed_batch(const char* name) {
-  return [name](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
-    const Var target = batched_arg(b, a, 0), values = batched_arg(b, a, 2), idx = a.args[1];
-    const int64_t ax = axis_behind_batch(a.attrs, "axis", a.types[0].shape.size());  // in batched target
-    if (!a.batched[1]) return b.call(name, {target, idx, values}, {{"axis", ax}});
-    const Shape& ts = a.types[0].shape;
-    const int64_t n = ts[static_cast<std::size_t>(ax - 1)];
-    const auto ni = static_cast<int64_t>(a.types[1].shape.size());
-    // values [B, before, indices..., after] -> [B, indices..., before, after]
-    const Var r = b.call(name, {fold_into_batch(b, target, ax), offset_indices(b, idx, n),
-                                move_axes(b, values, ax, ni, 1)}, {{"axis", int64_t{0}}});
-    // [B n, before, after] -> [B, n, before, after] -> [B, before, n, after]
-    Shape s = b.type(r).shape;
-    s[0] = n;
-    s.insert(s.begin(), a.size);
-    return move_axes(b, b.reshape(r, s), 1, 1, ax);
-  };
-}
-
-// scatter_add(target, indices, values, axis): target with values added at the
-// indexed positions (duplicates accumulate).
-Primitive scatter_add_p() {
-  return {
-      .name = "scatter_add",
-      .arity = 3,
-      .attrs = {{"axis", AttrKind::axis, true}},
-      .infer = [](std::span<const VarType> in, const Attrs& a) {
-        expect_values("scatter_add", in[0], in[2], indexed("scatter_add", in[0], in[1], a));
-        return in[0];
-      },
-      .eager = [](std::span<const Tensor> in, const Attrs& a) {
-        const Indexed g = indexed("scatter_add", {in[0].dtype(), in[0].shape()}, {DType::i64, in[1].shape()}, a);
-        const int64_t* idx = checked_indices("scatter_add", in[1], g);
-        return updated_copy(in[0], in[2], g, idx, [](auto& o, auto v) { o += v; });
-      },
-      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-        return std::vector<Var>{a.needs[0] ? a.dout : kNoVar, kNoVar,
-                                a.needs[2] ? b.call("gather", {a.dout, a.args[1]}, a.attrs) : kNoVar};
-      },
-      .index_args = {1},
-      .tangent = indexed_tangent("scatter_add"),
-      .structure = Structure::scatter,
-      .batch = indexed_batch("scatter_add"),
-  };
-}
-
-// index_update(x, indices, values, axis): a functional setindex!: x with the indexed
-// positions replaced by values (indices must be distinct). The gradient flows to x
-// outside those positions and to values.
-Tensor index_update_eager(std::span<const Tensor> in, const Attrs& a) {
-  const Indexed g = indexed("index_update", {in[0].dtype(), in[0].shape()}, {DType::i64, in[1].shape()}, a);
-  const int64_t* idx = checked_indices("index_update", in[1], g);
-  std::vector<bool> seen(static_cast<std::size_t>(g.n), false);
-  for (int64_t j = 0; j < g.count; ++j) {
-    if (seen[static_cast<std::size_t>(idx[j])])
-      throw Error(fmt::format("index_update: index {} appears twice; expected distinct indices", idx[j]));
-    seen[static_cast<std::size_t>(idx[j])] = true;
-  }
-  return updated_copy(in[0], in[2], g, idx, [](auto& o, auto v) { o = v; });
-}
-
-Primitive index_update_p() {
-  return {
-      .name = "index_update",
-      .arity = 3,
-      .attrs = {{"axis", AttrKind::axis, true}},
-      .infer = [](std::span<const VarType> in, const Attrs& a) {
-        expect_values("index_update", in[0], in[2], indexed("index_update", in[0], in[1], a));
-        return in[0];
-      },
-      .eager = index_update_eager,
-      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-        return std::vector<Var>{
-            a.needs[0] ? b.call("index_update", {a.dout, a.args[1], zeros_of(b, b.type(a.args[2]))}, a.attrs) : kNoVar,
-            kNoVar, a.needs[2] ? b.call("gather", {a.dout, a.args[1]}, a.attrs) : kNoVar};
-      },
-      .any_dtype = true,
-      .index_args = {1},
-      .tangent = indexed_tangent("index_update"),
-      .structure = Structure::scatter,  // (f32 and f64 compile to a generated loop; i64 calls index_update_eager)
-      .batch = indexed_batch("index_update"),
-      .replaces = true,
-  };
-}
 
 }  // namespace
 
 void add_indexing(std::vector<Primitive>& t) {
-  t.insert(t.end(), {slice_p(), unslice_p(), place_p(), permute_p(), concat_p(), gather_p(), scatter_add_p(), index_update_p()});
+  t.insert(t.end(), {slice_p(), unslice_p(), place_p(), permute_p(), concat_p()});
+  add_gathers(t);
 }
 
 }  // namespace reel::prims

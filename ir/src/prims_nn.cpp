@@ -25,15 +25,11 @@
 #include "reel/blas.hpp"
 #include "reel/parallel.hpp"
 
+#include "prims_window.hpp"
+
 namespace reel::prims {
 
 namespace {
-
-// The geometry of a 2-D window operation: input [N,C,H,W], window KH x KW, output
-// [N,O,OH,OW] (O: output channels of a convolution, C for pooling).
-struct Window {
-  int64_t n, c, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
-};
 
 std::pair<int64_t, int64_t> pair_attr(const char* op, const Attrs& a, const char* name, int64_t dflt) {
   if (!a.has(name)) return {dflt, dflt};
@@ -49,6 +45,8 @@ int64_t checked(const char* op, int64_t a, int64_t b, int64_t c = 0) {
     throw Error(fmt::format("{}: the window arithmetic overflows int64 ({} * {} + {})", op, a, b, c));
   return r;
 }
+
+}  // namespace
 
 Window window(const char* op, const Shape& x, int64_t kh, int64_t kw, const Attrs& a, bool pooling) {
   if (x.size() != 4) throw Error(fmt::format("{}: expected an input [N,C,H,W], got {}", op, shape_str(x)));
@@ -76,11 +74,43 @@ Window window(const char* op, const Shape& x, int64_t kh, int64_t kw, const Attr
   return g;
 }
 
-template <class Body>
-void by_float(DType d, Body&& body) {
-  if (d == DType::f64) body(double{});
-  else body(float{});
+Attrs with(const Attrs& a, const char* name, AttrValue v) {
+  Attrs out = a;
+  out.set(name, std::move(v));
+  return out;
 }
+
+namespace {
+
+// v's axes `at` and at + 1 merged into one.
+Var merge_axes(TapeBuilder& b, Var v, std::size_t at) {
+  Shape s = b.type(v).shape;
+  s[at] *= s[at + 1];
+  s.erase(s.begin() + static_cast<std::ptrdiff_t>(at) + 1);
+  return b.reshape(v, s);
+}
+// The call's result `v` with the batch merged into its axis `at`: [size] + the
+// unbatched result's shape (inferred from the unbatched arguments), as the batch rule
+// returns it.
+Var split_batch(TapeBuilder& b, Var v, std::size_t at, const Primitive& prim, const BatchArgs& a) {
+  Attrs attrs = a.attrs;
+  Shape s = infer_call(prim, a.types, attrs).shape;
+  s.insert(s.begin() + static_cast<std::ptrdiff_t>(at), a.size);
+  return move_axes(b, b.reshape(v, s), static_cast<int64_t>(at), 1, 0);
+}
+
+}  // namespace
+
+// Batching a window operation whose arguments all take the batch into N: the unbatched
+// ones broadcast, all folded, one call, unfolded.
+Results<Var> batch_into_n(TapeBuilder& b, const Primitive& prim, const BatchArgs& a) {
+  std::vector<Var> args;
+  for (std::size_t i = 0; i < a.args.size(); ++i)
+    args.push_back(merge_axes(b, ensure_batched(b, a.args[i], a.batched[i], a.size), 0));
+  return split_batch(b, b.call(prim, std::move(args), a.attrs), 0, prim, a);
+}
+
+namespace {
 
 // The columns x of an output row whose input column x * sw + off (off = j * dw - pw, for
 // window column j) lies inside [0, w): [x0, x1), possibly empty.
@@ -181,11 +211,6 @@ void for_each_image(int64_t images, bool on_pool, int64_t elements, T* scratch, 
 const std::vector<AttrSpec> kConvAttrs = {
     {"stride", AttrKind::ints, true}, {"padding", AttrKind::ints, true}, {"dilation", AttrKind::ints, true}};
 
-Attrs with(const Attrs& a, const char* name, AttrValue v) {
-  Attrs out = a;
-  out.set(name, std::move(v));
-  return out;
-}
 // The convolution's own attributes (without input_hw / kernel_hw).
 Attrs conv_only(const Attrs& a) {
   Attrs out;
@@ -319,90 +344,26 @@ VarType conv_type(const char* op, const Shape& x, const VarType& w, const Attrs&
   return VarType{dtype, {g.n, w.shape[0], g.oh, g.ow}};
 }
 
-// For each output element of a pooling window over image plane (n, c): f(out index,
-// window element indices (iy, ix) inside the input, or skipped when in the padding).
-template <class F>
-void for_each_window(const Window& g, F f) {
-  for (int64_t nc = 0; nc < g.n * g.c; ++nc)
-    for (int64_t y = 0; y < g.oh; ++y)
-      for (int64_t x = 0; x < g.ow; ++x) f(nc, (nc * g.oh + y) * g.ow + x, y * g.sh - g.ph, x * g.sw - g.pw);
-}
-
-Window pool_window(const char* op, const Shape& x, const Attrs& a) {
-  const Shape& k = a.ints("kernel");
-  if (k.size() != 2) throw Error(fmt::format("{}: attribute 'kernel' must be a pair [h, w], got {}", op, shape_str(k)));
-  return window(op, x, k[0], k[1], a, true);
-}
-
-const std::vector<AttrSpec> kPoolAttrs = {
-    {"kernel", AttrKind::ints}, {"stride", AttrKind::ints, true}, {"padding", AttrKind::ints, true}};
-
-// The flat input index of each output's maximum (the first, in row-major window
-// order; padding never wins).
-template <class T>
-std::vector<int64_t> argmax_windows(const Window& g, const T* x) {
-  std::vector<int64_t> at(static_cast<std::size_t>(g.n * g.c * g.oh * g.ow));
-  for_each_window(g, [&](int64_t nc, int64_t o, int64_t y0, int64_t x0) {
-    int64_t best = -1;
-    T bv = -std::numeric_limits<T>::infinity();
-    for (int64_t i = 0; i < g.kh; ++i)
-      for (int64_t j = 0; j < g.kw; ++j) {
-        const int64_t iy = y0 + i, ix = x0 + j;
-        if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
-        const int64_t k = (nc * g.h + iy) * g.w + ix;
-        if (best < 0 || x[k] > bv || (x[k] != x[k] && bv == bv)) best = k, bv = x[k];
-      }
-    at[static_cast<std::size_t>(o)] = best;
-  });
-  return at;
-}
-
-// The tangent rule of a primitive `name` bilinear in its two arguments:
+// The tangent rule of a primitive f bilinear in its two arguments:
 // f(ta, b) + f(a, tb), a term dropped where its tangent is zero.
-std::function<Var(TapeBuilder&, const TangentArgs&)> bilinear_tangent(const char* name) {
-  return [name](TapeBuilder& b, const TangentArgs& a) {
-    const Var d1 = a.tangents[0] == kNoVar ? kNoVar : b.call(name, {a.tangents[0], a.args[1]}, a.attrs);
-    const Var d2 = a.tangents[1] == kNoVar ? kNoVar : b.call(name, {a.args[0], a.tangents[1]}, a.attrs);
+std::function<Var(TapeBuilder&, const TangentArgs&)> bilinear_tangent(Handle f) {
+  return [f](TapeBuilder& b, const TangentArgs& a) {
+    const Var d1 = a.tangents[0] == kNoVar ? kNoVar : b.call(f(), {a.tangents[0], a.args[1]}, a.attrs);
+    const Var d2 = a.tangents[1] == kNoVar ? kNoVar : b.call(f(), {a.args[0], a.tangents[1]}, a.attrs);
     return d1 == kNoVar ? d2 : d2 == kNoVar ? d1 : b.add(d1, d2);
   };
-}
-
-// v's axes `at` and at + 1 merged into one.
-Var merge_axes(TapeBuilder& b, Var v, std::size_t at) {
-  Shape s = b.type(v).shape;
-  s[at] *= s[at + 1];
-  s.erase(s.begin() + static_cast<std::ptrdiff_t>(at) + 1);
-  return b.reshape(v, s);
-}
-// The call's result `v` with the batch merged into its axis `at`: [size] + the
-// unbatched result's shape (inferred from the unbatched arguments), as the batch rule
-// returns it.
-Var split_batch(TapeBuilder& b, Var v, std::size_t at, const char* name, const BatchArgs& a) {
-  Attrs attrs = a.attrs;
-  Shape s = infer_call(primitive(name), a.types, attrs).shape;
-  s.insert(s.begin() + static_cast<std::ptrdiff_t>(at), a.size);
-  return move_axes(b, b.reshape(v, s), static_cast<int64_t>(at), 1, 0);
-}
-
-// Batching a window operation whose arguments all take the batch into N: the unbatched
-// ones broadcast, all folded, one call, unfolded.
-Results<Var> batch_into_n(TapeBuilder& b, const char* name, const BatchArgs& a) {
-  std::vector<Var> args;
-  for (std::size_t i = 0; i < a.args.size(); ++i)
-    args.push_back(merge_axes(b, ensure_batched(b, a.args[i], a.batched[i], a.size), 0));
-  return split_batch(b, b.call(name, std::move(args), a.attrs), 0, name, a);
 }
 
 // The three convolutions, one argument batched: its batch moves next to the axis
 // `into[i]` of it (N or a channel axis) and merges with it, and the call's result has
 // it merged into its axis `out[i]`, which splits back. Both batched: one call per element.
-Results<Var> batch_conv(TapeBuilder& b, const char* name, const BatchArgs& a, std::array<std::size_t, 2> into,
+Results<Var> batch_conv(TapeBuilder& b, const Primitive& prim, const BatchArgs& a, std::array<std::size_t, 2> into,
                         std::array<std::size_t, 2> out) {
-  if (a.batched[0] && a.batched[1]) return batch_by_scan(b, primitive(name), a);
+  if (a.batched[0] && a.batched[1]) return batch_by_scan(b, prim, a);
   const std::size_t i = a.batched[0] ? 0 : 1;
   std::vector<Var> args(a.args.begin(), a.args.end());
   args[i] = merge_axes(b, move_axes(b, args[i], 0, 1, static_cast<int64_t>(into[i])), into[i]);
-  return split_batch(b, b.call(name, std::move(args), a.attrs), out[i], name, a);
+  return split_batch(b, b.call(prim, std::move(args), a.attrs), out[i], prim, a);
 }
 
 // conv2d(x [N,C,H,W], w [O,C,KH,KW], stride, padding, dilation) -> [N,O,OH,OW].
@@ -421,16 +382,18 @@ Primitive conv2d_p() {
       .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
         const Shape x = b.type(a.args[0]).shape, w = b.type(a.args[1]).shape;
         return std::vector<Var>{
-            a.needs[0] ? b.call("conv2d_data_grad", {a.dout, a.args[1]}, with(a.attrs, "input_hw", Shape{x[2], x[3]}))
+            a.needs[0] ? b.call(prims::conv2d_data_grad(), {a.dout, a.args[1]}, with(a.attrs, "input_hw", Shape{x[2], x[3]}))
                        : kNoVar,
-            a.needs[1] ? b.call("conv2d_filter_grad", {a.args[0], a.dout}, with(a.attrs, "kernel_hw", Shape{w[2], w[3]}))
+            a.needs[1] ? b.call(prims::conv2d_filter_grad(), {a.args[0], a.dout}, with(a.attrs, "kernel_hw", Shape{w[2], w[3]}))
                        : kNoVar};
       },
-      .tangent = bilinear_tangent("conv2d"),
+      .tangent = bilinear_tangent(prims::conv2d),
       .structure = Structure::opaque,
-      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_conv(b, "conv2d", a, {0, 0}, {0, 1}); },
-      .eager_into = conv_eager_into<conv_forward>,
-      .scratch_bytes = [](std::span<const VarType> in, const Attrs& a) { return conv_scratch("conv2d", in, a); },
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_conv(b, prims::conv2d(), a, {0, 0}, {0, 1}); },
+      .lowering = {
+          .eager_into = conv_eager_into<conv_forward>,
+          .scratch_bytes = [](std::span<const VarType> in, const Attrs& a) { return conv_scratch("conv2d", in, a); },
+      },
   };
 }
 
@@ -464,15 +427,17 @@ Primitive conv2d_data_grad_p() {
         const Shape w = b.type(a.args[1]).shape;
         const Attrs c = conv_only(a.attrs);
         return std::vector<Var>{
-            a.needs[0] ? b.call("conv2d", {a.dout, a.args[1]}, c) : kNoVar,
-            a.needs[1] ? b.call("conv2d_filter_grad", {a.dout, a.args[0]}, with(c, "kernel_hw", Shape{w[2], w[3]}))
+            a.needs[0] ? b.call(prims::conv2d(), {a.dout, a.args[1]}, c) : kNoVar,
+            a.needs[1] ? b.call(prims::conv2d_filter_grad(), {a.dout, a.args[0]}, with(c, "kernel_hw", Shape{w[2], w[3]}))
                        : kNoVar};
       },
-      .tangent = bilinear_tangent("conv2d_data_grad"),
+      .tangent = bilinear_tangent(prims::conv2d_data_grad),
       .structure = Structure::opaque,
-      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_conv(b, "conv2d_data_grad", a, {0, 1}, {0, 1}); },
-      .eager_into = conv_eager_into<conv_data_grad>,
-      .scratch_bytes = [](std::span<const VarType> in, const Attrs& a) { return conv_scratch("conv2d_data_grad", in, a); },
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_conv(b, prims::conv2d_data_grad(), a, {0, 1}, {0, 1}); },
+      .lowering = {
+          .eager_into = conv_eager_into<conv_data_grad>,
+          .scratch_bytes = [](std::span<const VarType> in, const Attrs& a) { return conv_scratch("conv2d_data_grad", in, a); },
+      },
   };
 }
 
@@ -504,199 +469,25 @@ Primitive conv2d_filter_grad_p() {
         const Shape x = b.type(a.args[0]).shape;
         const Attrs c = conv_only(a.attrs);
         return std::vector<Var>{
-            a.needs[0] ? b.call("conv2d_data_grad", {a.args[1], a.dout}, with(c, "input_hw", Shape{x[2], x[3]}))
+            a.needs[0] ? b.call(prims::conv2d_data_grad(), {a.args[1], a.dout}, with(c, "input_hw", Shape{x[2], x[3]}))
                        : kNoVar,
-            a.needs[1] ? b.call("conv2d", {a.args[0], a.dout}, c) : kNoVar};
+            a.needs[1] ? b.call(prims::conv2d(), {a.args[0], a.dout}, c) : kNoVar};
       },
-      .tangent = bilinear_tangent("conv2d_filter_grad"),
+      .tangent = bilinear_tangent(prims::conv2d_filter_grad),
       .structure = Structure::opaque,
-      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_conv(b, "conv2d_filter_grad", a, {1, 1}, {1, 0}); },
-      .eager_into = conv_eager_into<conv_filter_grad>,
-      .scratch_bytes = [](std::span<const VarType> in, const Attrs& a) { return conv_scratch("conv2d_filter_grad", in, a); },
+      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_conv(b, prims::conv2d_filter_grad(), a, {1, 1}, {1, 0}); },
+      .lowering = {
+          .eager_into = conv_eager_into<conv_filter_grad>,
+          .scratch_bytes = [](std::span<const VarType> in, const Attrs& a) { return conv_scratch("conv2d_filter_grad", in, a); },
+      },
   };
 }
-
-// max_pool2d(x, kernel, stride = kernel, padding): the maximum of each window
-// (padding never wins); the gradient goes to the first maximum of each window.
-// The pooling windows of primitive `name` (Primitive::pool) in `mode`.
-std::function<PoolWindow(std::span<const VarType>, const Attrs&)> pool_rule(const char* name, PoolWindow::Mode mode) {
-  return [name, mode](std::span<const VarType> in, const Attrs& a) {
-    const bool from_dy = mode == PoolWindow::Mode::mean_grad;
-    Window g;
-    if (from_dy) {
-      const Shape& hw = a.ints("input_hw");
-      g = pool_window(name, {in[0].shape[0], in[0].shape[1], hw[0], hw[1]}, a);
-    } else {
-      g = pool_window(name, in[0].shape, a);
-    }
-    return PoolWindow{.mode = mode, .nc = g.n * g.c, .h = g.h, .w = g.w, .oh = g.oh, .ow = g.ow, .kh = g.kh,
-                      .kw = g.kw, .sh = g.sh, .sw = g.sw, .ph = g.ph, .pw = g.pw};
-  };
-}
-
-Tensor max_pool_eager(std::span<const Tensor> in, const Attrs& a) {
-  const Window g = pool_window("max_pool2d", in[0].shape(), a);
-  Tensor y(in[0].dtype(), {g.n, g.c, g.oh, g.ow});
-  by_float(in[0].dtype(), [&](auto t) {
-    using T = decltype(t);
-    const std::vector<int64_t> at = argmax_windows(g, in[0].data<T>());
-    for (std::size_t o = 0; o < at.size(); ++o) y.mutable_data<T>()[o] = in[0].data<T>()[at[o]];
-  });
-  return y;
-}
-
-Primitive max_pool2d_p() {
-  return {
-      .name = "max_pool2d",
-      .attrs = kPoolAttrs,
-      .infer = [](std::span<const VarType> in, const Attrs& a) {
-        const Window g = pool_window("max_pool2d", in[0].shape, a);
-        return VarType{in[0].dtype, {g.n, g.c, g.oh, g.ow}};
-      },
-      .eager = max_pool_eager,
-      .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-        return std::vector<Var>{b.call("max_pool2d_grad", {a.args[0], a.dout}, a.attrs)};
-      },
-      .tangent = [](TapeBuilder& b, const TangentArgs& a) {
-        return b.call("max_pool2d_gather", {a.args[0], a.tangents[0]}, a.attrs);
-      },
-      .structure = Structure::opaque,
-      .batch = [](TapeBuilder& b, const BatchArgs& a) { return batch_into_n(b, "max_pool2d", a); },
-      .pool = pool_rule("max_pool2d", PoolWindow::Mode::max),
-  };
-}
-
-// max_pool2d_grad(x, dy): dy added at each window's first maximum of x (linear in dy,
-// no gradient for x); max_pool2d_gather(x, v): v at each window's first maximum of x
-// (its transpose).
-Primitive max_pool_route(bool grad) {
-  const char* name = grad ? "max_pool2d_grad" : "max_pool2d_gather";
-  const char* other = grad ? "max_pool2d_gather" : "max_pool2d_grad";
-  return {
-      .name = name,
-      .arity = 2,
-      .attrs = kPoolAttrs,
-      .infer = [name, grad](std::span<const VarType> in, const Attrs& a) {
-        const Window g = pool_window(name, in[0].shape, a);
-        const Shape pooled{g.n, g.c, g.oh, g.ow};
-        const Shape& expected = grad ? pooled : in[0].shape;
-        if (in[1].dtype != in[0].dtype || in[1].shape != expected)
-          throw Error(fmt::format("{}: expected a second argument of type {}, got {}", name,
-                                  type_str(VarType{in[0].dtype, expected}), type_str(in[1])));
-        return VarType{in[0].dtype, grad ? in[0].shape : pooled};
-      },
-      .eager = [name, grad](std::span<const Tensor> in, const Attrs& a) {
-        const Window g = pool_window(name, in[0].shape(), a);
-        Tensor out(in[0].dtype(), grad ? in[0].shape() : Shape{g.n, g.c, g.oh, g.ow});
-        if (out.nbytes() > 0) std::memset(out.mutable_raw(), 0, out.nbytes());
-        by_float(in[0].dtype(), [&](auto t) {
-          using T = decltype(t);
-          const std::vector<int64_t> at = argmax_windows(g, in[0].data<T>());
-          const T* v = in[1].data<T>();
-          T* o = out.mutable_data<T>();
-          for (std::size_t i = 0; i < at.size(); ++i) {
-            if (grad) o[at[i]] += v[i];
-            else o[i] = v[at[i]];
-          }
-        });
-        return out;
-      },
-      .adjoint = [other](TapeBuilder& b, const AdjointArgs& a) {
-        return std::vector<Var>{kNoVar, b.call(other, {a.args[0], a.dout}, a.attrs)};
-      },
-      .tangent = [name](TapeBuilder& b, const TangentArgs& a) {
-        return a.tangents[1] == kNoVar ? kNoVar : b.call(name, {a.args[0], a.tangents[1]}, a.attrs);
-      },
-      .structure = Structure::opaque,
-      .batch = [name](TapeBuilder& b, const BatchArgs& a) { return batch_into_n(b, name, a); },
-      .pool = pool_rule(name, grad ? PoolWindow::Mode::max_grad : PoolWindow::Mode::max_gather),
-  };
-}
-
-// avg_pool2d(x, kernel, stride = kernel, padding): the mean of each window, padding
-// counted as zeros (PyTorch's count_include_pad). Linear; avg_pool2d_grad(dy, ...,
-// input_hw) is its transpose.
-Window avg_pool_geometry(bool grad, const VarType& in, const Attrs& a) {
-  const char* name = grad ? "avg_pool2d_grad" : "avg_pool2d";
-  if (!grad) return pool_window(name, in.shape, a);
-  const Shape& hw = a.ints("input_hw");
-  if (in.shape.size() != 4 || hw.size() != 2)
-    throw Error(fmt::format("{}: expected dy [N,C,OH,OW] and input_hw [H,W], got {} and {}", name, type_str(in),
-                            shape_str(hw)));
-  const Window g = pool_window(name, {in.shape[0], in.shape[1], hw[0], hw[1]}, a);
-  if (g.oh != in.shape[2] || g.ow != in.shape[3])
-    throw Error(fmt::format("{}: dy is {}, but an input {}x{} pools to {}x{}", name, type_str(in), hw[0], hw[1], g.oh, g.ow));
-  return g;
-}
-
-Tensor avg_pool_eager(bool grad, std::span<const Tensor> in, const Attrs& a) {
-  const Window g = avg_pool_geometry(grad, {in[0].dtype(), in[0].shape()}, a);
-  Tensor out(in[0].dtype(), grad ? Shape{g.n, g.c, g.h, g.w} : Shape{g.n, g.c, g.oh, g.ow});
-  if (out.nbytes() > 0) std::memset(out.mutable_raw(), 0, out.nbytes());
-  const double scale = 1.0 / static_cast<double>(g.kh * g.kw);
-  by_float(in[0].dtype(), [&](auto t) {
-    using T = decltype(t);
-    const T* v = in[0].data<T>();
-    T* o = out.mutable_data<T>();
-    for_each_window(g, [&](int64_t nc, int64_t oi, int64_t y0, int64_t x0) {
-      double acc = 0;
-      for (int64_t i = 0; i < g.kh; ++i)
-        for (int64_t j = 0; j < g.kw; ++j) {
-          const int64_t iy = y0 + i, ix = x0 + j;
-          if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) continue;
-          const int64_t k = (nc * g.h + iy) * g.w + ix;
-          if (grad) o[k] += static_cast<T>(v[oi] * scale);
-          else acc += v[k];
-        }
-      if (!grad) o[oi] = static_cast<T>(acc * scale);
-    });
-  });
-  return out;
-}
-
-// The adjoint of avg_pool2d (avg_pool2d_grad) and of avg_pool2d_grad (avg_pool2d).
-std::vector<Var> avg_pool_adjoint(bool grad, TapeBuilder& b, const AdjointArgs& a) {
-  if (!grad) {
-    const Shape x = b.type(a.args[0]).shape;
-    return {b.call("avg_pool2d_grad", {a.dout}, with(a.attrs, "input_hw", Shape{x[2], x[3]}))};
-  }
-  Attrs pool;
-  for (const char* n : {"kernel", "stride", "padding"})
-    if (a.attrs.has(n)) pool.set(n, a.attrs.get(n));
-  return {b.call("avg_pool2d", {a.dout}, pool)};
-}
-
-Primitive avg_pool(bool grad) {
-  std::vector<AttrSpec> attrs = kPoolAttrs;
-  if (grad) attrs.push_back({"input_hw", AttrKind::shape});
-  return {
-      .name = grad ? "avg_pool2d_grad" : "avg_pool2d",
-      .attrs = attrs,
-      .infer = [grad](std::span<const VarType> in, const Attrs& a) {
-        const Window g = avg_pool_geometry(grad, in[0], a);
-        return VarType{in[0].dtype, grad ? Shape{g.n, g.c, g.h, g.w} : Shape{g.n, g.c, g.oh, g.ow}};
-      },
-      .eager = [grad](std::span<const Tensor> in, const Attrs& a) { return avg_pool_eager(grad, in, a); },
-      .adjoint = [grad](TapeBuilder& b, const AdjointArgs& a) { return avg_pool_adjoint(grad, b, a); },
-      .linear = true,
-      .structure = Structure::opaque,
-      .batch = [grad](TapeBuilder& b, const BatchArgs& a) {
-        return batch_into_n(b, grad ? "avg_pool2d_grad" : "avg_pool2d", a);
-      },
-      .pool = pool_rule(grad ? "avg_pool2d_grad" : "avg_pool2d", grad ? PoolWindow::Mode::mean_grad : PoolWindow::Mode::mean),
-  };
-}
-
-Primitive max_pool2d_grad_p() { return max_pool_route(true); }
-Primitive max_pool2d_gather_p() { return max_pool_route(false); }
-Primitive avg_pool2d_p() { return avg_pool(false); }
-Primitive avg_pool2d_grad_p() { return avg_pool(true); }
 
 }  // namespace
 
 void add_nn(std::vector<Primitive>& t) {
-  t.insert(t.end(), {conv2d_p(), conv2d_data_grad_p(), conv2d_filter_grad_p(), max_pool2d_p(), max_pool2d_grad_p(),
-                     max_pool2d_gather_p(), avg_pool2d_p(), avg_pool2d_grad_p()});
+  t.insert(t.end(), {conv2d_p(), conv2d_data_grad_p(), conv2d_filter_grad_p()});
+  add_pools(t);
 }
 
 }  // namespace reel::prims

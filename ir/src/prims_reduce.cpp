@@ -76,16 +76,17 @@ Var spread(TapeBuilder& b, const char* op, Var dout, const VarType& x, const Att
 }
 
 // The same reduction of v over the same axes, in keep-dims form.
-Var reduce_keep(TapeBuilder& b, const char* prim, Var v, const VarType& x, const Attrs& a) {
-  const std::vector<bool> reduced = reduced_axes(prim, x, a);
+Var reduce_keep(TapeBuilder& b, const Primitive& prim, Var v, const VarType& x, const Attrs& a) {
+  const std::vector<bool> reduced = reduced_axes(prim.name.c_str(), x, a);
   Shape axes;
   for (std::size_t d = 0; d < reduced.size(); ++d)
     if (reduced[d]) axes.push_back(static_cast<int64_t>(d));
   return b.call(prim, {v}, {{"axes", axes}, {"keepdims", true}});
 }
 
-// A reduction primitive `name` combining with `op`, with the rules given in `p`.
-Primitive reduction(const char* name, ReduceOp op, double (*scale)(int64_t count), Primitive p) {
+// A reduction primitive `name` (whose handle is `self`) combining with `op`, with the
+// rules given in `p`.
+Primitive reduction(const char* name, Handle self, ReduceOp op, double (*scale)(int64_t count), Primitive p) {
   p.name = name;
   p.attrs.insert(p.attrs.end(), kReduceAttrs.begin(), kReduceAttrs.end());
   p.infer = [name, op](std::span<const VarType> in, const Attrs& a) {
@@ -106,16 +107,16 @@ Primitive reduction(const char* name, ReduceOp op, double (*scale)(int64_t count
         .reshaped(result_shape(name, t, a));
   };
   p.structure = Structure::reduction;
-  p.reduce_op = op;
-  p.reduce_target = [name](const VarType& x, const Attrs& a) { return keep_shape(name, x, a); };
-  p.reduce_scale = [name, scale](const VarType& x, const Attrs& a) { return scale(reduced_count(name, x, a)); };
+  p.lowering.reduce_op = op;
+  p.lowering.reduce_target = [name](const VarType& x, const Attrs& a) { return keep_shape(name, x, a); };
+  p.lowering.reduce_scale = [name, scale](const VarType& x, const Attrs& a) { return scale(reduced_count(name, x, a)); };
   // Batched: the same axes, behind the batch (every axis but the batch's, without any).
-  p.batch = [name](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
+  p.batch = [name, self](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
     const std::vector<bool> reduced = reduced_axes(name, a.types[0], a.attrs);
     Shape axes;
     for (std::size_t d = 0; d < reduced.size(); ++d)
       if (reduced[d]) axes.push_back(static_cast<int64_t>(d) + 1);
-    return b.call(name, {a.args[0]}, {{"axes", axes}, {"keepdims", keepdims(a.attrs)}});
+    return b.call(self(), {a.args[0]}, {{"axes", axes}, {"keepdims", keepdims(a.attrs)}});
   };
   return p;
 }
@@ -124,7 +125,7 @@ double one(int64_t) { return 1.0; }
 double inverse(int64_t n) { return 1.0 / static_cast<double>(n); }  // 1/0 = inf: a mean of nothing is NaN
 
 // d reduction / d x as a tensor of x's shape, for prod, max and min.
-using Weights = Var (*)(TapeBuilder& b, const char* name, Var x, Var y, const Attrs& a);
+using Weights = Var (*)(TapeBuilder& b, const Primitive& reduction, Var x, Var y, const Attrs& a);
 
 // prod: w_i = the product of the other elements, written so that its own derivatives
 // are right too (second derivatives, hvp) when some elements are 0. With P the product
@@ -135,51 +136,52 @@ using Weights = Var (*)(TapeBuilder& b, const char* name, Var x, Var y, const At
 //   two zeros:  w = P * (S - x) at a zero (the other zero), 0 elsewhere
 //   more:       0
 // The divisions use x with its zeros replaced by 1, so no branch divides by 0.
-Var prod_weights(TapeBuilder& b, const char* name, Var x, Var, const Attrs& a) {
+Var prod_weights(TapeBuilder& b, const Primitive& reduction, Var x, Var, const Attrs& a) {
   const VarType xt = b.type(x);
   const Var zero = constant_like(b, 0, x), one_ = constant_like(b, 1, x), two = constant_like(b, 2, x);
-  const Var is_zero = b.call("eq", {x, zero});
-  const Var zeros = reduce_keep(b, "sum", is_zero, xt, a);
-  const Var nonzero = b.call("where", {is_zero, one_, x});
-  const Var p = b.broadcast_to(reduce_keep(b, name, nonzero, xt, a), xt.shape);  // P
-  const Var zero_part = b.call("where", {is_zero, x, zero});
-  const Var s = b.broadcast_to(reduce_keep(b, "sum", zero_part, xt, a), xt.shape);  // S
+  const Var is_zero = b.call(prims::eq(), {x, zero});
+  const Var zeros = reduce_keep(b, prims::sum(), is_zero, xt, a);
+  const Var nonzero = b.call(prims::where(), {is_zero, one_, x});
+  const Var p = b.broadcast_to(reduce_keep(b, reduction, nonzero, xt, a), xt.shape);  // P
+  const Var zero_part = b.call(prims::where(), {is_zero, x, zero});
+  const Var s = b.broadcast_to(reduce_keep(b, prims::sum(), zero_part, xt, a), xt.shape);  // S
   const Var p_over = b.div(p, nonzero);
   const Var none = p_over;
-  const Var one_zero = b.call("where", {is_zero, p, b.mul(p_over, s)});
-  const Var two_zeros = b.call("where", {is_zero, b.mul(p, b.sub(s, x)), zero});
-  return b.call("where", {b.call("eq", {zeros, zero}), none,
-                          b.call("where", {b.call("eq", {zeros, one_}), one_zero,
-                                           b.call("where", {b.call("eq", {zeros, two}), two_zeros, zero})})});
+  const Var one_zero = b.call(prims::where(), {is_zero, p, b.mul(p_over, s)});
+  const Var two_zeros = b.call(prims::where(), {is_zero, b.mul(p, b.sub(s, x)), zero});
+  return b.call(prims::where(), {b.call(prims::eq(), {zeros, zero}), none,
+                          b.call(prims::where(), {b.call(prims::eq(), {zeros, one_}), one_zero,
+                                           b.call(prims::where(), {b.call(prims::eq(), {zeros, two}), two_zeros, zero})})});
 }
 
 // max / min: the gradient goes to the elements equal to the result, split evenly
 // among ties.
-Var extremum_weights(TapeBuilder& b, const char* name, Var x, Var y, const Attrs& a) {
+Var extremum_weights(TapeBuilder& b, const Primitive& reduction, Var x, Var y, const Attrs& a) {
   const VarType xt = b.type(x);
-  const Var mask = b.call("eq", {x, b.broadcast_to(b.reshape(y, keep_shape(name, xt, a)), xt.shape)});
-  return b.div(mask, reduce_keep(b, "sum", mask, xt, a));
+  const Var mask =
+      b.call(prims::eq(), {x, b.broadcast_to(b.reshape(y, keep_shape(reduction.name.c_str(), xt, a)), xt.shape)});
+  return b.div(mask, reduce_keep(b, prims::sum(), mask, xt, a));
 }
 
 // prod, max, min: the adjoint and tangent through `weights`.
-Primitive weighted(const char* name, ReduceOp op, Weights weights) {
-  return reduction(name, op, one,
-                   {.adjoint = [name, weights](TapeBuilder& b, const AdjointArgs& a) {
+Primitive weighted(const char* name, Handle self, ReduceOp op, Weights weights) {
+  return reduction(name, self, op, one,
+                   {.adjoint = [name, self, weights](TapeBuilder& b, const AdjointArgs& a) {
                       const VarType x = b.type(a.args[0]);
-                      const Var w = weights(b, name, a.args[0], a.out, a.attrs);
+                      const Var w = weights(b, self(), a.args[0], a.out, a.attrs);
                       return std::vector<Var>{b.mul(spread(b, name, a.dout, x, a.attrs), w)};
                     },
-                    .tangent = [name, weights](TapeBuilder& b, const TangentArgs& a) {
+                    .tangent = [self, weights](TapeBuilder& b, const TangentArgs& a) {
                       const VarType x = b.type(a.args[0]);
-                      const Var w = weights(b, name, a.args[0], a.out, a.attrs);
-                      return b.reshape(reduce_keep(b, "sum", b.mul(a.tangents[0], w), x, a.attrs), b.type(a.out).shape);
+                      const Var w = weights(b, self(), a.args[0], a.out, a.attrs);
+                      return b.reshape(reduce_keep(b, prims::sum(), b.mul(a.tangents[0], w), x, a.attrs), b.type(a.out).shape);
                     }});
 }
 
 // sum and mean are linear: their tangents are themselves. sum also takes `axis`, the
 // older spelling of axes=[k].
 Primitive sum_p() {
-  return reduction("sum", ReduceOp::sum, one,
+  return reduction("sum", prims::sum, ReduceOp::sum, one,
                    {.attrs = {{"axis", AttrKind::axis, true}},
                     .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
                       return std::vector<Var>{spread(b, "sum", a.dout, b.type(a.args[0]), a.attrs)};
@@ -188,7 +190,7 @@ Primitive sum_p() {
 }
 
 Primitive mean_p() {
-  return reduction("mean", ReduceOp::sum, inverse,
+  return reduction("mean", prims::mean, ReduceOp::sum, inverse,
                    {.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
                       const VarType x = b.type(a.args[0]);
                       const double scale = inverse(reduced_count("mean", x, a.attrs));
@@ -214,7 +216,7 @@ VarType arg_type(const char* name, std::span<const VarType> in, const Attrs& a) 
   return VarType{DType::i64, out};
 }
 
-Primitive arg_extremum(const char* name, bool largest) {
+Primitive arg_extremum(const char* name, Handle self, bool largest) {
   return {
       .name = name,
       .attrs = {{"axis", AttrKind::axis, true}},
@@ -228,17 +230,19 @@ Primitive arg_extremum(const char* name, bool largest) {
       .tangent = no_tangent,
       // Compiled (f32, f64): a reduction kernel keeping the position of the first extremum.
       .structure = Structure::reduction,
-      .reduce_op = largest ? ReduceOp::max : ReduceOp::min,
-      .reduce_target = [name](const VarType& x, const Attrs& a) {
-        return a.has("axis") ? keep_shape(name, x, a) : Shape(x.shape.size(), 1);
-      },
-      .reduce_scale = [](const VarType&, const Attrs&) { return 1.0; },
-      .reduce_index = true,
       // Batched: the axis behind the batch; without one, of each batch element flattened.
-      .batch = [name](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
+      .batch = [self](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
         if (a.attrs.has("axis"))
-          return b.call(name, {a.args[0]}, {{"axis", axis_behind_batch(a.attrs, "axis", a.types[0].shape.size())}});
-        return b.call(name, {b.reshape(a.args[0], {a.size, numel(a.types[0].shape)})}, {{"axis", int64_t{1}}});
+          return b.call(self(), {a.args[0]}, {{"axis", axis_behind_batch(a.attrs, "axis", a.types[0].shape.size())}});
+        return b.call(self(), {b.reshape(a.args[0], {a.size, numel(a.types[0].shape)})}, {{"axis", int64_t{1}}});
+      },
+      .lowering = {
+          .reduce_op = largest ? ReduceOp::max : ReduceOp::min,
+          .reduce_target = [name](const VarType& x, const Attrs& a) {
+            return a.has("axis") ? keep_shape(name, x, a) : Shape(x.shape.size(), 1);
+          },
+          .reduce_scale = [](const VarType&, const Attrs&) { return 1.0; },
+          .reduce_index = true,
       },
   };
 }
@@ -260,8 +264,6 @@ Primitive sum_to_p() {
       },
       .linear = true,
       .structure = Structure::reduction,
-      .reduce_target = [](const VarType&, const Attrs& a) { return a.shape("shape"); },
-      .reduce_scale = [](const VarType&, const Attrs&) { return 1.0; },
       // Batched: summed to [B, 1, ..., 1] + shape (the batch kept), then the ones dropped.
       .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> {
         const Shape to = a.attrs.shape("shape");
@@ -270,14 +272,18 @@ Primitive sum_to_p() {
         keep.insert(keep.end(), to.begin(), to.end());
         return b.reshape(b.sum_to(a.args[0], keep), with_batch(a.size, to));
       },
+      .lowering = {
+          .reduce_target = [](const VarType&, const Attrs& a) { return a.shape("shape"); },
+          .reduce_scale = [](const VarType&, const Attrs&) { return 1.0; },
+      },
   };
 }
 
-Primitive prod_p() { return weighted("prod", ReduceOp::prod, prod_weights); }
-Primitive max_p() { return weighted("max", ReduceOp::max, extremum_weights); }
-Primitive min_p() { return weighted("min", ReduceOp::min, extremum_weights); }
-Primitive argmax_p() { return arg_extremum("argmax", true); }
-Primitive argmin_p() { return arg_extremum("argmin", false); }
+Primitive prod_p() { return weighted("prod", prims::prod, ReduceOp::prod, prod_weights); }
+Primitive max_p() { return weighted("max", prims::max, ReduceOp::max, extremum_weights); }
+Primitive min_p() { return weighted("min", prims::min, ReduceOp::min, extremum_weights); }
+Primitive argmax_p() { return arg_extremum("argmax", prims::argmax, true); }
+Primitive argmin_p() { return arg_extremum("argmin", prims::argmin, false); }
 
 }  // namespace
 

@@ -100,7 +100,7 @@ class Driver {
     std::vector<std::vector<Tensor>> slots(static_cast<std::size_t>(revolve_slots(L_.length, L_.snapshots)));
     slots[0].assign(in_.begin() + static_cast<std::ptrdiff_t>(L_.C),
                     in_.begin() + static_cast<std::ptrdiff_t>(L_.C + L_.K));
-    revolve(L_.length, L_.snapshots,
+    reel::revolve(L_.length, L_.snapshots,
             {.advance = [&](int from_slot, int64_t from, int to_slot, int64_t to) {
                slots[static_cast<std::size_t>(to_slot)] = advance(from, to, slots[static_cast<std::size_t>(from_slot)]);
              },

@@ -111,11 +111,11 @@ Var matrix_products(TapeBuilder& b, Var A, Var W) {
   Shape sa = b.type(A).shape, sw = b.type(W).shape;
   const int64_t m = sa[sa.size() - 2], k = sa.back(), n = sw.back();
   if (k == 1) return b.mul(A, W);
-  if (m * k * n > 64) return b.call("batch_matmul", {A, W});
+  if (m * k * n > 64) return b.call(prims::batch_matmul(), {A, W});
   sa.push_back(1);             // [..., m, k, 1]
   sw.insert(sw.end() - 2, 1);  // [..., 1, k, n]
   const Var p = b.mul(b.reshape(A, sa), b.reshape(W, sw));
-  return b.call("sum", {p}, {{"axes", Shape{static_cast<int64_t>(b.type(p).shape.size()) - 2}}});
+  return b.call(prims::sum(), {p}, {{"axes", Shape{static_cast<int64_t>(b.type(p).shape.size()) - 2}}});
 }
 
 // Batched: where the right-hand side is shared, the batch folds into the rows of one
@@ -195,7 +195,7 @@ Var swap_last(TapeBuilder& b, Var x) {
   Shape perm;
   for (std::size_t d = 0; d < rank; ++d) perm.push_back(static_cast<int64_t>(d));
   std::swap(perm[rank - 1], perm[rank - 2]);
-  return b.call("permute", {x}, {{"perm", perm}});
+  return b.call(prims::permute(), {x}, {{"perm", perm}});
 }
 
 // Batched: the batch becomes one more (leading) batch dimension of the batched arguments,
@@ -232,15 +232,15 @@ Primitive batch_matmul_p() {
         const Var A = a.args[0], B = a.args[1];
         std::vector<Var> out(2, kNoVar);
         // Summed back over the batch dimensions each argument was broadcast along.
-        if (a.needs[0]) out[0] = b.sum_to(b.call("batch_matmul", {a.dout, swap_last(b, B)}), b.type(A).shape);
-        if (a.needs[1]) out[1] = b.sum_to(b.call("batch_matmul", {swap_last(b, A), a.dout}), b.type(B).shape);
+        if (a.needs[0]) out[0] = b.sum_to(b.call(prims::batch_matmul(), {a.dout, swap_last(b, B)}), b.type(A).shape);
+        if (a.needs[1]) out[1] = b.sum_to(b.call(prims::batch_matmul(), {swap_last(b, A), a.dout}), b.type(B).shape);
         return out;
       },
       .tangent = [](TapeBuilder& b, const TangentArgs& a) {
         const Var ta = a.tangents[0], tb = a.tangents[1];
         const Shape out = b.type(a.out).shape;
-        const Var da = ta == kNoVar ? kNoVar : b.broadcast_to(b.call("batch_matmul", {ta, a.args[1]}), out);
-        const Var db = tb == kNoVar ? kNoVar : b.broadcast_to(b.call("batch_matmul", {a.args[0], tb}), out);
+        const Var da = ta == kNoVar ? kNoVar : b.broadcast_to(b.call(prims::batch_matmul(), {ta, a.args[1]}), out);
+        const Var db = tb == kNoVar ? kNoVar : b.broadcast_to(b.call(prims::batch_matmul(), {a.args[0], tb}), out);
         return da == kNoVar ? db : db == kNoVar ? da : b.add(da, db);
       },
       .structure = Structure::contraction,  // compiled: a gemm per batch element, in place (BatchGemmArgs)

@@ -64,15 +64,15 @@ Primitive log_p() {
 }
 Primitive sin_p() {
   return unary("sin", [](auto& e, auto x) { return e.sin(x); },
-               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call("cos", {x})); });
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call(prims::cos(), {x})); });
 }
 Primitive cos_p() {
   return unary("cos", [](auto& e, auto x) { return e.cos(x); },
-               [](TapeBuilder& b, Var x, Var, Var d) { return b.neg(b.mul(d, b.call("sin", {x}))); });
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.neg(b.mul(d, b.call(prims::sin(), {x}))); });
 }
 Primitive tanh_p() {
   return unary("tanh", [](auto& e, auto x) { return e.tanh(x); },
-               [](TapeBuilder& b, Var, Var y, Var d) { return b.mul(d, one_minus(b, b.call("square", {y}))); });
+               [](TapeBuilder& b, Var, Var y, Var d) { return b.mul(d, one_minus(b, b.call(prims::square(), {y}))); });
 }
 Primitive sigmoid_p() {
   return unary("sigmoid", [](auto& e, auto x) { return e.div(e.constant(1.0), e.add(e.constant(1.0), e.exp(e.neg(x)))); },
@@ -98,12 +98,12 @@ Primitive sign_p() {
 // abs: the gradient at 0 is 0 (the subgradient's midpoint, as in JAX and PyTorch).
 Primitive abs_p() {
   return unary("abs", [](auto& e, auto x) { return e.abs(x); },
-               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call("sign", {x})); });
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call(prims::sign(), {x})); });
 }
 // relu: the gradient at 0 is 0.
 Primitive relu_p() {
   return unary("relu", [](auto& e, auto x) { return e.max(x, e.constant(0)); },
-               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, compare(b, "gt", x, 0)); });
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, compare(b, prims::gt(), x, 0)); });
 }
 Primitive log1p_p() {
   return unary("log1p", [](auto& e, auto x) { return e.log1p(x); },
@@ -116,31 +116,31 @@ Primitive expm1_p() {
 // softplus(x) = log(1 + e^x), as max(x, 0) + log1p(e^-|x|) (no overflow); derivative sigmoid(x).
 Primitive softplus_p() {
   return unary("softplus", [](auto& e, auto x) { return e.add(e.max(x, e.constant(0)), e.log1p(e.exp(e.neg(e.abs(x))))); },
-               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call("sigmoid", {x})); });
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call(prims::sigmoid(), {x})); });
 }
 // erf' = 2/sqrt(pi) e^(-x^2)
 Primitive erf_p() {
   return unary("erf", [](auto& e, auto x) { return e.erf(x); }, [](TapeBuilder& b, Var x, Var, Var d) {
-    return b.mul(d, b.mul(b.call("exp", {b.neg(b.call("square", {x}))}), 2.0 / std::sqrt(kPi)));
+    return b.mul(d, b.mul(b.call(prims::exp(), {b.neg(b.call(prims::square(), {x}))}), 2.0 / std::sqrt(kPi)));
   });
 }
 Primitive lgamma_p() {
   return unary("lgamma", [](auto& e, auto x) { return e.lgamma(x); },
-               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call("digamma", {x})); });
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call(prims::digamma(), {x})); });
 }
 Primitive digamma_p() {
   return unary("digamma", [](auto& e, auto x) { return polygamma(e, x, 0); },
-               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call("trigamma", {x})); });
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call(prims::trigamma(), {x})); });
 }
 // atan' = 1 / (1 + x^2)
 Primitive atan_p() {
   return unary("atan", [](auto& e, auto x) { return e.atan(x); },
-               [](TapeBuilder& b, Var x, Var, Var d) { return b.div(d, b.add(b.call("square", {x}), constant_like(b, 1, x))); });
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.div(d, b.add(b.call(prims::square(), {x}), constant_like(b, 1, x))); });
 }
 // asinh' = 1 / sqrt(x^2 + 1), as 1 / hypot(x, 1): no overflow for large |x|.
 Primitive asinh_p() {
   return unary("asinh", [](auto& e, auto x) { return e.asinh(x); },
-               [](TapeBuilder& b, Var x, Var, Var d) { return b.div(d, b.call("hypot", {x, constant_like(b, 1, x)})); });
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.div(d, b.call(prims::hypot(), {x, constant_like(b, 1, x)})); });
 }
 // trigamma: digamma's derivative. Its own derivative rules are missing on purpose
 // (a third derivative of lgamma): grad and jvp say so, naming it.
@@ -154,7 +154,7 @@ auto clamp_math(const Attrs& a) {
   };
 }
 Var clamp_inside(TapeBuilder& b, Var x, const Attrs& a) {
-  return b.mul(compare(b, "ge", x, a.real("lo")), compare(b, "le", x, a.real("hi")));
+  return b.mul(compare(b, prims::ge(), x, a.real("lo")), compare(b, prims::le(), x, a.real("hi")));
 }
 Primitive clamp_p() {
   return {
@@ -184,7 +184,7 @@ auto pow_math(const Attrs& a) {
 Var dpow(TapeBuilder& b, Var x, Var d, double p) {
   if (p == 0.0) return kNoVar;
   if (p == 1.0) return d;
-  return b.mul(d, b.mul(b.call("pow", {x}, {{"p", p - 1.0}}), p));
+  return b.mul(d, b.mul(b.call(prims::pow(), {x}, {{"p", p - 1.0}}), p));
 }
 Primitive pow_p() {
   return {
@@ -241,19 +241,19 @@ Primitive cast_p() {
       .eager = cast_eager,
       .adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
         if (!float_pair(b, a.args[0], a.attrs)) return std::vector<Var>{kNoVar};
-        return std::vector<Var>{b.call("cast", {a.dout}, {{"dtype", b.type(a.args[0]).dtype}})};
+        return std::vector<Var>{b.call(prims::cast(), {a.dout}, {{"dtype", b.type(a.args[0]).dtype}})};
       },
       .any_dtype = true,
       .tangent = [](TapeBuilder& b, const TangentArgs& a) {
         if (!float_pair(b, a.args[0], a.attrs)) return kNoVar;
-        return b.call("cast", {a.tangents[0]}, a.attrs);
+        return b.call(prims::cast(), {a.tangents[0]}, a.attrs);
       },
       // Between f32 and f64 a generated loop converts as it reads (the element function is
       // the identity; the code generator converts an argument of another float dtype).
       // Casts from or to i64 call cast_eager (to i64 checks the range).
       .structure = Structure::elementwise,
       .element = [](const Attrs&) { return record_element<1>([](auto&, auto x) { return x; }); },
-      .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> { return b.call("cast", {a.args[0]}, a.attrs); },
+      .batch = [](TapeBuilder& b, const BatchArgs& a) -> Results<Var> { return b.call(prims::cast(), {a.args[0]}, a.attrs); },
   };
 }
 

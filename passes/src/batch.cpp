@@ -195,7 +195,7 @@ Tape jvp_tape(const Tape& tape, int64_t k) {
   for (std::size_t i = 0; i < m; ++i)
     if (r.batched[i]) {
       const Shape shape = tape.type(tape.outputs[i]).shape;
-      outs[i] = b.reshape(b.call("slice", {outs[i]}, {{"axis", int64_t{0}}, {"start", int64_t{0}}, {"stop", int64_t{1}}}),
+      outs[i] = b.reshape(b.call(prims::slice(), {outs[i]}, {{"axis", int64_t{0}}, {"start", int64_t{0}}, {"stop", int64_t{1}}}),
                           shape);
     }
   for (std::size_t i = m; i < outs.size(); ++i)

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <memory>
 
+#include "reel/ir/body_tape.hpp"
 #include "reel/ir/builder.hpp"
 #include "reel/passes.hpp"
-#include "reel/ir/body_tape.hpp"
 #include "transforms.hpp"
 
 namespace reel {
@@ -17,100 +17,167 @@ namespace {
 // How an output's adjoint starts: not at all, at a new input (a seed), or at 1.
 enum class Seed { none, input, one };
 
-// The gradient tape of f: f's inputs, then a seed input per output seeded with
-// Seed::input; f's outputs, then the gradient of each input where `wanted` (zeros where
-// none flows). `op` names the transformation in errors.
-Tape reverse(const char* op, const Tape& f, std::span<const Seed> seeds, std::span<const bool> wanted) {
-  const Var n = f.size();
+// The gradient tape of f (see reverse, below), built in three steps: f copied forward
+// (a call with an adjoint_forward rule replaced by its forward half), a seed per seeded
+// output, then each needed call's adjoint rule from the last call back, each rule's
+// gradients summed into its arguments' adjoints.
+class Reverse {
+ public:
+  Reverse(const char* op, const Tape& f)
+      : op_(op), f_(f), n_(f.size()), map_(n_ + 1, kNoVar), halves_(n_ + 1), terms_(n_ + 1) {
+    b_.reserve(3 * static_cast<std::size_t>(n_));  // the forward copy and about two ops per adjoint
+  }
+
+  Tape run(std::span<const Seed> seeds, std::span<const bool> wanted) {
+    mark_needed(seeds);
+    for (Var v = 1; v <= n_; ++v) copy_forward(v);
+    for (std::size_t i = 0; i < f_.outputs.size(); ++i) {
+      const Var y = f_.outputs[i];
+      if (seeds[i] == Seed::none) continue;
+      const Var s = seeds[i] == Seed::input ? b_.input(f_.type(y)) : b_.scalar(1.0, f_.type(y).dtype);
+      if (!active_[y]) continue;  // (its seed is still an input: the signature does not depend on the tape)
+      add_term(y, s);
+    }
+    for (Var v = n_; v >= 1; --v)
+      if (f_.op(v).kind == OpKind::call && needed_[v]) adjoint_call(v);
+    std::vector<Var> outputs;
+    for (Var o : f_.outputs) outputs.push_back(map_[o]);
+    const std::vector<Var> inputs = f_.inputs();
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (wanted[i]) outputs.push_back(b_.or_zeros(adjoint_of(inputs[i]), f_.type(inputs[i])));
+    b_.set_outputs(std::move(outputs));
+    return b_.finish();
+  }
+
+ private:
   // needed[v]: v depends on an input (active) and a seeded output depends on v (useful).
   // No gradient flows through i64 values. A call with several results (a loop) is as
   // active as its arguments: each result is then active if it is a float, whatever the
   // dtype of the first result, which the call's own variable also names (a loop whose
   // first carry is an i64 index still passes gradients through its float carries).
-  std::vector<bool> active(n + 1, false), useful(n + 1, false), needed(n + 1, false), call_active(n + 1, false);
-  for (Var v = 1; v <= n; ++v) {
-    const Op& o = f.op(v);
-    bool a = o.kind == OpKind::input;
-    if (o.kind == OpKind::result) a = call_active[o.args[0]];
-    else
-      for (Var x : o.args) a = a || active[x];
-    call_active[v] = a;
-    active[v] = a && is_float(o.type.dtype);
+  void mark_needed(std::span<const Seed> seeds) {
+    std::vector<bool> useful(n_ + 1, false), call_active(n_ + 1, false);
+    active_.assign(n_ + 1, false);
+    needed_.assign(n_ + 1, false);
+    for (Var v = 1; v <= n_; ++v) {
+      const Op& o = f_.op(v);
+      bool a = o.kind == OpKind::input;
+      if (o.kind == OpKind::result) a = call_active[o.args[0]];
+      else
+        for (Var x : o.args) a = a || active_[x];
+      call_active[v] = a;
+      active_[v] = a && is_float(o.type.dtype);
+    }
+    for (std::size_t i = 0; i < f_.outputs.size(); ++i)
+      if (seeds[i] != Seed::none) useful[f_.outputs[i]] = true;
+    for (Var v = n_; v >= 1; --v)
+      if (useful[v])
+        for (Var a : f_.op(v).args) useful[a] = true;
+    for (Var v = 1; v <= n_; ++v) needed_[v] = active_[v] && useful[v];
+    // A result operation passes its adjoint to its call (below); its call's rule needs
+    // to run if any result's does.
+    for (Var v = n_; v >= 1; --v)
+      if (f_.op(v).kind == OpKind::result && needed_[v]) needed_[f_.op(v).args[0]] = true;
   }
-  for (std::size_t i = 0; i < f.outputs.size(); ++i)
-    if (seeds[i] != Seed::none) useful[f.outputs[i]] = true;
-  for (Var v = n; v >= 1; --v)
-    if (useful[v])
-      for (Var a : f.op(v).args) useful[a] = true;
-  for (Var v = 1; v <= n; ++v) needed[v] = active[v] && useful[v];
-  // A result operation passes its adjoint to its call (below); its call's rule needs
-  // to run if any result's does.
-  for (Var v = n; v >= 1; --v)
-    if (f.op(v).kind == OpKind::result && needed[v]) needed[f.op(v).args[0]] = true;
 
-  TapeBuilder b;
-  b.reserve(3 * static_cast<std::size_t>(n));  // the forward copy and about two ops per adjoint
-  std::vector<Var> map(n + 1, kNoVar);
-  // A call with two-half reverse mode: what its forward half gave.
-  std::vector<ForwardHalf> halves(n + 1);
-  for (Var v = 1; v <= n; ++v) {
-    const Op& o = f.op(v);
-    if (o.kind == OpKind::result && !halves[o.args[0]].results.empty()) {
-      map[v] = halves[o.args[0]].results.at(static_cast<std::size_t>(o.index));
-      continue;
+  // v copied to the gradient tape, or for a call with two-half reverse mode, its
+  // forward half (whose results the call's result operations then name).
+  void copy_forward(Var v) {
+    const Op& o = f_.op(v);
+    if (o.kind == OpKind::result && !halves_[o.args[0]].results.empty()) {
+      map_[v] = halves_[o.args[0]].results.at(static_cast<std::size_t>(o.index));
+      return;
     }
     std::vector<Var> args;
-    for (Var a : o.args) args.push_back(map[a]);
-    if (o.kind == OpKind::call && needed[v] && o.prim->adjoint_forward) {
-      Flags needs(o.args.size()), results_needed(static_cast<std::size_t>(o.results));
-      for (std::size_t i = 0; i < o.args.size(); ++i) needs[i] = needed[o.args[i]];
-      for (int i = 0; i < o.results; ++i)
-        results_needed[static_cast<std::size_t>(i)] = needed[v + i] && is_float(f.type(v + i).dtype);
-      halves[v] = o.prim->adjoint_forward(
-          b, ForwardArgs{args, o.attrs, needs, results_needed,
-                         &detail::pass_transforms()});
-      if (halves[v].results.size() != static_cast<std::size_t>(o.results))
-        throw Error(fmt::format("{}: the forward half of '{}' gave {} results, expected {}", op, o.prim->name,
-                                halves[v].results.size(), o.results));
-      map[v] = halves[v].results[0];
-      continue;
+    for (Var a : o.args) args.push_back(map_[a]);
+    if (o.kind != OpKind::call || !needed_[v] || !o.prim->adjoint_forward) {
+      map_[v] = b_.copy(o, std::move(args));
+      return;
     }
-    map[v] = b.copy(o, std::move(args));
+    Flags needs(o.args.size()), results_needed(static_cast<std::size_t>(o.results));
+    for (std::size_t i = 0; i < o.args.size(); ++i) needs[i] = needed_[o.args[i]];
+    for (int i = 0; i < o.results; ++i)
+      results_needed[static_cast<std::size_t>(i)] = needed_[v + i] && is_float(f_.type(v + i).dtype);
+    halves_[v] = o.prim->adjoint_forward(b_, ForwardArgs{args, o.attrs, needs, results_needed, &detail::pass_transforms()});
+    if (halves_[v].results.size() != static_cast<std::size_t>(o.results))
+      throw Error(fmt::format("{}: the forward half of '{}' gave {} results, expected {}", op_, o.prim->name,
+                              halves_[v].results.size(), o.results));
+    map_[v] = halves_[v].results[0];
   }
+
+  // The adjoint rule of the call v, given its results' adjoints (if any flows).
+  void adjoint_call(Var v) {
+    const Op& o = f_.op(v);
+    // The results' variables and adjoints: v, and for several results v + 1, ...
+    std::vector<Var> outs, douts;
+    bool any = false;
+    for (int i = 0; i < o.results; ++i) {
+      outs.push_back(map_[v + i]);
+      douts.push_back(adjoint_of(v + i));
+      any = any || douts.back() != kNoVar;
+    }
+    if (!any) return;
+    std::vector<Var> args;
+    Flags needs(o.args.size());
+    for (std::size_t i = 0; i < o.args.size(); ++i) {
+      args.push_back(map_[o.args[i]]);
+      needs[i] = needed_[o.args[i]];
+    }
+    if (!o.prim->adjoint)
+      throw Error(fmt::format("{}: primitive '{}' has no reverse-mode (adjoint) rule", op_, o.prim->name));
+    AdjointArgs a{args, map_[v], douts[0], o.attrs, needs, outs, douts};
+    a.transforms = &detail::pass_transforms();
+    a.residuals = halves_[v].residuals;
+    a.state = halves_[v].state;
+    const std::vector<Var> d = o.prim->adjoint(b_, a);
+    if (d.size() != o.args.size())
+      throw Error(fmt::format("{}: the adjoint rule of '{}' returned {} gradients for {} arguments", op_,
+                              o.prim->name, d.size(), o.args.size()));
+    for (std::size_t i = 0; i < o.args.size(); ++i) {
+      if (!needs[i] || d[i] == kNoVar) continue;
+      if (b_.type(d[i]) != f_.type(o.args[i]))
+        throw Error(fmt::format("{}: the adjoint rule of '{}' returned {} for argument {}, expected {}", op_,
+                                o.prim->name, type_str(b_.type(d[i])), i + 1, type_str(f_.type(o.args[i]))));
+      add_term(o.args[i], d[i]);
+    }
+  }
+
   // A variable used more than once sums its adjoints, added as they come (so that each
   // term's memory can be reused at once: a weight read by each of 1000 steps), except the
   // terms that a primitive's rule may combine (Primitive::combine_terms: slices'
-  // gradients), kept until the sum is read. terms[v]: the running sum (kNoVar before
+  // gradients), kept until the sum is read. terms_[v]: the running sum (kNoVar before
   // one), then those. Past kMaxPending kept terms, they are combined at once and, unless
   // that at least halved them (slices of one tensor: then one `place` stays kept, and
   // more may join it), added to the running sum: the same slice read at each of 10,000
   // steps keeps at most that many gradients alive.
-  constexpr std::size_t kMaxPending = 16;
-  std::vector<std::vector<Var>> terms(n + 1);
+  static constexpr std::size_t kMaxPending = 16;
+
   // The terms with the primitives' rules applied: each rule once, the terms scanned again
   // after each (a rule reorders them).
-  auto combined = [&](std::vector<Var> t) {
+  std::vector<Var> combined(std::vector<Var> t) {
     std::vector<const Primitive*> tried;
     for (bool again = t.size() > 1; again;) {
       again = false;
       for (Var x : t) {
-        const Op& op = b.tape().op(x);
+        const Op& op = b_.tape().op(x);
         if (op.kind != OpKind::call || !op.prim->combine_terms ||
             std::find(tried.begin(), tried.end(), op.prim) != tried.end())
           continue;
         tried.push_back(op.prim);
-        t = op.prim->combine_terms(b, std::move(t));
+        t = op.prim->combine_terms(b_, std::move(t));
         again = true;
         break;
       }
     }
     return t;
-  };
-  auto add_to = [&](Var& sum, Var x) { sum = sum == kNoVar ? x : b.add(sum, x); };
-  auto add_term = [&](Var v, Var d) {
-    std::vector<Var>& t = terms[v];
+  }
+
+  void add_to(Var& sum, Var x) { sum = sum == kNoVar ? x : b_.add(sum, x); }
+
+  void add_term(Var v, Var d) {
+    std::vector<Var>& t = terms_[v];
     if (t.empty()) t.push_back(kNoVar);
-    const Op& op = b.tape().op(d);
+    const Op& op = b_.tape().op(d);
     if (op.kind != OpKind::call || !op.prim->combine_terms) return add_to(t[0], d);
     t.push_back(d);
     if (t.size() - 1 <= kMaxPending) return;
@@ -120,68 +187,33 @@ Tape reverse(const char* op, const Tape& f, std::span<const Seed> seeds, std::sp
     if (c.size() <= pending / 2) t.insert(t.end(), c.begin(), c.end());
     else
       for (Var x : c) add_to(t[0], x);
-  };
-  auto adjoint_of = [&](Var v) {
-    std::vector<Var>& t = terms[v];
+  }
+
+  Var adjoint_of(Var v) {
+    std::vector<Var>& t = terms_[v];
     Var sum = t.empty() ? kNoVar : t[0];
     if (t.size() > 1)
       for (Var x : combined(std::vector<Var>(t.begin() + 1, t.end()))) add_to(sum, x);
     t.assign(sum == kNoVar ? 0 : 1, sum);
     return sum;
-  };
-  for (std::size_t i = 0; i < f.outputs.size(); ++i) {
-    const Var y = f.outputs[i];
-    if (seeds[i] == Seed::none) continue;
-    const Var s = seeds[i] == Seed::input ? b.input(f.type(y)) : b.scalar(1.0, f.type(y).dtype);
-    if (!active[y]) continue;  // (its seed is still an input: the signature does not depend on the tape)
-    add_term(y, s);
   }
 
-  for (Var v = n; v >= 1; --v) {
-    const Op& o = f.op(v);
-    if (o.kind != OpKind::call || !needed[v]) continue;
-    // The results' variables and adjoints: v, and for several results v + 1, ...
-    const int k = o.results;
-    std::vector<Var> outs, douts;
-    bool any = false;
-    for (int i = 0; i < k; ++i) {
-      outs.push_back(map[v + i]);
-      douts.push_back(adjoint_of(v + i));
-      any = any || douts.back() != kNoVar;
-    }
-    if (!any) continue;
-    std::vector<Var> args;
-    Flags needs(o.args.size());
-    for (std::size_t i = 0; i < o.args.size(); ++i) {
-      args.push_back(map[o.args[i]]);
-      needs[i] = needed[o.args[i]];
-    }
-    if (!o.prim->adjoint)
-      throw Error(fmt::format("{}: primitive '{}' has no reverse-mode (adjoint) rule", op, o.prim->name));
-    AdjointArgs a{args, map[v], douts[0], o.attrs, needs, outs, douts};
-    a.transforms = &detail::pass_transforms();
-    a.residuals = halves[v].residuals;
-    a.state = halves[v].state;
-    const std::vector<Var> d = o.prim->adjoint(b, a);
-    if (d.size() != o.args.size())
-      throw Error(fmt::format("{}: the adjoint rule of '{}' returned {} gradients for {} arguments", op,
-                              o.prim->name, d.size(), o.args.size()));
-    for (std::size_t i = 0; i < o.args.size(); ++i) {
-      if (!needs[i] || d[i] == kNoVar) continue;
-      if (b.type(d[i]) != f.type(o.args[i]))
-        throw Error(fmt::format("{}: the adjoint rule of '{}' returned {} for argument {}, expected {}", op,
-                                o.prim->name, type_str(b.type(d[i])), i + 1, type_str(f.type(o.args[i]))));
-      add_term(o.args[i], d[i]);
-    }
-  }
+  const char* op_;
+  const Tape& f_;
+  const Var n_;
+  TapeBuilder b_;
+  std::vector<bool> active_, needed_;
+  std::vector<Var> map_;
+  // A call with two-half reverse mode: what its forward half gave.
+  std::vector<ForwardHalf> halves_;
+  std::vector<std::vector<Var>> terms_;
+};
 
-  std::vector<Var> outputs;
-  for (Var o : f.outputs) outputs.push_back(map[o]);
-  const std::vector<Var> inputs = f.inputs();
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    if (wanted[i]) outputs.push_back(b.or_zeros(adjoint_of(inputs[i]), f.type(inputs[i])));
-  b.set_outputs(std::move(outputs));
-  return b.finish();
+// The gradient tape of f: f's inputs, then a seed input per output seeded with
+// Seed::input; f's outputs, then the gradient of each input where `wanted` (zeros where
+// none flows). `op` names the transformation in errors.
+Tape reverse(const char* op, const Tape& f, std::span<const Seed> seeds, std::span<const bool> wanted) {
+  return Reverse(op, f).run(seeds, wanted);
 }
 
 Tape reverse_one(const Tape& f, bool seeded) {

@@ -41,7 +41,7 @@ bool same_map(const StridedMap& x, const StridedMap& y, const Shape& shape) {
 // strided reads (slices) of one tensor that together cover it, is that tensor: the
 // gradient of a stack of slices, or a slice's gradient covering the whole axis.
 Var placed_back(const Tape& t, const Op& op, const std::vector<Var>& a) {
-  if (!op.prim->strided_place || a.empty()) return kNoVar;
+  if (!op.prim->lowering.strided_place || a.empty()) return kNoVar;
   std::vector<VarType> types;
   int64_t placed = 0;
   for (Var x : a) {
@@ -49,16 +49,16 @@ Var placed_back(const Tape& t, const Op& op, const std::vector<Var>& a) {
     placed += numel(types.back().shape);
   }
   if (placed != numel(op.type.shape)) return kNoVar;  // (placements put no element twice: this covers all)
-  const std::vector<StridedMap> places = op.prim->strided_place(types, op.attrs);
+  const std::vector<StridedMap> places = op.prim->lowering.strided_place(types, op.attrs);
   const std::vector<int64_t> whole = contiguous_strides(op.type.shape);
   if (a.size() == 1 && types[0] == op.type && same_map(places[0], {0, whole}, op.type.shape)) return a[0];
   Var source = kNoVar;
   for (std::size_t i = 0; i < a.size(); ++i) {
     const Op& read = t.op(a[i]);
-    if (read.kind != OpKind::call || !read.prim->strided_read || read.args.size() != 1) return kNoVar;
+    if (read.kind != OpKind::call || !read.prim->lowering.strided_read || read.args.size() != 1) return kNoVar;
     if (source == kNoVar) source = read.args[0];
     if (read.args[0] != source || t.type(source) != op.type) return kNoVar;
-    if (!same_map(read.prim->strided_read(t.type(source), read.attrs), places[i], types[i].shape)) return kNoVar;
+    if (!same_map(read.prim->lowering.strided_read(t.type(source), read.attrs), places[i], types[i].shape)) return kNoVar;
   }
   return source;
 }

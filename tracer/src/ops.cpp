@@ -2,6 +2,7 @@
 
 
 #include "reel/dispatch.hpp"
+#include "reel/ir/prims.hpp"
 
 #include <fmt/format.h>
 
@@ -17,23 +18,17 @@ Tensor call(const Primitive& p, std::initializer_list<Tensor> in, Attrs attrs = 
   return apply(p, std::span<const Tensor>(in.begin(), in.size()), std::move(attrs));
 }
 
-// Each operation looks its primitive up once.
-#define REEL_PRIM(name)                                   \
-  static const Primitive& prim_##name = primitive(#name); \
-  (void)prim_##name
-
-Tensor with_scalar(const char* name, const Tensor& a, double b, bool scalar_first) {
+Tensor with_scalar(const Primitive& p, const Tensor& a, double b, bool scalar_first) {
   const Tensor s = scalar(b, a.defined() ? a.dtype() : DType::f64);
-  const Primitive& p = primitive(name);
   return scalar_first ? call(p, {s, a}) : call(p, {a, s});
 }
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b) { REEL_PRIM(add); return call(prim_add, {a, b}); }
-Tensor sub(const Tensor& a, const Tensor& b) { REEL_PRIM(sub); return call(prim_sub, {a, b}); }
-Tensor mul(const Tensor& a, const Tensor& b) { REEL_PRIM(mul); return call(prim_mul, {a, b}); }
-Tensor div(const Tensor& a, const Tensor& b) { REEL_PRIM(div); return call(prim_div, {a, b}); }
+Tensor add(const Tensor& a, const Tensor& b) { return call(prims::add(), {a, b}); }
+Tensor sub(const Tensor& a, const Tensor& b) { return call(prims::sub(), {a, b}); }
+Tensor mul(const Tensor& a, const Tensor& b) { return call(prims::mul(), {a, b}); }
+Tensor div(const Tensor& a, const Tensor& b) { return call(prims::div(), {a, b}); }
 
 Tensor& operator+=(Tensor& x, const Tensor& y) { return x = x + y; }
 Tensor& operator-=(Tensor& x, const Tensor& y) { return x = x - y; }
@@ -48,52 +43,50 @@ Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, double b) { return with_scalar("add", a, b, false); }
-Tensor operator-(const Tensor& a, double b) { return with_scalar("sub", a, b, false); }
-Tensor operator*(const Tensor& a, double b) { return with_scalar("mul", a, b, false); }
-Tensor operator/(const Tensor& a, double b) { return with_scalar("div", a, b, false); }
-Tensor operator+(double a, const Tensor& b) { return with_scalar("add", b, a, true); }
-Tensor operator-(double a, const Tensor& b) { return with_scalar("sub", b, a, true); }
-Tensor operator*(double a, const Tensor& b) { return with_scalar("mul", b, a, true); }
-Tensor operator/(double a, const Tensor& b) { return with_scalar("div", b, a, true); }
+Tensor operator+(const Tensor& a, double b) { return with_scalar(prims::add(), a, b, false); }
+Tensor operator-(const Tensor& a, double b) { return with_scalar(prims::sub(), a, b, false); }
+Tensor operator*(const Tensor& a, double b) { return with_scalar(prims::mul(), a, b, false); }
+Tensor operator/(const Tensor& a, double b) { return with_scalar(prims::div(), a, b, false); }
+Tensor operator+(double a, const Tensor& b) { return with_scalar(prims::add(), b, a, true); }
+Tensor operator-(double a, const Tensor& b) { return with_scalar(prims::sub(), b, a, true); }
+Tensor operator*(double a, const Tensor& b) { return with_scalar(prims::mul(), b, a, true); }
+Tensor operator/(double a, const Tensor& b) { return with_scalar(prims::div(), b, a, true); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 
-Tensor neg(const Tensor& x) { REEL_PRIM(neg); return call(prim_neg, {x}); }
-Tensor exp(const Tensor& x) { REEL_PRIM(exp); return call(prim_exp, {x}); }
-Tensor log(const Tensor& x) { REEL_PRIM(log); return call(prim_log, {x}); }
-Tensor sin(const Tensor& x) { REEL_PRIM(sin); return call(prim_sin, {x}); }
-Tensor cos(const Tensor& x) { REEL_PRIM(cos); return call(prim_cos, {x}); }
-Tensor tanh(const Tensor& x) { REEL_PRIM(tanh); return call(prim_tanh, {x}); }
-Tensor sigmoid(const Tensor& x) { REEL_PRIM(sigmoid); return call(prim_sigmoid, {x}); }
-Tensor nodiff(const Tensor& x) { REEL_PRIM(nodiff); return call(prim_nodiff, {x}); }
-Tensor sqrt(const Tensor& x) { REEL_PRIM(sqrt); return call(prim_sqrt, {x}); }
-Tensor square(const Tensor& x) { REEL_PRIM(square); return call(prim_square, {x}); }
-Tensor sign(const Tensor& x) { REEL_PRIM(sign); return call(prim_sign, {x}); }
-Tensor abs(const Tensor& x) { REEL_PRIM(abs); return call(prim_abs, {x}); }
-Tensor cast(const Tensor& x, DType dtype) { REEL_PRIM(cast); return call(prim_cast, {x}, {{"dtype", dtype}}); }
-Tensor relu(const Tensor& x) { REEL_PRIM(relu); return call(prim_relu, {x}); }
-Tensor log1p(const Tensor& x) { REEL_PRIM(log1p); return call(prim_log1p, {x}); }
-Tensor expm1(const Tensor& x) { REEL_PRIM(expm1); return call(prim_expm1, {x}); }
-Tensor softplus(const Tensor& x) { REEL_PRIM(softplus); return call(prim_softplus, {x}); }
-Tensor erf(const Tensor& x) { REEL_PRIM(erf); return call(prim_erf, {x}); }
-Tensor lgamma(const Tensor& x) { REEL_PRIM(lgamma); return call(prim_lgamma, {x}); }
-Tensor digamma(const Tensor& x) { REEL_PRIM(digamma); return call(prim_digamma, {x}); }
-Tensor trigamma(const Tensor& x) { REEL_PRIM(trigamma); return call(prim_trigamma, {x}); }
-Tensor atan(const Tensor& x) { REEL_PRIM(atan); return call(prim_atan, {x}); }
-Tensor asinh(const Tensor& x) { REEL_PRIM(asinh); return call(prim_asinh, {x}); }
-Tensor hypot(const Tensor& a, const Tensor& b) { REEL_PRIM(hypot); return call(prim_hypot, {a, b}); }
-Tensor hypot(const Tensor& a, double b) { return with_scalar("hypot", a, b, false); }
-Tensor maximum(const Tensor& a, const Tensor& b) { REEL_PRIM(maximum); return call(prim_maximum, {a, b}); }
-Tensor minimum(const Tensor& a, const Tensor& b) { REEL_PRIM(minimum); return call(prim_minimum, {a, b}); }
-Tensor maximum(const Tensor& a, double b) { return with_scalar("maximum", a, b, false); }
-Tensor minimum(const Tensor& a, double b) { return with_scalar("minimum", a, b, false); }
+Tensor neg(const Tensor& x) { return call(prims::neg(), {x}); }
+Tensor exp(const Tensor& x) { return call(prims::exp(), {x}); }
+Tensor log(const Tensor& x) { return call(prims::log(), {x}); }
+Tensor sin(const Tensor& x) { return call(prims::sin(), {x}); }
+Tensor cos(const Tensor& x) { return call(prims::cos(), {x}); }
+Tensor tanh(const Tensor& x) { return call(prims::tanh(), {x}); }
+Tensor sigmoid(const Tensor& x) { return call(prims::sigmoid(), {x}); }
+Tensor nodiff(const Tensor& x) { return call(prims::nodiff(), {x}); }
+Tensor sqrt(const Tensor& x) { return call(prims::sqrt(), {x}); }
+Tensor square(const Tensor& x) { return call(prims::square(), {x}); }
+Tensor sign(const Tensor& x) { return call(prims::sign(), {x}); }
+Tensor abs(const Tensor& x) { return call(prims::abs(), {x}); }
+Tensor cast(const Tensor& x, DType dtype) { return call(prims::cast(), {x}, {{"dtype", dtype}}); }
+Tensor relu(const Tensor& x) { return call(prims::relu(), {x}); }
+Tensor log1p(const Tensor& x) { return call(prims::log1p(), {x}); }
+Tensor expm1(const Tensor& x) { return call(prims::expm1(), {x}); }
+Tensor softplus(const Tensor& x) { return call(prims::softplus(), {x}); }
+Tensor erf(const Tensor& x) { return call(prims::erf(), {x}); }
+Tensor lgamma(const Tensor& x) { return call(prims::lgamma(), {x}); }
+Tensor digamma(const Tensor& x) { return call(prims::digamma(), {x}); }
+Tensor trigamma(const Tensor& x) { return call(prims::trigamma(), {x}); }
+Tensor atan(const Tensor& x) { return call(prims::atan(), {x}); }
+Tensor asinh(const Tensor& x) { return call(prims::asinh(), {x}); }
+Tensor hypot(const Tensor& a, const Tensor& b) { return call(prims::hypot(), {a, b}); }
+Tensor hypot(const Tensor& a, double b) { return with_scalar(prims::hypot(), a, b, false); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return call(prims::maximum(), {a, b}); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return call(prims::minimum(), {a, b}); }
+Tensor maximum(const Tensor& a, double b) { return with_scalar(prims::maximum(), a, b, false); }
+Tensor minimum(const Tensor& a, double b) { return with_scalar(prims::minimum(), a, b, false); }
 Tensor clamp(const Tensor& x, double lo, double hi) {
-  REEL_PRIM(clamp);
-  return call(prim_clamp, {x}, {{"lo", lo}, {"hi", hi}});
+  return call(prims::clamp(), {x}, {{"lo", lo}, {"hi", hi}});
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  REEL_PRIM(where);
-  return call(prim_where, {cond, a, b});
+  return call(prims::where(), {cond, a, b});
 }
 Tensor where(const Tensor& cond, const Tensor& a, double b) {
   return where(cond, a, scalar(b, a.defined() ? a.dtype() : DType::f64));
@@ -101,31 +94,31 @@ Tensor where(const Tensor& cond, const Tensor& a, double b) {
 Tensor where(const Tensor& cond, double a, const Tensor& b) {
   return where(cond, scalar(a, b.defined() ? b.dtype() : DType::f64), b);
 }
-Tensor lt(const Tensor& a, const Tensor& b) { REEL_PRIM(lt); return call(prim_lt, {a, b}); }
-Tensor le(const Tensor& a, const Tensor& b) { REEL_PRIM(le); return call(prim_le, {a, b}); }
-Tensor gt(const Tensor& a, const Tensor& b) { REEL_PRIM(gt); return call(prim_gt, {a, b}); }
-Tensor ge(const Tensor& a, const Tensor& b) { REEL_PRIM(ge); return call(prim_ge, {a, b}); }
-Tensor eq(const Tensor& a, const Tensor& b) { REEL_PRIM(eq); return call(prim_eq, {a, b}); }
-Tensor ne(const Tensor& a, const Tensor& b) { REEL_PRIM(ne); return call(prim_ne, {a, b}); }
+Tensor lt(const Tensor& a, const Tensor& b) { return call(prims::lt(), {a, b}); }
+Tensor le(const Tensor& a, const Tensor& b) { return call(prims::le(), {a, b}); }
+Tensor gt(const Tensor& a, const Tensor& b) { return call(prims::gt(), {a, b}); }
+Tensor ge(const Tensor& a, const Tensor& b) { return call(prims::ge(), {a, b}); }
+Tensor eq(const Tensor& a, const Tensor& b) { return call(prims::eq(), {a, b}); }
+Tensor ne(const Tensor& a, const Tensor& b) { return call(prims::ne(), {a, b}); }
 Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
 Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
-Tensor operator<(const Tensor& a, double b) { return with_scalar("lt", a, b, false); }
-Tensor operator<=(const Tensor& a, double b) { return with_scalar("le", a, b, false); }
-Tensor operator>(const Tensor& a, double b) { return with_scalar("gt", a, b, false); }
-Tensor operator>=(const Tensor& a, double b) { return with_scalar("ge", a, b, false); }
-Tensor operator==(const Tensor& a, double b) { return with_scalar("eq", a, b, false); }
-Tensor operator!=(const Tensor& a, double b) { return with_scalar("ne", a, b, false); }
-Tensor operator<(double a, const Tensor& b) { return with_scalar("lt", b, a, true); }
-Tensor operator<=(double a, const Tensor& b) { return with_scalar("le", b, a, true); }
-Tensor operator>(double a, const Tensor& b) { return with_scalar("gt", b, a, true); }
-Tensor operator>=(double a, const Tensor& b) { return with_scalar("ge", b, a, true); }
-Tensor operator==(double a, const Tensor& b) { return with_scalar("eq", b, a, true); }
-Tensor operator!=(double a, const Tensor& b) { return with_scalar("ne", b, a, true); }
-Tensor pow(const Tensor& x, double p) { REEL_PRIM(pow); return call(prim_pow, {x}, {{"p", p}}); }
+Tensor operator<(const Tensor& a, double b) { return with_scalar(prims::lt(), a, b, false); }
+Tensor operator<=(const Tensor& a, double b) { return with_scalar(prims::le(), a, b, false); }
+Tensor operator>(const Tensor& a, double b) { return with_scalar(prims::gt(), a, b, false); }
+Tensor operator>=(const Tensor& a, double b) { return with_scalar(prims::ge(), a, b, false); }
+Tensor operator==(const Tensor& a, double b) { return with_scalar(prims::eq(), a, b, false); }
+Tensor operator!=(const Tensor& a, double b) { return with_scalar(prims::ne(), a, b, false); }
+Tensor operator<(double a, const Tensor& b) { return with_scalar(prims::lt(), b, a, true); }
+Tensor operator<=(double a, const Tensor& b) { return with_scalar(prims::le(), b, a, true); }
+Tensor operator>(double a, const Tensor& b) { return with_scalar(prims::gt(), b, a, true); }
+Tensor operator>=(double a, const Tensor& b) { return with_scalar(prims::ge(), b, a, true); }
+Tensor operator==(double a, const Tensor& b) { return with_scalar(prims::eq(), b, a, true); }
+Tensor operator!=(double a, const Tensor& b) { return with_scalar(prims::ne(), b, a, true); }
+Tensor pow(const Tensor& x, double p) { return call(prims::pow(), {x}, {{"p", p}}); }
 
 namespace {
 const Tensor& defined(const char* op, const Tensor& x) {
@@ -140,32 +133,31 @@ int64_t checked_axis(const char* op, const Tensor& x, int64_t axis, int64_t extr
 }
 // Axes go to the primitive as the caller gave them: it normalises them (negative axes
 // counted from the end), so an error quotes them as given.
-Tensor reduce(const char* name, const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+Tensor reduce(const Primitive& prim, const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
   Attrs attrs{{"axes", Shape(axes)}};
   if (keepdims) attrs.set("keepdims", true);
-  return call(primitive(name), {x}, std::move(attrs));
+  return call(prim, {x}, std::move(attrs));
 }
 }  // namespace
 
-Tensor sum(const Tensor& x) { REEL_PRIM(sum); return call(prim_sum, {x}); }
+Tensor sum(const Tensor& x) { return call(prims::sum(), {x}); }
 Tensor sum(const Tensor& x, int64_t axis, bool keepdims) {
-  REEL_PRIM(sum);
-  if (keepdims) return reduce("sum", x, {axis}, true);
-  return call(prim_sum, {x}, {{"axis", axis}});
+  if (keepdims) return reduce(prims::sum(), x, {axis}, true);
+  return call(prims::sum(), {x}, {{"axis", axis}});
 }
-Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("sum", x, axes, keepdims); }
-Tensor mean(const Tensor& x) { REEL_PRIM(mean); return call(prim_mean, {x}); }
-Tensor mean(const Tensor& x, int64_t axis, bool keepdims) { return reduce("mean", x, {axis}, keepdims); }
-Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("mean", x, axes, keepdims); }
-Tensor prod(const Tensor& x) { REEL_PRIM(prod); return call(prim_prod, {x}); }
-Tensor prod(const Tensor& x, int64_t axis, bool keepdims) { return reduce("prod", x, {axis}, keepdims); }
-Tensor prod(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("prod", x, axes, keepdims); }
-Tensor max(const Tensor& x) { REEL_PRIM(max); return call(prim_max, {x}); }
-Tensor max(const Tensor& x, int64_t axis, bool keepdims) { return reduce("max", x, {axis}, keepdims); }
-Tensor max(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("max", x, axes, keepdims); }
-Tensor min(const Tensor& x) { REEL_PRIM(min); return call(prim_min, {x}); }
-Tensor min(const Tensor& x, int64_t axis, bool keepdims) { return reduce("min", x, {axis}, keepdims); }
-Tensor min(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce("min", x, axes, keepdims); }
+Tensor sum(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce(prims::sum(), x, axes, keepdims); }
+Tensor mean(const Tensor& x) { return call(prims::mean(), {x}); }
+Tensor mean(const Tensor& x, int64_t axis, bool keepdims) { return reduce(prims::mean(), x, {axis}, keepdims); }
+Tensor mean(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce(prims::mean(), x, axes, keepdims); }
+Tensor prod(const Tensor& x) { return call(prims::prod(), {x}); }
+Tensor prod(const Tensor& x, int64_t axis, bool keepdims) { return reduce(prims::prod(), x, {axis}, keepdims); }
+Tensor prod(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce(prims::prod(), x, axes, keepdims); }
+Tensor max(const Tensor& x) { return call(prims::max(), {x}); }
+Tensor max(const Tensor& x, int64_t axis, bool keepdims) { return reduce(prims::max(), x, {axis}, keepdims); }
+Tensor max(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce(prims::max(), x, axes, keepdims); }
+Tensor min(const Tensor& x) { return call(prims::min(), {x}); }
+Tensor min(const Tensor& x, int64_t axis, bool keepdims) { return reduce(prims::min(), x, {axis}, keepdims); }
+Tensor min(const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) { return reduce(prims::min(), x, axes, keepdims); }
 
 namespace {
 // logsumexp in keep-dims form over `axes` (normalised by the caller; every axis when
@@ -211,25 +203,20 @@ Tensor log_softmax(const Tensor& x, int64_t axis) {
   const int64_t a = checked_axis("log_softmax", x, axis);
   return x - logsumexp_keep(x, {a}, false);
 }
-Tensor argmax(const Tensor& x) { REEL_PRIM(argmax); return call(prim_argmax, {x}); }
+Tensor argmax(const Tensor& x) { return call(prims::argmax(), {x}); }
 Tensor argmax(const Tensor& x, int64_t axis) {
-  REEL_PRIM(argmax);
-  return call(prim_argmax, {x}, {{"axis", axis}});
+  return call(prims::argmax(), {x}, {{"axis", axis}});
 }
-Tensor argmin(const Tensor& x) { REEL_PRIM(argmin); return call(prim_argmin, {x}); }
+Tensor argmin(const Tensor& x) { return call(prims::argmin(), {x}); }
 Tensor argmin(const Tensor& x, int64_t axis) {
-  REEL_PRIM(argmin);
-  return call(prim_argmin, {x}, {{"axis", axis}});
+  return call(prims::argmin(), {x}, {{"axis", axis}});
 }
 Tensor sum_to(const Tensor& x, const Shape& shape) {
-  REEL_PRIM(sum_to);
-  return call(prim_sum_to, {x}, {{"shape", shape}});
+  return call(prims::sum_to(), {x}, {{"shape", shape}});
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  REEL_PRIM(matmul);
-  REEL_PRIM(batch_matmul);
-  if (!a.defined() || !b.defined() || (a.rank() == 2 && b.rank() <= 2)) return call(prim_matmul, {a, b});
+  if (!a.defined() || !b.defined() || (a.rank() == 2 && b.rank() <= 2)) return call(prims::matmul(), {a, b});
   if (a.rank() == 0 || b.rank() == 0)
     throw Error(fmt::format("matmul: expected tensors of rank 1 or more, got {} and {}", type_str(a.dtype(), a.shape()),
                             type_str(b.dtype(), b.shape())));
@@ -261,7 +248,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   // dropped from the result (NumPy's rule).
   const Tensor a2 = a.rank() == 1 ? reshape(a, {1, a.numel()}) : a;
   const Tensor b2 = b.rank() == 1 ? reshape(b, {b.numel(), 1}) : b;
-  Tensor out = a2.rank() == 2 && b2.rank() == 2 ? call(prim_matmul, {a2, b2}) : call(prim_batch_matmul, {a2, b2});
+  Tensor out = a2.rank() == 2 && b2.rank() == 2 ? call(prims::matmul(), {a2, b2}) : call(prims::batch_matmul(), {a2, b2});
   Shape s = out.shape();
   if (b.rank() == 1) s.pop_back();
   if (a.rank() == 1) s.erase(s.end() - (b.rank() == 1 ? 1 : 2));
@@ -280,8 +267,7 @@ Tensor outer(const Tensor& a, const Tensor& b) {
   return matmul(reshape(a, {a.numel(), 1}), reshape(b, {1, b.numel()}));
 }
 Tensor transpose(const Tensor& x) {
-  REEL_PRIM(transpose);
-  if (!x.defined() || x.rank() == 2) return call(prim_transpose, {x});
+  if (!x.defined() || x.rank() == 2) return call(prims::transpose(), {x});
   if (x.rank() < 2) throw Error(fmt::format("transpose: expected a tensor of rank 2 or more, got {}", type_str(x.dtype(), x.shape())));
   std::vector<int64_t> perm;
   for (int64_t d = 0; d < x.rank(); ++d) perm.push_back(d);
@@ -289,8 +275,7 @@ Tensor transpose(const Tensor& x) {
   return permute(x, perm);
 }
 Tensor permute(const Tensor& x, const std::vector<int64_t>& perm) {
-  REEL_PRIM(permute);
-  return call(prim_permute, {x}, {{"perm", Shape(perm)}});
+  return call(prims::permute(), {x}, {{"perm", Shape(perm)}});
 }
 
 namespace {
@@ -321,14 +306,13 @@ Tensor expand_dims(const Tensor& x, int64_t axis) {
 
 Tensor slice(const Tensor& x, int64_t start, int64_t stop) { return slice(x, 0, start, stop, 1); }
 Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t step) {
-  REEL_PRIM(slice);
   defined("slice", x);
   const int64_t a = checked_axis("slice", x, axis);
   const int64_t n = x.shape()[static_cast<std::size_t>(a)];
   auto clamp_bound = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
   start = clamp_bound(start);
   stop = std::max(start, clamp_bound(stop));
-  return call(prim_slice, {x}, {{"axis", a}, {"start", start}, {"stop", stop}, {"step", step}});
+  return call(prims::slice(), {x}, {{"axis", a}, {"start", start}, {"stop", stop}, {"step", step}});
 }
 Tensor index(const Tensor& x, int64_t i, int64_t axis) {
   defined("index", x);
@@ -340,19 +324,16 @@ Tensor index(const Tensor& x, int64_t i, int64_t axis) {
   return squeeze(slice(x, a, i, i + 1), a);
 }
 Tensor gather(const Tensor& x, const Tensor& indices, int64_t axis) {
-  REEL_PRIM(gather);
-  return call(prim_gather, {x, indices}, {{"axis", axis}});
+  return call(prims::gather(), {x, indices}, {{"axis", axis}});
 }
 Tensor take(const Tensor& x, const Tensor& indices) {
   return gather(reshape(defined("take", x), {x.numel()}), indices, 0);
 }
 Tensor scatter_add(const Tensor& target, const Tensor& indices, const Tensor& values, int64_t axis) {
-  REEL_PRIM(scatter_add);
-  return call(prim_scatter_add, {target, indices, values}, {{"axis", axis}});
+  return call(prims::scatter_add(), {target, indices, values}, {{"axis", axis}});
 }
 Tensor index_update(const Tensor& x, const Tensor& indices, const Tensor& values, int64_t axis) {
-  REEL_PRIM(index_update);
-  return call(prim_index_update, {x, indices, values}, {{"axis", axis}});
+  return call(prims::index_update(), {x, indices, values}, {{"axis", axis}});
 }
 Tensor index_update(const Tensor& x, int64_t axis, int64_t start, int64_t stop, const Tensor& values) {
   defined("index_update", x);
@@ -366,9 +347,8 @@ Tensor index_update(const Tensor& x, int64_t axis, int64_t start, int64_t stop, 
   return index_update(x, i64_constant(idx, {stop - start}), values, a);
 }
 Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
-  REEL_PRIM(concat);
   if (xs.empty()) throw Error("concat: expected at least one tensor, got none");
-  return apply(prim_concat, xs, {{"axis", axis}});
+  return apply(prims::concat(), xs, {{"axis", axis}});
 }
 Tensor stack(const std::vector<Tensor>& xs, int64_t axis) {
   if (xs.empty()) throw Error("stack: expected at least one tensor, got none");
@@ -399,8 +379,7 @@ Tensor triangle(const char* op, const Tensor& x, Keep keep) {
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Conv2dOptions& o) {
-  REEL_PRIM(conv2d);
-  return call(prim_conv2d, {x, w},
+  return call(prims::conv2d(), {x, w},
               {{"stride", Shape{o.stride[0], o.stride[1]}},
                {"padding", Shape{o.padding[0], o.padding[1]}},
                {"dilation", Shape{o.dilation[0], o.dilation[1]}}});
@@ -431,12 +410,10 @@ Attrs pool_attrs(std::array<int64_t, 2> kernel, const Pool2dOptions& o) {
 }
 }  // namespace
 Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, const Pool2dOptions& o) {
-  REEL_PRIM(max_pool2d);
-  return call(prim_max_pool2d, {x}, pool_attrs(kernel, o));
+  return call(prims::max_pool2d(), {x}, pool_attrs(kernel, o));
 }
 Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, const Pool2dOptions& o) {
-  REEL_PRIM(avg_pool2d);
-  return call(prim_avg_pool2d, {x}, pool_attrs(kernel, o));
+  return call(prims::avg_pool2d(), {x}, pool_attrs(kernel, o));
 }
 
 Tensor tril(const Tensor& x, int64_t k) { return triangle("tril", x, [k](int64_t i, int64_t j) { return j - i <= k; }); }
@@ -465,12 +442,10 @@ Tensor tril_from_vector(const Tensor& v, int64_t n, int64_t k, bool column_major
   return reshape(gather(padded, i64_constant(where_from, {n * n}), 0), {n, n});
 }
 Tensor reshape(const Tensor& x, const Shape& shape) {
-  REEL_PRIM(reshape);
-  return call(prim_reshape, {x}, {{"shape", shape}});
+  return call(prims::reshape(), {x}, {{"shape", shape}});
 }
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
-  REEL_PRIM(broadcast_to);
-  return call(prim_broadcast_to, {x}, {{"shape", shape}});
+  return call(prims::broadcast_to(), {x}, {{"shape", shape}});
 }
 
 }  // namespace reel

@@ -57,7 +57,7 @@ bool foreign_trace(const Tensor& t, bool* value_guards) {
 // A traced one-element tensor converted to bool: a guard on every trace it belongs to.
 void record_guard(const Tensor& t, bool value) {
   if (in_foreign_trace(t)) throw Error(fmt::format("bool: the tensor belongs to {}", kForeignTrace));
-  static const Primitive& guard = primitive("guard");
+  const Primitive& guard = prims::guard();
   const char* loop = nullptr;  // as for values read (below): a branch in a loop body names the loop
   for (Trace* trace : active_traces()) {
     if (trace->loop != nullptr) loop = trace->loop;
@@ -78,7 +78,7 @@ void record_value_read(const Tensor& t, const char* op) {
   // not guard them on its own thread either: the value is a constant there too).
   if (bool guards = false; in_foreign_trace(t, &guards) && guards)
     throw Error(fmt::format("{}: the tensor belongs to {}", op, kForeignTrace));
-  static const Primitive& guard = primitive("guard_value");
+  const Primitive& guard = prims::guard_value();
   // A trace nested in a loop body's (reel::checkpoint, grad inside the body) becomes
   // part of that body: its reads are checked every iteration too. (Outermost first.)
   const char* loop = nullptr;

@@ -10,10 +10,10 @@ namespace reel::codegen {
 
 int64_t eager_into_scratch(const Tape& tape, Var v) {
   const Op& op = tape.op(v);
-  if (op.kind != OpKind::call || !op.prim->eager_into || !op.prim->scratch_bytes || !is_builtin(*op.prim)) return 0;
+  if (op.kind != OpKind::call || !op.prim->lowering.eager_into || !op.prim->lowering.scratch_bytes || !is_builtin(*op.prim)) return 0;
   std::vector<VarType> types;
   for (Var a : op.args) types.push_back(tape.type(a));
-  return op.prim->scratch_bytes(types, op.attrs);
+  return op.prim->lowering.scratch_bytes(types, op.attrs);
 }
 
 namespace {

@@ -28,7 +28,7 @@ CheckIndicesArgs index_check(const Scheduler& s, Var out) {
   const Op& op = s.tape().op(out);
   const Indexed g = indexed_geometry(s.tape(), op);
   return {.indices = s.ref_of(op.args[1]), .count = g.count, .axis_length = g.n, .axis = g.axis, .prim = op.prim,
-          .distinct = op.prim->replaces};
+          .distinct = op.prim->lowering.replaces};
 }
 
 bool indices_in_range(const Tensor& indices, const Shape& x, const Attrs& attrs) {
@@ -52,7 +52,7 @@ void schedule_indexed(Scheduler& sch, Var out, bool scatter) {
   const Indexed g = indexed_geometry(t, op);
   KernelSpec k;
   k.body = IndexedSpec{.scatter = scatter, .outer = g.outer, .n = g.n, .count = g.count, .inner = g.inner,
-                       .replace = scatter && op.prim->replaces};
+                       .replace = scatter && op.prim->lowering.replaces};
   k.empty = g.outer * g.count * g.inner == 0;
   sch.add_step(index_check(sch, out));
   std::vector<int> slots;

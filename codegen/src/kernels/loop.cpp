@@ -56,7 +56,7 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
     if (!is_strided_member(t, m)) continue;
     const Op& op = t.op(m);
     const Var x = op.args[0];
-    const StridedMap sm = op.prim->strided_read(t.type(x), op.attrs);
+    const StridedMap sm = op.prim->lowering.strided_read(t.type(x), op.attrs);
     ls.value[m] = static_cast<int>(s.loads.size());
     s.loads.push_back({param(x), t.type(x).dtype, sm.strides, -1, {}, 0, {}, {}, sm.offset});
   }
@@ -180,9 +180,9 @@ void schedule_loop(Scheduler& sch, const LoopStep& loop) {
     if (p.stored[m]) s.stores.push_back({ls.value.at(m), param_of(p, ls, m), contiguous(loop.shape)});
   for (Var r : loop.reductions) {
     const Op& op = t.op(r);
-    LoopSpec::Sum sum{ls.value.at(op.args[0]), param_of(p, ls, r), op.prim->reduce_scale(t.type(op.args[0]), op.attrs),
+    LoopSpec::Sum sum{ls.value.at(op.args[0]), param_of(p, ls, r), op.prim->lowering.reduce_scale(t.type(op.args[0]), op.attrs),
                       op.type.dtype, {}, 1};
-    const Shape target = op.prim->reduce_target(t.type(op.args[0]), op.attrs);
+    const Shape target = op.prim->lowering.reduce_target(t.type(op.args[0]), op.attrs);
     if (numel(target) > 1) {  // column sums: the result's element at the kept dimensions
       sum.strides = broadcast_strides(target, loop.shape);
       sum.count = numel(target);
@@ -446,7 +446,7 @@ std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop) {
 bool is_gather_member(const Tape& tape, Var member) { return tape.op(member).prim->structure == Structure::gather; }
 bool is_strided_member(const Tape& tape, Var member) {
   const Op& op = tape.op(member);
-  return op.kind == OpKind::call && op.prim->strided_read;
+  return op.kind == OpKind::call && op.prim->lowering.strided_read;
 }
 bool is_indexed_member(const Tape& tape, Var member) {
   return is_gather_member(tape, member) || is_strided_member(tape, member);

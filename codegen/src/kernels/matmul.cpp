@@ -12,11 +12,11 @@
 namespace reel::codegen {
 
 bool swaps_last_two(const Tape& t, const Op& op) {
-  if (!op.prim->strided_read || op.args.size() != 1) return false;
+  if (!op.prim->lowering.strided_read || op.args.size() != 1) return false;
   const Shape& in = t.type(op.args[0]).shape;
   const std::size_t r = in.size();
   if (r < 2 || op.type.shape.size() != r) return false;
-  const StridedMap map = op.prim->strided_read(t.type(op.args[0]), op.attrs);
+  const StridedMap map = op.prim->lowering.strided_read(t.type(op.args[0]), op.attrs);
   if (map.offset != 0 || map.strides.size() != r) return false;
   const std::vector<int64_t> contiguous = broadcast_strides(in, in);
   for (std::size_t d = 0; d + 2 < r; ++d)

@@ -22,7 +22,7 @@ void schedule_place(Scheduler& sch, const PlaceStep& s) {
   const Op& op = t.op(s.out);
   std::vector<VarType> types;
   for (Var a : op.args) types.push_back(t.type(a));
-  const std::vector<StridedMap> places = op.prim->strided_place(types, op.attrs);
+  const std::vector<StridedMap> places = op.prim->lowering.strided_place(types, op.attrs);
   if (!place_covers(t, s.out))  // (unslice) zeros where no argument goes
     sch.add_step(ZeroArgs{.to = sch.ref_of(s.out),
                           .bytes = numel(op.type.shape) * static_cast<int64_t>(dtype_size(op.type.dtype))});

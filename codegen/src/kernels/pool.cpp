@@ -20,7 +20,7 @@ using llvm::Value;
 // A pooling primitive on floats, with one result.
 bool runs_as_pool(const Tape& tape, Var v) {
   const Op& op = tape.op(v);
-  if (op.kind != OpKind::call || !op.prim->pool || op.results != 1 || !is_float(op.type.dtype)) return false;
+  if (op.kind != OpKind::call || !op.prim->lowering.pool || op.results != 1 || !is_float(op.type.dtype)) return false;
   for (Var a : op.args)
     if (!is_float(tape.type(a).dtype)) return false;
   return true;
@@ -33,7 +33,7 @@ void schedule_pool(Scheduler& sch, Var out) {
   std::vector<VarType> types;
   for (Var a : op.args) types.push_back(t.type(a));
   KernelSpec k;
-  const PoolWindow window = op.prim->pool(types, op.attrs);
+  const PoolWindow window = op.prim->lowering.pool(types, op.attrs);
   k.empty = window.nc == 0;
   k.body = PoolSpec{window};
   std::vector<BufferRef> buffers;

@@ -17,16 +17,16 @@ namespace reel::codegen {
 
 bool is_full_reduction(const Tape& t, Var v) {
   const Op& op = t.op(v);
-  if (op.prim->reduce_op != kernels::ReduceOp::sum || op.prim->reduce_index) return false;
-  const Shape target = op.prim->reduce_target(t.type(op.args[0]), op.attrs);
+  if (op.prim->lowering.reduce_op != kernels::ReduceOp::sum || op.prim->lowering.reduce_index) return false;
+  const Shape target = op.prim->lowering.reduce_target(t.type(op.args[0]), op.attrs);
   return numel(target) == 1;
 }
 
 bool is_leading_sum(const Tape& t, Var v) {
   const Op& op = t.op(v);
-  if (op.prim->reduce_op != kernels::ReduceOp::sum || op.prim->reduce_index) return false;
+  if (op.prim->lowering.reduce_op != kernels::ReduceOp::sum || op.prim->lowering.reduce_index) return false;
   const Shape& in = t.type(op.args[0]).shape;
-  Shape target = op.prim->reduce_target(t.type(op.args[0]), op.attrs);
+  Shape target = op.prim->lowering.reduce_target(t.type(op.args[0]), op.attrs);
   if (target.size() > in.size() || numel(target) <= 1 || numel(target) > kMaxColumnSums) return false;
   target.insert(target.begin(), in.size() - target.size(), 1);  // (sum_to's: aligned to the right)
   std::size_t d = 0;
@@ -51,12 +51,12 @@ void schedule_reduce(Scheduler& sch, const ReduceStep& r) {
   ReduceSpec s;
   k.params = {in.dtype, op.type.dtype};
   s.out_numel = numel(op.type.shape);
-  s.scale = op.prim->reduce_scale(in, op.attrs);
-  s.op = op.prim->reduce_op;
-  s.index = op.prim->reduce_index;
+  s.scale = op.prim->lowering.reduce_scale(in, op.attrs);
+  s.op = op.prim->lowering.reduce_op;
+  s.index = op.prim->lowering.reduce_index;
   k.empty = numel(in.shape) == 0;
   if (!k.empty) {
-    const Shape target = op.prim->reduce_target(in, op.attrs);
+    const Shape target = op.prim->lowering.reduce_target(in, op.attrs);
     const std::vector<int64_t> in_strides = contiguous(in.shape);
     const std::vector<int64_t> out_strides = broadcast_strides(target, in.shape);
     std::vector<std::vector<int64_t>> kept_strides(2), reduced_strides(1);

@@ -2,6 +2,7 @@
 // TapeBuilder appends operations to a tape, inferring each result's type through the
 // primitive table. Adjoint rules and passes build tapes with it, which is what makes
 // a gradient tape an ordinary tape.
+#include "reel/ir/prims.hpp"
 #include "reel/ir/tape.hpp"
 
 namespace reel {
@@ -28,14 +29,14 @@ class TapeBuilder {
   std::vector<Var> inline_tape(const Tape& sub, std::span<const Var> inputs);
 
   // Shorthands used by adjoint rules.
-  Var add(Var a, Var b) { return call("add", {a, b}); }
-  Var sub(Var a, Var b) { return call("sub", {a, b}); }
-  Var mul(Var a, Var b) { return call("mul", {a, b}); }
-  Var div(Var a, Var b) { return call("div", {a, b}); }
-  Var neg(Var a) { return call("neg", {a}); }
+  Var add(Var a, Var b) { return call(prims::add(), {a, b}); }
+  Var sub(Var a, Var b) { return call(prims::sub(), {a, b}); }
+  Var mul(Var a, Var b) { return call(prims::mul(), {a, b}); }
+  Var div(Var a, Var b) { return call(prims::div(), {a, b}); }
+  Var neg(Var a) { return call(prims::neg(), {a}); }
   Var mul(Var a, double c) { return mul(a, scalar(c, type(a).dtype)); }
-  Var transpose(Var a) { return call("transpose", {a}); }
-  Var matmul(Var a, Var b) { return call("matmul", {a, b}); }
+  Var transpose(Var a) { return call(prims::transpose(), {a}); }
+  Var matmul(Var a, Var b) { return call(prims::matmul(), {a, b}); }
   // The shape is taken by value: a caller may pass b.type(v).shape, a reference into
   // the tape that another argument's evaluation (appending an operation) can move.
   Var reshape(Var a, Shape shape);         // no-op if the shape is already right

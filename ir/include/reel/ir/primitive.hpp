@@ -149,13 +149,13 @@ struct AttrSpec {
 enum class Structure {
   elementwise,  // each element of the result from the same element of each (broadcast) argument
   broadcast,    // broadcast_to: copies with broadcast indexing
-  reduction,    // sums into a smaller shape, then scales (sum, mean, sum_to); see reduce_target
+  reduction,    // sums into a smaller shape, then scales (sum, mean, sum_to); see Lowering::reduce_target
   contraction,  // matmul, batch_matmul: matrix products (a transpose read only by them is folded in)
   permutation,  // transpose: of a matrix
   view,         // reshape: the same elements in another shape
   gather,       // gather(x, indices, axis): x's elements at i64 indices along axis
   scatter,      // scatter_add(target, indices, values, axis): values added at the indexed positions
-                // (or, with `replaces`, written there: index_update)
+                // (or, with Lowering::replaces, written there: index_update)
   check,        // guard(cond, expected): the one element of cond is nonzero iff expected; its result is cond
   loop,         // scan, while_loop, call, checkpoint: runs the tape attribute(s) `body` (and `cond`)
   opaque,       // nothing known: compiled code calls the eager function
@@ -213,7 +213,7 @@ struct StridedMap {
   std::vector<int64_t> strides;  // one per dimension of the tensor being mapped
 };
 
-// A pooling primitive's windows (Primitive::pool): over [nc, h, w] input planes, output
+// A pooling primitive's windows (Primitive::lowering.pool): over [nc, h, w] input planes, output
 // [nc, oh, ow], window kh x kw moved by sh, sw over the input padded by ph, pw (padding
 // never picked; counted as zeros in a mean). What is computed per window, by argument
 // order: max (x -> the first largest element, a NaN first), max_gather (x, v -> v at
@@ -224,6 +224,47 @@ struct PoolWindow {
   enum class Mode { max, max_gather, max_grad, mean, mean_grad };
   Mode mode = Mode::max;
   int64_t nc = 0, h = 0, w = 0, oh = 0, ow = 0, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+};
+
+// How code generation lowers a call of a built-in primitive, beyond its structure:
+// what only the code generator reads (and simplify, which compares strided moves).
+// Every member is optional; a registered primitive leaves them empty (elementwise with
+// an element rule, or opaque), so they sit apart from the rules users write.
+struct Lowering {
+  // reduction: the input is combined with reduce_op (sum, product, maximum, minimum)
+  // into a shape that broadcasts to the input's shape and has the result's elements in
+  // the same order (keep-dims form), then scaled.
+  kernels::ReduceOp reduce_op = kernels::ReduceOp::sum;
+  std::function<Shape(const VarType& input, const Attrs&)> reduce_target{};
+  std::function<double(const VarType& input, const Attrs&)> reduce_scale{};
+  // reduction: the result is not the combined value but the i64 position (row-major
+  // among the reduced elements) of the first element reduce_op (max or min) picks, a
+  // NaN winning over every number (argmax, argmin).
+  bool reduce_index = false;
+  // scatter: the values replace the indexed elements instead of being added to them; the
+  // indices must then be distinct (checked, as the eager function checks them).
+  bool replaces = false;
+  // Strided movement (optional; read by code generation, for f32 and f64 values): the
+  // result is argument 0's elements at strided_read(argument 0's type, attrs) (a slice):
+  // compiled code reads them in the loop that uses them, without a copy of its own.
+  std::function<StridedMap(const VarType& arg, const Attrs&)> strided_read{};
+  // Or the result is its arguments placed in it, no element twice (concat, covering
+  // every element; unslice, the rest zeros): strided_place gives, per argument, where its
+  // elements go in the result. Compiled code zeroes the result if the arguments have
+  // fewer elements, then copies each argument into place in a generated loop.
+  std::function<std::vector<StridedMap>(std::span<const VarType> args, const Attrs&)> strided_place{};
+  // Pooling (optional; read by code generation, for f32 and f64): compiled code runs the
+  // windows in a generated loop instead of calling the eager function.
+  std::function<PoolWindow(std::span<const VarType> args, const Attrs&)> pool{};
+  // The eager function writing into results the caller made (optional; built-ins only:
+  // compiled code passes views of its workspace, so the results are neither allocated
+  // nor copied; the results' memory never overlaps an argument's, and its old contents
+  // are garbage to be overwritten), with `scratch`: scratch_bytes(argument types, attrs)
+  // bytes of workspace, 64-byte aligned, for the call's own use (nullptr without
+  // scratch_bytes). The convolutions have both: their im2col columns go there.
+  std::function<void(std::span<const Tensor> args, const Attrs&, std::span<Tensor> results, void* scratch)>
+      eager_into{};
+  std::function<int64_t(std::span<const VarType> args, const Attrs&)> scratch_bytes{};
 };
 
 struct Primitive {
@@ -280,58 +321,26 @@ struct Primitive {
   // function as the eager kernel (see reel/ir/element.hpp). Without one, an
   // elementwise primitive is compiled as `opaque`.
   std::function<ElementProgram(const Attrs&)> element{};
-  // reduction: the input is combined with reduce_op (sum, product, maximum, minimum)
-  // into a shape that broadcasts to the input's shape and has the result's elements in
-  // the same order (keep-dims form), then scaled.
-  kernels::ReduceOp reduce_op = kernels::ReduceOp::sum;
-  std::function<Shape(const VarType& input, const Attrs&)> reduce_target{};
-  std::function<double(const VarType& input, const Attrs&)> reduce_scale{};
-  // reduction: the result is not the combined value but the i64 position (row-major
-  // among the reduced elements) of the first element reduce_op (max or min) picks, a
-  // NaN winning over every number (argmax, argmin).
-  bool reduce_index = false;
   // Reverse mode in two halves (see ForwardArgs); optional.
   std::function<ForwardHalf(TapeBuilder&, const ForwardArgs&)> adjoint_forward{};
   // Batching (vmap, the `batch` pass); optional. Without one, an elementwise primitive
   // is batched by aligning its batched arguments' batch axis in front of the broadcast
   // shape; any other primitive by a `scan` over the batch (one call per batch element).
   std::function<Results<Var>(TapeBuilder&, const BatchArgs&)> batch{};
-  // scatter: the values replace the indexed elements instead of being added to them; the
-  // indices must then be distinct (checked, as the eager function checks them).
-  bool replaces = false;
-  // Strided movement (optional; read by code generation, for f32 and f64 values): the
-  // result is argument 0's elements at strided_read(argument 0's type, attrs) (a slice):
-  // compiled code reads them in the loop that uses them, without a copy of its own.
-  std::function<StridedMap(const VarType& arg, const Attrs&)> strided_read{};
-  // Or the result is its arguments placed in it, no element twice (concat, covering
-  // every element; unslice, the rest zeros): strided_place gives, per argument, where its
-  // elements go in the result. Compiled code zeroes the result if the arguments have
-  // fewer elements, then copies each argument into place in a generated loop.
-  std::function<std::vector<StridedMap>(std::span<const VarType> args, const Attrs&)> strided_place{};
-  // Pooling (optional; read by code generation, for f32 and f64): compiled code runs the
-  // windows in a generated loop instead of calling the eager function.
-  std::function<PoolWindow(std::span<const VarType> args, const Attrs&)> pool{};
   // Sums (optional; read by the reverse pass, where a variable's adjoint is the sum of the
   // terms its readers' rules gave): given every term, some of them calls of this
   // primitive, the terms to add instead, with the same sum (unslice and place: the
   // gradients of disjoint slices of one tensor become one `place`, not zeros and an add
   // per slice).
   std::function<std::vector<Var>(TapeBuilder&, std::vector<Var> terms)> combine_terms{};
-  // The eager function writing into results the caller made (optional; built-ins only:
-  // compiled code passes views of its workspace, so the results are neither allocated
-  // nor copied; the results' memory never overlaps an argument's, and its old contents
-  // are garbage to be overwritten), with `scratch`: scratch_bytes(argument types, attrs)
-  // bytes of workspace, 64-byte aligned, for the call's own use (nullptr without
-  // scratch_bytes). The convolutions have both: their im2col columns go there.
-  std::function<void(std::span<const Tensor> args, const Attrs&, std::span<Tensor> results, void* scratch)>
-      eager_into{};
-  std::function<int64_t(std::span<const VarType> args, const Attrs&)> scratch_bytes{};
   // The eager function where the call is recorded (optional; loops): where a trace
   // records the call, or Tracker records it for reel::back, this runs instead of `eager`,
   // computes the same results and may set attributes that only a run can tell, which
   // the recorded call then holds (while_loop: `trips`, this run's trip count, which
   // reverse mode needs; a loop batched by vmap gets the largest of its batch there).
   std::function<Results<Tensor>(std::span<const Tensor>, Attrs&)> eager_recorded{};
+  // Code generation's view of a built-in primitive (see Lowering).
+  Lowering lowering{};
 
   bool is_index_arg(std::size_t i) const {
     for (int a : index_args)
