@@ -60,7 +60,7 @@ std::shared_ptr<const LoopPlan> plan_loop(const Tape& tape, Var v, const std::ve
 // Whether result i of the loop call has memory (is written by the step).
 bool loop_result_stored(const LoopPlan& loop, int i);
 
-// Whether the loop runs as one generated kernel (a LoopKernel, kernel.hpp): a scan
+// Whether the loop runs as one generated kernel (a LoopKernel, kernels/scan.cpp): a scan
 // whose body's steps are all kernels, copies, guards or such scans (without guards of
 // their own: a kernel stops at a failing guard, its caller would not), and not too many
 // (one function is optimised as a whole). Other loops run through run_loop.

@@ -32,6 +32,7 @@
 #include "reel/ir/evaluate.hpp"
 #include "reel/ir/loop_params.hpp"
 #include "reel/ir/revolve.hpp"
+#include "reel/ir/prims.hpp"
 
 namespace reel {
 
@@ -180,11 +181,11 @@ Tape store_all(const RevolveParams& L, std::span<const VarType> types) {
   };
   const auto split = in.begin() + static_cast<std::ptrdiff_t>(L.C + L.K + L.X);
   const std::vector<Var> fwd =
-      e.call_results(primitive("scan"), std::vector<Var>(in.begin(), split), attrs(false));
+      e.call_results(prims::scan(), std::vector<Var>(in.begin(), split), attrs(false));
   std::vector<Var> args(split, split + static_cast<std::ptrdiff_t>(L.BC + L.BK));
   args.insert(args.end(), fwd.begin() + static_cast<std::ptrdiff_t>(L.K + L.Y), fwd.end());
   args.insert(args.end(), split + static_cast<std::ptrdiff_t>(L.BC + L.BK), in.end());
-  e.set_outputs(e.call_results(primitive("scan"), std::move(args), attrs(true)));
+  e.set_outputs(e.call_results(prims::scan(), std::move(args), attrs(true)));
   return e.finish();
 }
 
@@ -242,7 +243,7 @@ Results<Var> revolve_batch(TapeBuilder& b, const BatchArgs& a) {
   batched.advance = std::make_shared<const Tape>(batch_loop_body(*L.advance, fin, carry_flags, a.size, tr));
   batched.backward = std::make_shared<const Tape>(batch_loop_body(*L.backward, bin, bout, a.size, tr));
   Attrs attrs = batched.attrs(a.attrs);
-  std::vector<Var> res = b.call_results(primitive("revolve"), std::move(args), std::move(attrs));
+  std::vector<Var> res = b.call_results(prims::revolve(), std::move(args), std::move(attrs));
   for (std::size_t c = 0; c < L.BK; ++c) res[c] = ensure_batched(b, res[c], bout[c], a.size);
   for (std::size_t y = L.BK; y < res.size(); ++y)
     res[y] = bout[y] ? move_axes(b, res[y], 1, 1, 0) : ensure_batched(b, res[y], false, a.size);

@@ -21,6 +21,7 @@
 
 #include "batching.hpp"
 #include "reel/ir/evaluate.hpp"
+#include "reel/ir/prims.hpp"
 #include "scan.hpp"
 
 namespace reel::prims {
@@ -165,7 +166,7 @@ Results<Var> scan_tangent(TapeBuilder& b, const TangentArgs& a) {
   for (std::size_t y = s.K; y < nout; ++y) outs.push_back(jout[y]);
   for (std::size_t y = s.K; y < nout; ++y) outs.push_back(jout[nout + y]);
   k.set_outputs(std::move(outs));
-  const std::vector<Var> res = b.call_results(primitive("scan"), std::move(args),
+  const std::vector<Var> res = b.call_results(prims::scan(), std::move(args),
                                               with_body(s, a.attrs, a.transforms->cleanup(k.finish()), s.C + nactive_c,
                                                         s.K + nactive_k));
   std::vector<Var> tangents(nout, kNoVar);
@@ -197,7 +198,7 @@ Results<Var> scan_batch(TapeBuilder& b, const BatchArgs& a) {
   for (std::size_t j = 0; j < s.X; ++j)
     if (a.batched[s.C + s.K + j]) args[s.C + s.K + j] = move_axes(b, args[s.C + s.K + j], 0, 1, 1);
   std::vector<Var> res = b.call_results(
-      primitive("scan"), std::move(args),
+      prims::scan(), std::move(args),
       with_body(s, a.attrs, batch_loop_body(body, in, out, a.size, *a.transforms), s.C, s.K));
   for (std::size_t c = 0; c < s.K; ++c) res[c] = ensure_batched(b, res[c], out[c], a.size);
   for (std::size_t j = 0; j < s.Y; ++j)
@@ -254,7 +255,7 @@ Results<Var> batch_by_scan(TapeBuilder& b, const Primitive& p, const BatchArgs& 
   scan.body = std::make_shared<const Tape>(body.finish());
   scan.length = a.size, scan.C = consts.size();
   Attrs attrs = scan.attrs();
-  return b.call_results(primitive("scan"), std::move(args), std::move(attrs));
+  return b.call_results(prims::scan(), std::move(args), std::move(attrs));
 }
 
 }  // namespace reel

@@ -44,6 +44,7 @@
 #include "reel/ir/loop_params.hpp"
 #include "reel/ir/evaluate.hpp"
 #include "reel/ir/while_loop.hpp"
+#include "reel/ir/prims.hpp"
 
 namespace reel {
 
@@ -132,7 +133,7 @@ Attrs guarded_scan(const WhileParams& w) {
   TapeBuilder k;
   std::vector<Var> in;
   for (const VarType& t : w.body->input_types()) in.push_back(k.input(t));
-  (void)k.call(primitive("guard"), {k.inline_tape(*w.cond, in)[0]}, {{"expected", true}});
+  (void)k.call(prims::guard(), {k.inline_tape(*w.cond, in)[0]}, {{"expected", true}});
   k.set_outputs(k.inline_tape(*w.body, in));
   ScanParams scan;
   scan.body = std::make_shared<const Tape>(k.finish());
@@ -153,12 +154,12 @@ ForwardHalf while_forward(TapeBuilder& b, const ForwardArgs& a) {
         "or give trips=N on the tape");
   auto state = std::make_shared<WhileGrad>();
   state->scan_attrs = guarded_scan(w);
-  ForwardHalf half = primitive("scan").adjoint_forward(
+  ForwardHalf half = prims::scan().adjoint_forward(
       b, ForwardArgs{a.args, state->scan_attrs, a.needs, a.results_needed, a.transforms});
   // After the last iteration cond is false, else the loop ran longer than when traced.
   std::vector<Var> in(a.args.begin(), a.args.begin() + static_cast<std::ptrdiff_t>(w.C));
   in.insert(in.end(), half.results.begin(), half.results.end());
-  (void)b.call(primitive("guard"), {b.inline_tape(*w.cond, in)[0]}, {{"expected", false}});
+  (void)b.call(prims::guard(), {b.inline_tape(*w.cond, in)[0]}, {{"expected", false}});
   state->scan_state = std::move(half.state);
   half.state = std::move(state);
   return half;
@@ -170,7 +171,7 @@ std::vector<Var> while_adjoint(TapeBuilder& b, const AdjointArgs& a) {
   const auto& g = *std::static_pointer_cast<const WhileGrad>(a.state);
   AdjointArgs s{a.args, a.out, a.dout, g.scan_attrs, a.needs, a.outs, a.douts, a.transforms, a.residuals,
                 g.scan_state};
-  return primitive("scan").adjoint(b, s);
+  return prims::scan().adjoint(b, s);
 }
 
 // Forward mode: a while_loop whose carries are the carries and the tangents of the
@@ -218,7 +219,7 @@ Results<Var> while_tangent(TapeBuilder& b, const TangentArgs& a) {
   jvp.body = std::make_shared<const Tape>(a.transforms->cleanup(kb.finish()));
   jvp.C = w.C + added[0];
   Attrs attrs = jvp.attrs(a.attrs);
-  const std::vector<Var> res = b.call_results(primitive("while_loop"), std::move(args), std::move(attrs));
+  const std::vector<Var> res = b.call_results(prims::while_loop(), std::move(args), std::move(attrs));
   std::vector<Var> tangents(w.K, kNoVar);
   for (std::size_t c = 0, q = w.K; c < w.K; ++c) {
     a.same_outs[c] = res[c];
@@ -230,27 +231,27 @@ Results<Var> while_tangent(TapeBuilder& b, const TangentArgs& a) {
 // Per batch element: whether the batched cond `go` ([size] + one element) holds, as 1 or
 // 0 of a float dtype, shape [size] (nonzero holds, NaN too, as run_while_loop reads it).
 Var goes_on(TapeBuilder& k, Var go, int64_t size) {
-  if (k.type(go).dtype == DType::i64) go = k.call("cast", {go}, {{"dtype", DType::f64}});
+  if (k.type(go).dtype == DType::i64) go = k.call(prims::cast(), {go}, {{"dtype", DType::f64}});
   go = k.reshape(go, {size});
-  return k.call("ne", {go, k.scalar(0.0, k.type(go).dtype)});
+  return k.call(prims::ne(), {go, k.scalar(0.0, k.type(go).dtype)});
 }
 
 // The carry `next` where mask (1/0, [size]) holds, else `old` (both [size] + type).
 Var freeze(TapeBuilder& k, Var mask, Var next, Var old, int64_t size) {
   const VarType t = k.type(old);
   if (is_float(t.dtype)) {
-    if (k.type(mask).dtype != t.dtype) mask = k.call("cast", {mask}, {{"dtype", t.dtype}});
+    if (k.type(mask).dtype != t.dtype) mask = k.call(prims::cast(), {mask}, {{"dtype", t.dtype}});
     Shape shape(t.shape.size(), 1);
     shape[0] = size;
-    return k.call("where", {k.reshape(mask, shape), next, old});
+    return k.call(prims::where(), {k.reshape(mask, shape), next, old});
   }
   // i64 (where takes floats): row j of [old; next] at j + size * mask[j].
   std::vector<double> iota(static_cast<std::size_t>(size));
   for (std::size_t j = 0; j < iota.size(); ++j) iota[j] = static_cast<double>(j);
   const DType md = k.type(mask).dtype;
   const Var rows = k.add(k.constant(tensor(iota, {size}, md)), k.mul(mask, static_cast<double>(size)));
-  const Var stacked = k.call("concat", {old, next}, {{"axis", int64_t{0}}});
-  return k.call("gather", {stacked, k.call("cast", {rows}, {{"dtype", DType::i64}})}, {{"axis", int64_t{0}}});
+  const Var stacked = k.call(prims::concat(), {old, next}, {{"axis", int64_t{0}}});
+  return k.call(prims::gather(), {stacked, k.call(prims::cast(), {rows}, {{"dtype", DType::i64}})}, {{"axis", int64_t{0}}});
 }
 
 Results<Var> while_batch(TapeBuilder& b, const BatchArgs& a) {
@@ -287,7 +288,7 @@ Results<Var> while_batch(TapeBuilder& b, const BatchArgs& a) {
     for (Var v : C.inputs()) cin.push_back(kc.input(C.type(v))), bin.push_back(kb.input(C.type(v)));
     const Var cmask = kc.input(mask_type), mask = kb.input(mask_type);
     // cond: some element goes on.
-    kc.set_outputs({kc.call("sum", {cmask})});
+    kc.set_outputs({kc.call(prims::sum(), {cmask})});
     // body: the next carries of the elements that go on, the others' as they are; the next mask.
     std::vector<Var> next = kb.inline_tape(B, bin);
     for (std::size_t c = 0; c < w.K; ++c) next[c] = freeze(kb, mask, next[c], bin[w.C + c], a.size);
@@ -299,7 +300,7 @@ Results<Var> while_batch(TapeBuilder& b, const BatchArgs& a) {
   }
   batched.cond = std::make_shared<const Tape>(std::move(cond));
   batched.body = std::make_shared<const Tape>(std::move(body));
-  std::vector<Var> res = b.call_results(primitive("while_loop"), std::move(args), batched.attrs(attrs));
+  std::vector<Var> res = b.call_results(prims::while_loop(), std::move(args), batched.attrs(attrs));
   res.resize(w.K);  // (without the mask)
   for (std::size_t c = 0; c < w.K; ++c) res[c] = ensure_batched(b, res[c], out[c], a.size);
   return res;

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "reel/ir/body_tape.hpp"
+#include "reel/ir/prims.hpp"
 #include "scan.hpp"
 
 namespace reel::prims {
@@ -21,7 +22,7 @@ Attrs scan_attrs(std::shared_ptr<const Tape> body, int64_t length, std::size_t C
   return p.attrs();
 }
 
-Var cast_to(TapeBuilder& b, Var x, DType dtype) { return b.call("cast", {x}, {{"dtype", dtype}}); }
+Var cast_to(TapeBuilder& b, Var x, DType dtype) { return b.call(prims::cast(), {x}, {{"dtype", dtype}}); }
 
 // The outer scan's body for segments of k iterations: [segment,] consts, carries,
 // segments of xs -> checkpoint(an inner scan of k iterations).
@@ -48,7 +49,7 @@ std::shared_ptr<const Tape> segment_body(const ScanParams& s, const std::vector<
   if (s.has_index) cin.push_back(cb.input(counter));
   for (std::size_t i = 0; i < s.C + s.K; ++i) cin.push_back(cb.input(types[i]));
   for (std::size_t j = 0; j < s.X; ++j) cin.push_back(cb.input(segment_type(j)));
-  cb.set_outputs(cb.call_results(primitive("scan"), cin,
+  cb.set_outputs(cb.call_results(prims::scan(), cin,
                                  scan_attrs(inner, k, s.C + (s.has_index ? 1 : 0), s.K, s.reverse, count_from_0)));
   const Tape checkpointed = cb.finish();
   // The outer body: [segment,] consts, carries, segments of xs -> checkpoint(...).
@@ -91,7 +92,7 @@ Tape segmented(const ScanParams& s, const std::vector<VarType>& types) {
       const Var x = in[s.C + s.K + j];
       xs.push_back(start == 0 && stop == N
                        ? x
-                       : e.call("slice", {x}, {{"axis", int64_t{0}}, {"start", start}, {"stop", stop}}));
+                       : e.call(prims::slice(), {x}, {{"axis", int64_t{0}}, {"start", start}, {"stop", stop}}));
     }
     return xs;
   };
@@ -99,7 +100,7 @@ Tape segmented(const ScanParams& s, const std::vector<VarType>& types) {
     std::vector<Var> args = consts;
     args.insert(args.end(), carry.begin(), carry.end());
     args.insert(args.end(), xs.begin(), xs.end());
-    return e.call_results(primitive("scan"), std::move(args), std::move(a));
+    return e.call_results(prims::scan(), std::move(args), std::move(a));
   };
   auto segments = [&](std::vector<Var> carry) {
     std::vector<Var> xs = xs_from(0, S * k);
@@ -138,7 +139,7 @@ Tape segmented(const ScanParams& s, const std::vector<VarType>& types) {
   }
   std::vector<Var> outs = carries_of(!s.reverse && R > 0 ? left : main);
   for (std::size_t j = 0; j < s.Y; ++j)
-    outs.push_back(R > 0 ? e.call("concat", {main[s.K + j], left[s.K + j]}, {{"axis", int64_t{0}}}) : main[s.K + j]);
+    outs.push_back(R > 0 ? e.call(prims::concat(), {main[s.K + j], left[s.K + j]}, {{"axis", int64_t{0}}}) : main[s.K + j]);
   e.set_outputs(std::move(outs));
   return e.finish();
 }

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "reel/ir/body_tape.hpp"
+#include "reel/ir/prims.hpp"
 #include "scan.hpp"
 
 namespace reel::prims {
@@ -194,7 +195,7 @@ ForwardHalf scan_forward(TapeBuilder& b, const ForwardArgs& a) {
     state->grad = scan_grad(a.args, b, a.attrs, a.needs, a.results_needed, *a.transforms);
     // binomial: the plain scan, its residuals recomputed by the backward half's driver.
     const std::vector<Var> outs =
-        b.call_results(primitive("scan"), std::vector<Var>(a.args.begin(), a.args.end()),
+        b.call_results(prims::scan(), std::vector<Var>(a.args.begin(), a.args.end()),
                        revolving(s) ? a.attrs : with_body(s, a.attrs, state->grad->forward, s.C, s.K));
     half.results.assign(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(s.K + s.Y));
     half.residuals.assign(outs.begin() + static_cast<std::ptrdiff_t>(s.K + s.Y), outs.end());
@@ -226,7 +227,7 @@ std::vector<Var> revolve_call(TapeBuilder& b, const AdjointArgs& a, const ScanGr
   r.C = s.C, r.K = s.K, r.Y = s.Y, r.BC = nconsts, r.BK = ncarry;
   r.reverse = s.reverse, r.has_index = s.has_index, r.index0 = s.index0;
   Attrs attrs = r.attrs();
-  return b.call_results(primitive("revolve"), std::move(args), std::move(attrs));
+  return b.call_results(prims::revolve(), std::move(args), std::move(attrs));
 }
 
 }  // namespace
@@ -264,7 +265,7 @@ std::vector<Var> scan_adjoint(TapeBuilder& b, const AdjointArgs& a) {
     if (g.seeded[o]) args.push_back(b.or_zeros(a.douts[o], with_leading(s.length, body.type(body.outputs[o]))));
   const std::vector<Var> outs =
       revolving(s) ? revolve_call(b, a, g, args, nconsts, K2)
-                   : b.call_results(primitive("scan"), std::move(args), with_body(s, a.attrs, g.backward, nconsts, K2, true));
+                   : b.call_results(prims::scan(), std::move(args), with_body(s, a.attrs, g.backward, nconsts, K2, true));
   std::size_t q = 0;
   for (std::size_t c = 0; c < s.K; ++c)
     if (g.seeded[c]) grads[s.C + c] = outs[q++];

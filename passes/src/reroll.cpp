@@ -40,6 +40,7 @@
 
 #include "reel/ir/builder.hpp"
 #include "reel/ir/loop_params.hpp"
+#include "reel/ir/prims.hpp"
 #include "reel/passes.hpp"
 #include "reroll_keys.hpp"
 #include "reroll_loop.hpp"
@@ -66,7 +67,7 @@ constexpr int kMaxMultiple = 16;
 class Reroller {
  public:
   Reroller(const Tape& tape, const RerollOptions& options)
-      : t_(tape), o_(options), n_(tape.size()), slice_(find_primitive("slice")) {
+      : t_(tape), o_(options), n_(tape.size()), slice_(&prims::slice()) {
     o_.min_repeats = std::max<int64_t>(o_.min_repeats, 3);
     o_.max_period = std::max<int64_t>(o_.max_period, 1);
   }
@@ -499,7 +500,7 @@ class Reroller {
     scan.length = L.R, scan.C = L.consts.size(), scan.K = K;
     scan.policy = policy_named(o_.checkpoint);
     if (o_.checkpoint_arg != 0) scan.checkpoint_arg = o_.checkpoint_arg;
-    const std::vector<Var> outs = b.call_results(primitive("scan"), std::move(args), scan.attrs());
+    const std::vector<Var> outs = b.call_results(prims::scan(), std::move(args), scan.attrs());
     // Where each position's values come out: its final carry, its ys.
     std::vector<Var> final_of(static_cast<std::size_t>(L.P), kNoVar), ys_of(static_cast<std::size_t>(L.P), kNoVar);
     for (std::size_t c = L.carries.size(); c-- > 0;) final_of[static_cast<std::size_t>(L.carries[c].first)] = outs[c];

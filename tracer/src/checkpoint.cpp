@@ -5,6 +5,7 @@
 #include "reel/dispatch.hpp"
 #include "reel/ir/evaluate.hpp"
 #include "reel/ir/loop_params.hpp"
+#include "reel/ir/prims.hpp"
 
 namespace reel::detail {
 
@@ -13,7 +14,7 @@ std::vector<Tensor> run_checkpoint(Tape body, const std::vector<Tensor>& args, c
   std::vector<Tensor> inputs = args;
   inputs.insert(inputs.end(), captured.begin(), captured.end());
   if (inputs.empty()) return evaluate(body, {});  // f of no tensors: nothing to recompute from
-  return apply_results("checkpoint", inputs, CallParams{std::make_shared<const Tape>(std::move(body))}.attrs());
+  return apply_results(prims::checkpoint(), inputs, CallParams{std::make_shared<const Tape>(std::move(body))}.attrs());
 }
 
 }  // namespace reel::detail

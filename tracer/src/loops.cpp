@@ -7,6 +7,7 @@
 
 #include "reel/ir/builder.hpp"
 #include "reel/ir/loop_params.hpp"
+#include "reel/ir/prims.hpp"
 
 namespace reel::detail {
 
@@ -117,7 +118,7 @@ std::vector<Tensor> run_scan(const Tape& traced, const std::vector<Tensor>& capt
   std::vector<Tensor> args = captured;
   args.insert(args.end(), carries.begin(), carries.end());
   args.insert(args.end(), xs.begin(), xs.end());
-  return apply_results("scan", args, scan.attrs());
+  return apply_results(prims::scan(), args, scan.attrs());
 }
 
 namespace {
@@ -149,7 +150,7 @@ std::vector<Tensor> run_while(const Traced& cond, const Traced& body, const std:
   loop.cond = std::make_shared<const Tape>(cond_tape), loop.body = std::make_shared<const Tape>(body_tape);
   loop.C = C, loop.K = K, loop.max_trips = max_trips;
   // (Where the call is recorded, the primitive records the trip count of this run.)
-  return apply_results("while_loop", args, loop.attrs());
+  return apply_results(prims::while_loop(), args, loop.attrs());
 }
 
 }  // namespace reel::detail

@@ -7,7 +7,7 @@
 //   operands  what the method takes: a, ab, abc (one, two or three values), p (a constant
 //             double: `constant`) or ap (a value and a constant: `pow`).
 //   eval      NumMath<T>'s result: an expression of those operands, T float or double.
-//   lowering  how codegen/src/emit.cpp translates it to LLVM, with `symbol` as plain
+//   lowering  how codegen/src/kernels/loop.cpp translates it to LLVM, with `symbol` as plain
 //   symbol    text (only codegen/ reads these two columns; nothing here includes LLVM):
 //               inst       the IRBuilder method `symbol` on the operands (CreateFAdd)
 //               fcmp       1.0 if the predicate FCMP_`symbol` holds (OLT), else 0.0

@@ -378,7 +378,7 @@ void check_primitive(const Primitive& p, bool builtin = false);
 // A batching that works for every primitive: scan(unbatched args as consts, batched
 // args as xs) {one call}, whose ys are the results stacked over the batch (one call per
 // batch element): the batch pass's fallback for a primitive without a batching rule,
-// and a rule's for the cases it has no better form for (ir/src/prims_loops.cpp).
+// and a rule's for the cases it has no better form for (ir/src/prims_scan.cpp).
 Results<Var> batch_by_scan(TapeBuilder& b, const Primitive& p, const BatchArgs& a);
 
 }  // namespace reel

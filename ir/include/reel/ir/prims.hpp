@@ -96,7 +96,7 @@ const Primitive& avg_pool2d_grad();
 const Primitive& guard();
 const Primitive& guard_value();
 
-// Loops and calls (prims_loops.cpp, prims_revolve.cpp, prims_while.cpp, prims_call.cpp).
+// Loops and calls (prims_scan.cpp, prims_revolve.cpp, prims_while.cpp, prims_call.cpp).
 const Primitive& scan();
 const Primitive& revolve();
 const Primitive& while_loop();
