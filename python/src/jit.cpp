@@ -77,7 +77,7 @@ class PyJit {
             },
         .unlocked = WithoutGil{},
         .waits = false};
-    return core_->call(key.view(), ptrs, {}, call);
+    return core_->call([&] { return key.view(); }, ptrs, {}, call);
   }
 
   py::object call_grad(const py::args& args, const CacheKey& key, const std::vector<Tensor>& tensors,
@@ -95,7 +95,7 @@ class PyJit {
         .traced = [&]() -> py::object { return value_and_grads(args, outs); },
         .unlocked = WithoutGil{},
         .waits = false};
-    return core_->call(key.view(), ptrs, outs, call);
+    return core_->call([&] { return key.view(); }, ptrs, outs, call);
   }
 
   // Inside another trace: the gradient tape played, recorded on that trace.

@@ -196,7 +196,6 @@ class CachedDerivative : public detail::CachedFunction<F> {
   typename D::Result operator()(const A&... args) const {
     const auto tensors = detail::tensor_pointers(args...);
     CacheKey key;
-    detail::make_key(key, args...);
     detail::Derived dv;  // a miss's derivative
     std::vector<Tensor> outs;
     CachedCall call{.hit = [&](JitCore::Hit& hit) { return d_.unpack(std::move(hit.outputs), hit.structure.get()); },
@@ -215,7 +214,11 @@ class CachedDerivative : public detail::CachedFunction<F> {
                           return NewPath{std::move(dv.tape), dv.info, outs};
                         },
                     .traced = [&] { return d_.unpack(std::move(outs), dv.info.get()); }};
-    return this->core_->call(key.view(), tensors, {}, call);
+    const auto key_of = [&] {
+      detail::make_key(key, args...);
+      return key.view();
+    };
+    return this->core_->call(key_of, tensors, {}, call);
   }
 
  private:

@@ -196,10 +196,13 @@ class JitCore {
   // the miss and explains it under REEL_LOG=recompiles); if it misses too, trace and
   // add the path. `tensors` are the call's tensor arguments in key order; with `out`
   // (the caller knows how many outputs its paths make) a hit writes them there and
-  // its `outputs` stay empty: no vector on a hit.
-  template <class Call>
-  auto call(std::string_view key, std::span<const Tensor* const> tensors, std::span<Tensor> out, Call& c) {
+  // its `outputs` stay empty: no vector on a hit. `make_key() -> string_view` builds the
+  // key once the arguments are known not to be traced (a traced call runs uncached
+  // whatever its key would have been; a param is refused before anything else).
+  template <class MakeKey, class Call>
+  auto call(const MakeKey& make_key, std::span<const Tensor* const> tensors, std::span<Tensor> out, Call& c) {
     if (detail::check_unrecorded_args(tensors, detail::Unrecorded::cached)) return c.uncached();
+    const std::string_view key = make_key();
     Looks looks;
     if (std::optional<Hit> hit = c.unlocked([&] { return run(key, tensors, looks.look(out)); })) return c.hit(*hit);
     const std::unique_lock<std::recursive_mutex> lock = c.waits ? miss_lock() : try_miss_lock();

@@ -49,7 +49,6 @@ auto JitFunction<F>::operator()(const A&... args) const {
   using R = std::decay_t<std::invoke_result_t<const F&, const A&...>>;
   const auto tensors = detail::tensor_pointers(args...);
   CacheKey key;
-  detail::make_key(key, args...);
   Tensor one;  // one output: a hit writes it here, no vector
   const std::span<Tensor> out = std::is_same_v<R, Tensor> ? std::span<Tensor>(&one, 1) : std::span<Tensor>();
   std::vector<Tensor> leaves;  // a miss's result, as traced
@@ -75,7 +74,11 @@ auto JitFunction<F>::operator()(const A&... args) const {
                         for (Tensor& t : leaves) t.clear_trace_tags();
                         return structure->unflatten(leaves);
                       }};
-  return this->core_->call(key.view(), tensors, out, call);
+  const auto key_of = [&] {
+    detail::make_key(key, args...);
+    return key.view();
+  };
+  return this->core_->call(key_of, tensors, out, call);
 }
 
 template <class F>
@@ -112,7 +115,6 @@ template <class F>
 template <class... A>
 void CachedGrad<F>::fill(std::span<Tensor> outs, std::span<const Tensor* const> tensors, const A&... args) const {
   CacheKey key;
-  detail::make_key(key, args...);
   CachedCall call{
       .hit = [](const JitCore::Hit&) {},
       .uncached =
@@ -128,7 +130,11 @@ void CachedGrad<F>::fill(std::span<Tensor> outs, std::span<const Tensor* const> 
             return NewPath{std::move(g), nullptr, outs};
           },
       .traced = [] {}};
-  this->core_->call(key.view(), tensors, outs, call);
+  const auto key_of = [&] {
+    detail::make_key(key, args...);
+    return key.view();
+  };
+  this->core_->call(key_of, tensors, outs, call);
 }
 
 }  // namespace reel
