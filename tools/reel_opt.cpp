@@ -24,6 +24,7 @@
 #include "test_prims.hpp"
 #endif
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -68,8 +69,15 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--passes=", 0) == 0) passes = split(arg.substr(9));
-    else if (arg.rfind("--vmap=", 0) == 0) vmap_size = std::stoll(arg.substr(7));
-    else if (arg == "--print-plan") print_plan = true;
+    else if (arg.rfind("--vmap=", 0) == 0) {
+      const std::string n = arg.substr(7);
+      char* end = nullptr;
+      vmap_size = std::strtoll(n.c_str(), &end, 10);
+      if (n.empty() || *end != '\0' || vmap_size <= 0) {
+        fmt::print(stderr, "reel-opt: --vmap expects a batch size of at least 1, given '{}'\n", n);
+        return 2;
+      }
+    } else if (arg == "--print-plan") print_plan = true;
     else if (arg == "--no-reuse") reuse = false;
     else if (arg == "--dot") dot = true;
     else if (arg == "--dot-plan") dot_plan = true;
