@@ -81,6 +81,17 @@ void schedule_reduce(Scheduler& sch, const ReduceStep& r) {
   sch.add_kernel(std::move(k), {sch.plan().slot_of[r.in], sch.plan().slot_of[r.out]});
 }
 
+// What both reduction emitters read first: the spec, its reduction, the input's and
+// the result's dtypes and the combining operation.
+struct ReduceView {
+  const KernelSpec& k;
+  const ReduceSpec& s;
+  DType in, out;
+  kernels::ReduceOp op;
+  explicit ReduceView(const KernelSpec& spec)
+      : k(spec), s(spec.as<ReduceSpec>()), in(spec.params[0]), out(spec.params[1]), op(s.op) {}
+};
+
 // A reduction that keeps the input's innermost dimension (a sum over rows: sum_to of a
 // bias's gradient, a column count) would read down the columns. Instead blocks of
 // kReduceBlock kept elements are reduced together, a row segment at a time, into an
@@ -90,10 +101,7 @@ void schedule_reduce(Scheduler& sch, const ReduceStep& r) {
 constexpr int64_t kReduceBlock = 1024;
 void emit_reduce_rows(KernelEmitter& e) {
   IRBuilder<>& b = e.b;
-  const KernelSpec& k = e.spec;
-  const ReduceSpec& s = k.as<ReduceSpec>();
-  const DType in = k.params[0], out = k.params[1];
-  const kernels::ReduceOp op = s.op;
+  const auto& [k, s, in, out, op] = ReduceView(e.spec);
   const std::vector<int64_t> outer(s.kept.begin(), s.kept.end() - 1);
   const std::vector<int64_t> outer_in(s.kept_in.begin(), s.kept_in.end() - 1);
   const std::vector<int64_t> outer_out(s.kept_out.begin(), s.kept_out.end() - 1);
@@ -189,10 +197,7 @@ void emit_reduce_index(KernelEmitter& e) {
 // looping over the kept dimensions outside and the reduced ones inside.
 void emit_reduce(KernelEmitter& e) {
   IRBuilder<>& b = e.b;
-  const KernelSpec& k = e.spec;
-  const ReduceSpec& s = k.as<ReduceSpec>();
-  const DType in = k.params[0], out = k.params[1];
-  const kernels::ReduceOp op = s.op;
+  const auto& [k, s, in, out, op] = ReduceView(e.spec);
   if (k.empty) {  // a reduction of nothing: the identity (scaled: a mean is NaN)
     if (s.out_numel == 0) return;
     e.loop_nest({s.out_numel}, [&](const std::vector<Value*>& i) {
