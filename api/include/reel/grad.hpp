@@ -151,25 +151,35 @@ constexpr bool only_tensors_and_plain() {
 // each argument's gradient of its own type).
 template <class F, class... Args>
 auto grad(F&& f, const Args&... args) {
-  static_assert(sizeof...(Args) > 0,
-                "reel::grad(f): f has no arguments, so there is nothing to differentiate; to differentiate tensors f "
-                "captures, list them: reel::gradient(f, reel::Params{W, b})");
-  const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
-  const std::vector<Tensor> outs = play_gradient(grad_tape(t.tape), detail::tensor_args(args...), t.captured);
-  if constexpr (detail::only_tensors_and_plain<Args...>())
-    return detail::spread_grads<Args...>(outs);
-  else
-    return detail::gradients_of(outs, args...);
+  if constexpr (detail::takes_reals<F>()) {
+    return detail::with_real_args(
+        std::forward<F>(f), [](auto g, const auto&... a) { return grad(std::move(g), a...); }, args...);
+  } else {
+    static_assert(sizeof...(Args) > 0,
+                  "reel::grad(f): f has no arguments, so there is nothing to differentiate; to differentiate tensors f "
+                  "captures, list them: reel::gradient(f, reel::Params{W, b})");
+    const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
+    const std::vector<Tensor> outs = play_gradient(grad_tape(t.tape), detail::tensor_args(args...), t.captured);
+    if constexpr (detail::only_tensors_and_plain<Args...>())
+      return detail::spread_grads<Args...>(outs);
+    else
+      return detail::gradients_of(outs, args...);
+  }
 }
 
 // Vector-Jacobian product for a function with a non-scalar output: the gradients of
 // sum(seed * f(args...)). `seed` has the output's dtype and shape.
 template <class F, class... Args>
 GradResult vjp(F&& f, const Tensor& seed, const Args&... args) {
-  const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
-  check_seed(t.tape, seed);
-  return detail::spread_grads<Args...>(
-      play_gradient(vjp_tape(t.tape), detail::tensor_args(args...), t.captured, std::span<const Tensor>(&seed, 1)));
+  if constexpr (detail::takes_reals<F>()) {
+    return detail::with_real_args(
+        std::forward<F>(f), [&](auto g, const auto&... a) { return vjp(std::move(g), seed, a...); }, args...);
+  } else {
+    const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
+    check_seed(t.tape, seed);
+    return detail::spread_grads<Args...>(
+        play_gradient(vjp_tape(t.tape), detail::tensor_args(args...), t.captured, std::span<const Tensor>(&seed, 1)));
+  }
 }
 
 struct JvpResult {
@@ -188,15 +198,19 @@ struct JvpResult {
 // batched over the directions), and each output's tangent is [k] + its shape.
 template <class F, std::size_t N>
 JvpResult jvp(F&& f, const Tensor (&args)[N], const Tensor (&tangents)[N]) {
-  const int64_t k = tangent_count("jvp", args, tangents);
-  const detail::Traced t = detail::trace_array(std::forward<F>(f), args, std::make_index_sequence<N>{});
-  const std::vector<Tensor> out = play_forward(t.tape, args, t.captured, tangents, k);
-  JvpResult r;
-  const std::size_t m = out.size() / 2;
-  r.values.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(m));
-  r.tangents.assign(out.begin() + static_cast<std::ptrdiff_t>(m), out.end());
-  if (m > 0) r.value = r.values[0], r.tangent = r.tangents[0];
-  return r;
+  if constexpr (detail::takes_reals<F>()) {
+    return jvp(detail::RealParams<std::decay_t<F>>{std::forward<F>(f)}, args, tangents);
+  } else {
+    const int64_t k = tangent_count("jvp", args, tangents);
+    const detail::Traced t = detail::trace_array(std::forward<F>(f), args, std::make_index_sequence<N>{});
+    const std::vector<Tensor> out = play_forward(t.tape, args, t.captured, tangents, k);
+    JvpResult r;
+    const std::size_t m = out.size() / 2;
+    r.values.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(m));
+    r.tangents.assign(out.begin() + static_cast<std::ptrdiff_t>(m), out.end());
+    if (m > 0) r.value = r.values[0], r.tangent = r.tangents[0];
+    return r;
+  }
 }
 
 struct HvpResult {
@@ -211,15 +225,19 @@ struct HvpResult {
 // each hvp entry [k] + its argument's shape.
 template <class F, std::size_t N>
 HvpResult hvp(F&& f, const Tensor (&args)[N], const Tensor (&v)[N]) {
-  const int64_t k = tangent_count("hvp", args, v);
-  const detail::Traced t = detail::trace_array(std::forward<F>(f), args, std::make_index_sequence<N>{});
-  const std::vector<Tensor> out = play_forward(own_gradients(grad_tape(t.tape), N), args, t.captured, v, k);
-  HvpResult r{out.at(0), {}, {}};
-  for (std::size_t i = 0; i < N; ++i) {
-    r.grads.push_back(out.at(1 + i));
-    r.hvp.push_back(out.at(N + 2 + i));  // after [value, grads..., d value]
+  if constexpr (detail::takes_reals<F>()) {
+    return hvp(detail::RealParams<std::decay_t<F>>{std::forward<F>(f)}, args, v);
+  } else {
+    const int64_t k = tangent_count("hvp", args, v);
+    const detail::Traced t = detail::trace_array(std::forward<F>(f), args, std::make_index_sequence<N>{});
+    const std::vector<Tensor> out = play_forward(own_gradients(grad_tape(t.tape), N), args, t.captured, v, k);
+    HvpResult r{out.at(0), {}, {}};
+    for (std::size_t i = 0; i < N; ++i) {
+      r.grads.push_back(out.at(1 + i));
+      r.hvp.push_back(out.at(N + 2 + i));  // after [value, grads..., d value]
+    }
+    return r;
   }
-  return r;
 }
 
 }  // namespace reel

@@ -28,8 +28,13 @@ namespace reel {
 
 template <class F, class... A>
 auto withgradient(F&& f, const A&... args) {
-  const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
-  return detail::gradients_of(play_gradient(grad_tape(t.tape), detail::tensor_args(args...), t.captured), args...);
+  if constexpr (detail::takes_reals<F>()) {
+    return detail::with_real_args(
+        std::forward<F>(f), [](auto g, const auto&... a) { return withgradient(std::move(g), a...); }, args...);
+  } else {
+    const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
+    return detail::gradients_of(play_gradient(grad_tape(t.tape), detail::tensor_args(args...), t.captured), args...);
+  }
 }
 
 template <class F, class... A>

@@ -154,33 +154,63 @@ typename D::Result derive_and_play(const D& d, F&& f, const A&... args) {
 
 template <class F, class... A>
 Jacobian jacfwd(F&& f, const A&... args) {
-  return detail::derive_and_play(detail::JacobianDerivation{JacobianMode::forward}, std::forward<F>(f), args...);
+  if constexpr (detail::takes_reals<F>()) {
+    return detail::with_real_args(
+        std::forward<F>(f), [](auto g, const auto&... a) { return jacfwd(std::move(g), a...); }, args...);
+  } else {
+    return detail::derive_and_play(detail::JacobianDerivation{JacobianMode::forward}, std::forward<F>(f), args...);
+  }
 }
 template <class F, class... A>
 Jacobian jacrev(F&& f, const A&... args) {
-  return detail::derive_and_play(detail::JacobianDerivation{JacobianMode::reverse}, std::forward<F>(f), args...);
+  if constexpr (detail::takes_reals<F>()) {
+    return detail::with_real_args(
+        std::forward<F>(f), [](auto g, const auto&... a) { return jacrev(std::move(g), a...); }, args...);
+  } else {
+    return detail::derive_and_play(detail::JacobianDerivation{JacobianMode::reverse}, std::forward<F>(f), args...);
+  }
 }
 // Forward when the arguments' total size is at most the outputs', else reverse.
 template <class F, class... A>
 Jacobian jacobian(F&& f, const A&... args) {
-  return detail::derive_and_play(detail::JacobianDerivation{JacobianMode::automatic}, std::forward<F>(f), args...);
+  if constexpr (detail::takes_reals<F>()) {
+    return detail::with_real_args(
+        std::forward<F>(f), [](auto g, const auto&... a) { return jacobian(std::move(g), a...); }, args...);
+  } else {
+    return detail::derive_and_play(detail::JacobianDerivation{JacobianMode::automatic}, std::forward<F>(f), args...);
+  }
 }
 template <class F, class... A>
 Hessian hessian(F&& f, const A&... args) {
-  return detail::derive_and_play(detail::HessianDerivation{}, std::forward<F>(f), args...);
+  if constexpr (detail::takes_reals<F>()) {
+    return detail::with_real_args(
+        std::forward<F>(f), [](auto g, const auto&... a) { return hessian(std::move(g), a...); }, args...);
+  } else {
+    return detail::derive_and_play(detail::HessianDerivation{}, std::forward<F>(f), args...);
+  }
 }
 template <class F, class... A>
 SparseJacobian sparse_jacobian(F&& f, const Sparsity& pattern, const A&... args) {
-  return detail::derive_and_play(detail::SparseDerivation{std::make_shared<const Sparsity>(pattern)},
-                                 std::forward<F>(f), args...);
+  if constexpr (detail::takes_reals<F>()) {
+    return detail::with_real_args(
+        std::forward<F>(f), [&](auto g, const auto&... a) { return sparse_jacobian(std::move(g), pattern, a...); }, args...);
+  } else {
+    return detail::derive_and_play(detail::SparseDerivation{std::make_shared<const Sparsity>(pattern)},
+                                   std::forward<F>(f), args...);
+  }
 }
 template <class F, class... A>
 Sparsity detect_sparsity(F&& f, const A&... args) {
-  const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
-  std::vector<Tensor> in = detail::tensor_args(args...);
-  const std::size_t n = in.size();
-  for (const Tensor& c : t.captured) in.push_back(detach(c));
-  return detail::detect_sparsity(t.tape, n, in);
+  if constexpr (detail::takes_reals<F>()) {
+    return detail::with_real_args(
+        std::forward<F>(f), [](auto g, const auto&... a) { return detect_sparsity(std::move(g), a...); }, args...);
+  } else {
+    const detail::Traced t = detail::trace_lifting(true, std::forward<F>(f), args...);
+    std::vector<Tensor> in = detail::tensor_args(args...);
+    const std::size_t n = in.size();
+    for (const Tensor& c : t.captured) in.push_back(detach(c));
+    return detail::detect_sparsity(t.tape, n, in);
+  }
 }
 
 // The cached form: d's derived tape of f per signature (reel::jit_grad's cache).
@@ -194,31 +224,35 @@ class CachedDerivative : public detail::CachedFunction<F> {
   // it. A miss traces f and derives its tape, run first as it is added.
   template <class... A>
   typename D::Result operator()(const A&... args) const {
-    const auto tensors = detail::tensor_pointers(args...);
-    CacheKey key;
-    detail::Derived dv;  // a miss's derivative
-    std::vector<Tensor> outs;
-    CachedCall call{.hit = [&](JitCore::Hit& hit) { return d_.unpack(std::move(hit.outputs), hit.structure.get()); },
-                    .uncached = [&] { return detail::derive_and_play(d_, this->f_, args...); },
-                    .describe = [&] { return detail::describe_args(args...); },
-                    .trace =
-                        [&] {
-                          Tape t = [&] {
-                            detail::TraceScope scope(false, /*value_guards=*/true);
-                            scope.output_tree(detail::trace_for_cache(this->f_, scope, args...));
-                            return scope.finish();
-                          }();
-                          const std::vector<Tensor> in = detail::tensor_list(tensors);
-                          dv = d_.derive(t, in.size(), in);
-                          outs.resize(dv.tape.outputs.size());
-                          return NewPath{std::move(dv.tape), dv.info, outs};
-                        },
-                    .traced = [&] { return d_.unpack(std::move(outs), dv.info.get()); }};
-    const auto key_of = [&] {
-      detail::make_key(key, args...);
-      return key.view();
-    };
-    return this->core_->call(key_of, tensors, {}, call);
+    if constexpr (detail::gives_numbers_for_reals<F, A...>()) {
+      return detail::numbers_as_tensors<F>([this](const auto&... a) { return (*this)(a...); }, args...);
+    } else {
+      const auto tensors = detail::tensor_pointers(args...);
+      CacheKey key;
+      detail::Derived dv;  // a miss's derivative
+      std::vector<Tensor> outs;
+      CachedCall call{.hit = [&](JitCore::Hit& hit) { return d_.unpack(std::move(hit.outputs), hit.structure.get()); },
+                      .uncached = [&] { return detail::derive_and_play(d_, this->f_, args...); },
+                      .describe = [&] { return detail::describe_args(args...); },
+                      .trace =
+                          [&] {
+                            Tape t = [&] {
+                              detail::TraceScope scope(false, /*value_guards=*/true);
+                              scope.output_tree(detail::trace_for_cache(this->f_, scope, args...));
+                              return scope.finish();
+                            }();
+                            const std::vector<Tensor> in = detail::tensor_list(tensors);
+                            dv = d_.derive(t, in.size(), in);
+                            outs.resize(dv.tape.outputs.size());
+                            return NewPath{std::move(dv.tape), dv.info, outs};
+                          },
+                      .traced = [&] { return d_.unpack(std::move(outs), dv.info.get()); }};
+      const auto key_of = [&] {
+        detail::make_key(key, args...);
+        return key.view();
+      };
+      return this->core_->call(key_of, tensors, {}, call);
+    }
   }
 
  private:
@@ -227,8 +261,8 @@ class CachedDerivative : public detail::CachedFunction<F> {
 
 template <class F>
 auto jit_jacobian(F&& f, JitOptions options = {}, JacobianMode mode = JacobianMode::automatic) {
-  return CachedDerivative<std::decay_t<F>, detail::JacobianDerivation>(
-      std::forward<F>(f), detail::JacobianDerivation{mode}, options, "jit_jacobian");
+  return CachedDerivative<detail::callable_t<F>, detail::JacobianDerivation>(
+      detail::real_callable(std::forward<F>(f)), detail::JacobianDerivation{mode}, options, "jit_jacobian");
 }
 template <class F>
 auto jit_jacfwd(F&& f, JitOptions options = {}) {
@@ -240,7 +274,7 @@ auto jit_jacrev(F&& f, JitOptions options = {}) {
 }
 template <class F>
 auto jit_hessian(F&& f, JitOptions options = {}) {
-  return CachedDerivative<std::decay_t<F>, detail::HessianDerivation>(std::forward<F>(f), detail::HessianDerivation{},
+  return CachedDerivative<detail::callable_t<F>, detail::HessianDerivation>(detail::real_callable(std::forward<F>(f)), detail::HessianDerivation{},
                                                                       options, "jit_hessian");
 }
 // With a pattern: that pattern for every signature; without: detected (detect_sparsity)
@@ -249,7 +283,7 @@ template <class F>
 auto jit_sparse_jacobian(F&& f, std::optional<Sparsity> pattern = std::nullopt, JitOptions options = {}) {
   detail::SparseDerivation d;
   if (pattern) d.pattern = std::make_shared<const Sparsity>(std::move(*pattern));
-  return CachedDerivative<std::decay_t<F>, detail::SparseDerivation>(std::forward<F>(f), std::move(d), options,
+  return CachedDerivative<detail::callable_t<F>, detail::SparseDerivation>(detail::real_callable(std::forward<F>(f)), std::move(d), options,
                                                                      "jit_sparse_jacobian");
 }
 

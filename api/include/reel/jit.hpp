@@ -56,8 +56,8 @@ class JitFunction : public detail::CachedFunction<F> {
 };
 
 template <class F>
-JitFunction<std::decay_t<F>> jit(F&& f, JitOptions options = {}) {
-  return JitFunction<std::decay_t<F>>(std::forward<F>(f), options);
+JitFunction<detail::callable_t<F>> jit(F&& f, JitOptions options = {}) {
+  return JitFunction<detail::callable_t<F>>(detail::real_callable(std::forward<F>(f)), options);
 }
 
 // reel::jit_grad(f): the cached value and gradient of a scalar f. With tensor and plain
@@ -78,14 +78,14 @@ class CachedGrad : public detail::CachedFunction<F> {
 };
 
 template <class F>
-CachedGrad<std::decay_t<F>> jit_grad(F&& f, JitOptions options = {}) {
-  return CachedGrad<std::decay_t<F>>(std::forward<F>(f), options);
+CachedGrad<detail::callable_t<F>> jit_grad(F&& f, JitOptions options = {}) {
+  return CachedGrad<detail::callable_t<F>>(detail::real_callable(std::forward<F>(f)), options);
 }
 
 // The old spelling of jit_grad (kept; reel/simplegrad.hpp's simplegrad(f, args...) is
 // the old spelling of compile_grad).
 template <class F>
-CachedGrad<std::decay_t<F>> simplegrad(F&& f, JitOptions options = {}) {
+CachedGrad<detail::callable_t<F>> simplegrad(F&& f, JitOptions options = {}) {
   return jit_grad(std::forward<F>(f), options);
 }
 

@@ -8,6 +8,7 @@
 #include "reel/ir/builder.hpp"
 #include "reel/ir/dot.hpp"
 #include "reel/ops.hpp"
+#include "reel/real.hpp"
 #include "reel/trace.hpp"
 #include "reel/tree.hpp"
 #include "reel/play.hpp"

@@ -27,11 +27,16 @@ class GradFunction {
   template <class... T>
   std::array<Tensor, N + 1> operator()(const T&... args) const {
     static_assert(sizeof...(T) == N, "simplegrad: call with as many arguments as were traced");
-    static_assert((std::is_same_v<T, Tensor> && ...), "simplegrad: arguments are Tensors");
-    const std::array<const Tensor*, N> in{&args...};
-    std::array<Tensor, N + 1> result;
-    compiled_.run(in, result);
-    return result;
+    static_assert(((std::is_same_v<T, Tensor> || real_number_arg<T>::value) && ...),
+                  "simplegrad: arguments are Tensors (or, for a function of Reals, numbers)");
+    if constexpr (!(std::is_same_v<T, Tensor> && ...)) {
+      return (*this)(detail::as_tensor(args)...);  // numbers given for a function of Reals
+    } else {
+      const std::array<const Tensor*, N> in{&args...};
+      std::array<Tensor, N + 1> result;
+      compiled_.run(in, result);
+      return result;
+    }
   }
 
   const Tape& tape() const { return compiled_.tape(); }  // the compiled gradient tape
@@ -75,15 +80,20 @@ class StructGradFunction {
 
 template <class F, class... Args>
 auto compile_grad(F&& f, const Args&... args) {
-  if constexpr ((std::is_same_v<Args, Tensor> && ...)) {
-    return GradFunction<sizeof...(Args)>(compile(grad_tape(trace(std::forward<F>(f), args...))));
+  if constexpr (detail::takes_reals<F>()) {
+    return detail::with_real_args(
+        std::forward<F>(f), [](auto g, const auto&... a) { return compile_grad(std::move(g), a...); }, args...);
   } else {
-    static_assert((detail::may_hold_tensors<Args>() && ...),
-                  "simplegrad: every argument must be a Tensor or a struct or container of them (REEL_FIELDS); "
-                  "capture other values in f, or use reel::jit_grad(f), which keys on them");
-    CacheKey key;
-    detail::make_key(key, args...);
-    return StructGradFunction<Args...>(compile(grad_tape(trace(std::forward<F>(f), args...))), std::string(key.view()));
+    if constexpr ((std::is_same_v<Args, Tensor> && ...)) {
+      return GradFunction<sizeof...(Args)>(compile(grad_tape(trace(std::forward<F>(f), args...))));
+    } else {
+      static_assert((detail::may_hold_tensors<Args>() && ...),
+                    "simplegrad: every argument must be a Tensor or a struct or container of them (REEL_FIELDS); "
+                    "capture other values in f, or use reel::jit_grad(f), which keys on them");
+      CacheKey key;
+      detail::make_key(key, args...);
+      return StructGradFunction<Args...>(compile(grad_tape(trace(std::forward<F>(f), args...))), std::string(key.view()));
+    }
   }
 }
 

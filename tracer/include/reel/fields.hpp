@@ -36,6 +36,15 @@ namespace reel {
 template <class T>
 struct plain_type : std::false_type {};
 
+// Specialise to make a type one leaf that packs into one tensor (reel::Real and
+// containers of Reals, reel/real.hpp and reel/eigen.hpp): value = true, and
+//   static Tensor pack(const T& x);            // x's values (or traced values) as one tensor
+//   static void unpack(const Tensor& t, T& x); // x's elements from t (x keeps its sizes)
+// Walks see the packed tensor in the value's place; a walk that changes it (tracing
+// makes it an input, a gradient refills it) unpacks it back into the value.
+template <class T>
+struct packed_leaf : std::false_type {};
+
 namespace detail {
 
 template <class S, class M>
@@ -85,12 +94,13 @@ template <class T>
 constexpr bool may_hold_tensors();
 
 // What a type is to the walk; `unknown` is a compile-time error where it is walked.
-enum class Kind { tensor, described, sequence, tuple, optional, string_map, plain, unknown };
+enum class Kind { tensor, packed, described, sequence, tuple, optional, string_map, plain, unknown };
 
 template <class T>
 constexpr Kind kind_of() {
   using D = std::remove_cv_t<T>;
   if constexpr (std::is_same_v<D, Tensor>) return Kind::tensor;
+  else if constexpr (packed_leaf<D>::value) return Kind::packed;
   else if constexpr (std::is_pointer_v<D> && !std::is_convertible_v<const D&, std::string_view>) {
     // Plain (carried along) unless what it points at holds tensors, which a pointer
     // field would silently keep out of the gradient.
@@ -114,7 +124,7 @@ template <class T>
 constexpr bool may_hold_tensors() {
   using D = std::remove_cv_t<T>;
   constexpr Kind k = kind_of<D>();
-  if constexpr (k == Kind::tensor || k == Kind::described) return true;
+  if constexpr (k == Kind::tensor || k == Kind::packed || k == Kind::described) return true;
   else if constexpr (k == Kind::sequence || k == Kind::optional) return may_hold_tensors<typename D::value_type>();
   else if constexpr (k == Kind::string_map) return may_hold_tensors<typename D::mapped_type>();
   else if constexpr (k == Kind::tuple)
@@ -167,6 +177,15 @@ void walk(T& x, P& path, Fn& fn) {
     if constexpr (requires { fn.plain(x); }) fn.plain(x);
   } else if constexpr (k == Kind::tensor) {
     fn(x, path.str());
+  } else if constexpr (k == Kind::packed) {
+    if constexpr (std::is_const_v<T>) {
+      const Tensor t = packed_leaf<D>::pack(x);
+      fn(t, path.str());
+    } else {
+      Tensor t = packed_leaf<D>::pack(x);
+      fn(t, path.str());
+      if (t.defined()) packed_leaf<D>::unpack(t, x);
+    }
   } else if constexpr (k == Kind::described) {
     std::apply(
         [&](const auto&... field) {

@@ -21,6 +21,7 @@
 
 #include "reel/fields.hpp"
 #include "reel/tree.hpp"
+#include "reel/real_args.hpp"
 #include "reel/ir/tape.hpp"
 
 namespace reel {
@@ -148,7 +149,12 @@ Traced trace_lifting(bool lift_captures, F&& f, const Args&... args) {
 
 template <class F, class... Args>
 Tape trace(F&& f, const Args&... args) {
-  return detail::trace_lifting(false, std::forward<F>(f), args...).tape;
+  if constexpr (detail::takes_reals<F>()) {
+    return detail::with_real_args(
+        std::forward<F>(f), [](auto g, const auto&... a) { return trace(std::move(g), a...); }, args...);
+  } else {
+    return detail::trace_lifting(false, std::forward<F>(f), args...).tape;
+  }
 }
 
 // True if an active trace on this thread is recording `t` (it is an input of a traced

@@ -46,64 +46,72 @@ auto trace_for_cache(const F& f, TraceScope& scope, const A&... args) {
 template <class F>
 template <class... A>
 auto JitFunction<F>::operator()(const A&... args) const {
-  using R = std::decay_t<std::invoke_result_t<const F&, const A&...>>;
-  const auto tensors = detail::tensor_pointers(args...);
-  CacheKey key;
-  Tensor one;  // one output: a hit writes it here, no vector
-  const std::span<Tensor> out = std::is_same_v<R, Tensor> ? std::span<Tensor>(&one, 1) : std::span<Tensor>();
-  std::vector<Tensor> leaves;  // a miss's result, as traced
-  std::shared_ptr<const TreeDef<R>> structure;
-  CachedCall call{.hit = [&](const JitCore::Hit& hit) {
-                    if constexpr (std::is_same_v<R, Tensor>) return R(std::move(one));
-                    else return detail::unflatten_hit<R>(hit);
-                  },
-                  .uncached = [&] { return R(this->f_(args...)); },
-                  .describe = [&] { return detail::describe_args(args...); },
-                  .trace =
-                      [&] {
-                        detail::TraceScope scope(false, /*value_guards=*/true);
-                        const R result = detail::trace_for_cache(this->f_, scope, args...);
-                        scope.output_tree(result);
-                        auto [traced, def] = tree_flatten(result);
-                        leaves = std::move(traced);
-                        structure = std::make_shared<const TreeDef<R>>(std::move(def));
-                        return NewPath{scope.finish(), structure};
-                      },
-                  .traced =
-                      [&] {
-                        for (Tensor& t : leaves) t.clear_trace_tags();
-                        return structure->unflatten(leaves);
-                      }};
-  const auto key_of = [&] {
-    detail::make_key(key, args...);
-    return key.view();
-  };
-  return this->core_->call(key_of, tensors, out, call);
+  if constexpr (detail::gives_numbers_for_reals<F, A...>()) {
+    return detail::numbers_as_tensors<F>([this](const auto&... a) { return (*this)(a...); }, args...);
+  } else {
+    using R = std::decay_t<std::invoke_result_t<const F&, const A&...>>;
+    const auto tensors = detail::tensor_pointers(args...);
+    CacheKey key;
+    Tensor one;  // one output: a hit writes it here, no vector
+    const std::span<Tensor> out = std::is_same_v<R, Tensor> ? std::span<Tensor>(&one, 1) : std::span<Tensor>();
+    std::vector<Tensor> leaves;  // a miss's result, as traced
+    std::shared_ptr<const TreeDef<R>> structure;
+    CachedCall call{.hit = [&](const JitCore::Hit& hit) {
+                      if constexpr (std::is_same_v<R, Tensor>) return R(std::move(one));
+                      else return detail::unflatten_hit<R>(hit);
+                    },
+                    .uncached = [&] { return R(this->f_(args...)); },
+                    .describe = [&] { return detail::describe_args(args...); },
+                    .trace =
+                        [&] {
+                          detail::TraceScope scope(false, /*value_guards=*/true);
+                          const R result = detail::trace_for_cache(this->f_, scope, args...);
+                          scope.output_tree(result);
+                          auto [traced, def] = tree_flatten(result);
+                          leaves = std::move(traced);
+                          structure = std::make_shared<const TreeDef<R>>(std::move(def));
+                          return NewPath{scope.finish(), structure};
+                        },
+                    .traced =
+                        [&] {
+                          for (Tensor& t : leaves) t.clear_trace_tags();
+                          return structure->unflatten(leaves);
+                        }};
+    const auto key_of = [&] {
+      detail::make_key(key, args...);
+      return key.view();
+    };
+    return this->core_->call(key_of, tensors, out, call);
+  }
 }
 
 template <class F>
 template <class... A>
 auto CachedGrad<F>::operator()(const A&... args) const {
-  const auto tensors = detail::tensor_pointers(args...);
-  if constexpr (detail::only_tensors_and_plain<A...>()) {
-    constexpr std::size_t T = detail::count_tensors<A...>();
-    // The value and the tensor arguments' gradients; written straight into the
-    // result when every argument is a tensor.
-    std::array<Tensor, sizeof...(A) + 1> result;
-    std::array<Tensor, T + 1> spare;
-    const std::span<Tensor> outs =
-        T == sizeof...(A) ? std::span<Tensor>(result.data(), T + 1) : std::span<Tensor>(spare);
-    fill(outs, tensors, args...);
-    if constexpr (T != sizeof...(A)) {  // spread the gradients over all argument positions
-      result[0] = std::move(spare[0]);
-      std::size_t next = 1, at = 1;
-      ((result[at++] = std::is_same_v<std::decay_t<A>, Tensor> ? std::move(spare[next++]) : Tensor()), ...);
-    }
-    return result;
+  if constexpr (detail::gives_numbers_for_reals<F, A...>()) {
+    return detail::numbers_as_tensors<F>([this](const auto&... a) { return (*this)(a...); }, args...);
   } else {
-    std::vector<Tensor> outs(tensors.size() + 1);
-    fill(outs, tensors, args...);
-    return detail::gradients_of(outs, args...);
+    const auto tensors = detail::tensor_pointers(args...);
+    if constexpr (detail::only_tensors_and_plain<A...>()) {
+      constexpr std::size_t T = detail::count_tensors<A...>();
+      // The value and the tensor arguments' gradients; written straight into the
+      // result when every argument is a tensor.
+      std::array<Tensor, sizeof...(A) + 1> result;
+      std::array<Tensor, T + 1> spare;
+      const std::span<Tensor> outs =
+          T == sizeof...(A) ? std::span<Tensor>(result.data(), T + 1) : std::span<Tensor>(spare);
+      fill(outs, tensors, args...);
+      if constexpr (T != sizeof...(A)) {  // spread the gradients over all argument positions
+        result[0] = std::move(spare[0]);
+        std::size_t next = 1, at = 1;
+        ((result[at++] = std::is_same_v<std::decay_t<A>, Tensor> ? std::move(spare[next++]) : Tensor()), ...);
+      }
+      return result;
+    } else {
+      std::vector<Tensor> outs(tensors.size() + 1);
+      fill(outs, tensors, args...);
+      return detail::gradients_of(outs, args...);
+    }
   }
 }
 
