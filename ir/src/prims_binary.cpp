@@ -136,9 +136,9 @@ Var dcopysign(TapeBuilder& b, Var x, Var y) {
 Primitive copysign_p() {
   return binary("copysign", [](auto& e, auto x, auto y) { return e.copysign(x, y); },
                 {.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
-                   return std::vector<Var>{
-                       a.needs[0] ? unbroadcast(b, b.mul(a.dout, dcopysign(b, a.args[0], a.args[1])), a.args[0]) : kNoVar,
-                       kNoVar};
+                   if (!a.needs[0]) return std::vector<Var>{kNoVar, kNoVar};
+                   return std::vector<Var>{unbroadcast(b, b.mul(a.dout, dcopysign(b, a.args[0], a.args[1])), a.args[0]),
+                                           kNoVar};
                  },
                  .tangent = [](TapeBuilder& b, const TangentArgs& a) {
                    if (a.tangents[0] == kNoVar) return kNoVar;

@@ -148,18 +148,23 @@ Primitive asinh_p() {
 // tan' = 1 + tan^2, from the result.
 Primitive tan_p() {
   return unary("tan", [](auto& e, auto x) { return e.tan(x); },
-               [](TapeBuilder& b, Var, Var y, Var d) { return b.mul(d, b.add(b.call(prims::square(), {y}), constant_like(b, 1, y))); });
+               [](TapeBuilder& b, Var, Var y, Var d) {
+                 return b.mul(d, b.add(b.call(prims::square(), {y}), constant_like(b, 1, y)));
+               });
 }
-// 1 - x^2 as (1 - x)(1 + x): exact factors, so accurate as |x| nears 1.
-Var one_minus_square(TapeBuilder& b, Var x) { return b.mul(one_minus(b, x), b.add(x, constant_like(b, 1, x))); }
+// d / sqrt(1 - x^2), with 1 - x^2 as (1 - x)(1 + x): exact factors, so accurate as |x|
+// nears 1.
+Var over_sqrt_one_minus_square(TapeBuilder& b, Var d, Var x) {
+  return b.div(d, b.call(prims::sqrt(), {b.mul(one_minus(b, x), b.add(x, constant_like(b, 1, x)))}));
+}
 // asin' = 1 / sqrt(1 - x^2), acos' = -asin'; +-inf at x = +-1, NaN outside [-1, 1].
 Primitive asin_p() {
   return unary("asin", [](auto& e, auto x) { return e.asin(x); },
-               [](TapeBuilder& b, Var x, Var, Var d) { return b.div(d, b.call(prims::sqrt(), {one_minus_square(b, x)})); });
+               [](TapeBuilder& b, Var x, Var, Var d) { return over_sqrt_one_minus_square(b, d, x); });
 }
 Primitive acos_p() {
   return unary("acos", [](auto& e, auto x) { return e.acos(x); },
-               [](TapeBuilder& b, Var x, Var, Var d) { return b.neg(b.div(d, b.call(prims::sqrt(), {one_minus_square(b, x)}))); });
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.neg(over_sqrt_one_minus_square(b, d, x)); });
 }
 Primitive sinh_p() {
   return unary("sinh", [](auto& e, auto x) { return e.sinh(x); },
