@@ -25,7 +25,7 @@ using Arg = std::function<Tensor(uint64_t seed)>;
 using Args = std::function<std::vector<Tensor>(uint64_t seed)>;
 
 Arg normal(Shape s, DType d = DType::f64) { return [s, d](uint64_t seed) { return randn(s, seed, d); }; }
-Arg positive(Shape s) { return [s](uint64_t seed) { return rand(s, seed) + 0.5; }; }
+Arg positive(Shape s, double scale = 1.0) { return [s, scale](uint64_t seed) { return (rand(s, seed) + 0.5) * scale; }; }
 Arg fixed(Tensor t) { return [t](uint64_t) { return t; }; }
 // 0/1 values (a condition of where).
 Arg mask(Shape s) {
@@ -195,8 +195,9 @@ std::vector<Sample> samples() {
     if (std::any_of(p->attrs.begin(), p->attrs.end(), [](const AttrSpec& a) { return !a.optional; })) continue;
     std::vector<Arg> same, broadcast;
     for (int i = 0; i < p->arity; ++i) {
-      same.push_back(positive({3, 4}));
-      broadcast.push_back(i == 0 ? positive({3, 4}) : positive({4}));
+      const double scale = test::sample_scale(p->name);
+      same.push_back(positive({3, 4}, scale));
+      broadcast.push_back(i == 0 ? positive({3, 4}, scale) : positive({4}, scale));
     }
     s.push_back(one_call(p->name, same));
     if (p->arity > 1) s.push_back(one_call(p->name, broadcast, {}, p->name + " broadcast"));

@@ -120,6 +120,10 @@ inline void check_same_bits(const Tensor& a, const Tensor& b, const std::string&
   }
 }
 
+// The registry walks sample an elementwise primitive's arguments in (0.5, 1.5), scaled by
+// this: by 1/2 for those defined only on [-1, 1] (asin, acos), so they stay inside.
+inline double sample_scale(const std::string& prim) { return prim == "asin" || prim == "acos" ? 0.5 : 1.0; }
+
 // A function of its argument list, for tests that pass several tensors.
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 

@@ -1,5 +1,6 @@
 // Elementwise primitives of several arguments (NumPy broadcasting): add sub mul div,
-// hypot, the comparisons lt le gt ge eq ne, maximum minimum, where(c, a, b).
+// hypot, the comparisons lt le gt ge eq ne, maximum minimum, where(c, a, b), atan2(y, x),
+// copysign(x, y) and powv(x, y) = x^y.
 #include "prims_elementwise.hpp"
 
 namespace reel::prims {
@@ -100,6 +101,78 @@ Primitive hypot_p() {
                  .commutative = true});
 }
 
+// atan2(y, x), the angle of the point (x, y): d/dy = x / r^2, d/dx = -y / r^2 with r =
+// hypot(y, x), each divided by r twice (no overflow of x^2 + y^2), with hypot's guard:
+// 0 at x = y = 0.
+Var over_hypot_squared(TapeBuilder& b, Var v, Var r) { return over_hypot(b, over_hypot(b, v, r), r); }
+// The partial derivative of atan2 by argument i, at (y, x) = args.
+Var datan2(TapeBuilder& b, std::span<const Var> args, int i) {
+  const Var r = b.call(prims::hypot(), {args[0], args[1]});
+  const Var q = over_hypot_squared(b, args[1 - i], r);
+  return i == 0 ? q : b.neg(q);
+}
+Primitive atan2_p() {
+  return binary("atan2", [](auto& e, auto y, auto x) { return e.atan2(y, x); },
+                {.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+                   std::vector<Var> adj(2, kNoVar);
+                   for (int i : {0, 1})
+                     if (a.needs[i]) adj[i] = unbroadcast(b, b.mul(a.dout, datan2(b, a.args, i)), a.args[i]);
+                   return adj;
+                 },
+                 .tangent = [](TapeBuilder& b, const TangentArgs& a) {
+                   Var t[2] = {kNoVar, kNoVar};
+                   for (int i : {0, 1})
+                     if (a.tangents[i] != kNoVar) t[i] = b.mul(a.tangents[i], datan2(b, a.args, i));
+                   return sum_terms(b, t[0], t[1]);
+                 }});
+}
+
+// copysign(x, y): |x| with y's sign bit. d/dx = copysign(1, x) copysign(1, y) (the sign
+// bits, so +-1 also at zeros); d/dy = 0 (only y's sign bit is read).
+Var dcopysign(TapeBuilder& b, Var x, Var y) {
+  const Var one = constant_like(b, 1, x);
+  return b.mul(b.call(prims::copysign(), {one, x}), b.call(prims::copysign(), {one, y}));
+}
+Primitive copysign_p() {
+  return binary("copysign", [](auto& e, auto x, auto y) { return e.copysign(x, y); },
+                {.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+                   if (!a.needs[0]) return std::vector<Var>{kNoVar, kNoVar};
+                   return std::vector<Var>{unbroadcast(b, b.mul(a.dout, dcopysign(b, a.args[0], a.args[1])), a.args[0]),
+                                           kNoVar};
+                 },
+                 .tangent = [](TapeBuilder& b, const TangentArgs& a) {
+                   if (a.tangents[0] == kNoVar) return kNoVar;
+                   return b.mul(a.tangents[0], dcopysign(b, a.args[0], a.args[1]));
+                 }});
+}
+
+// powv(x, y) = x^y, both tensors. d/dx = y x^(y-1), taken as 0 where y = 0 (not
+// 0 * x^-1, NaN at x = 0); d/dy = x^y log x, taken as 0 where x = 0 (not 0 * -inf, so
+// powv(0, y > 0) has gradient 0 in y).
+Var zero_where_zero(TapeBuilder& b, Var at, Var v) {
+  return b.call(prims::where(), {compare(b, prims::eq(), at, 0), constant_like(b, 0, v), v});
+}
+Var dpowv(TapeBuilder& b, Var x, Var y, Var out, int i) {
+  if (i == 0) return zero_where_zero(b, y, b.mul(y, b.call(prims::powv(), {x, b.sub(y, constant_like(b, 1, y))})));
+  return zero_where_zero(b, x, b.mul(out, b.call(prims::log(), {x})));
+}
+Primitive powv_p() {
+  return binary("powv", [](auto& e, auto x, auto y) { return e.powv(x, y); },
+                {.adjoint = [](TapeBuilder& b, const AdjointArgs& a) {
+                   std::vector<Var> adj(2, kNoVar);
+                   for (int i : {0, 1})
+                     if (a.needs[i])
+                       adj[i] = unbroadcast(b, b.mul(a.dout, dpowv(b, a.args[0], a.args[1], a.out, i)), a.args[i]);
+                   return adj;
+                 },
+                 .tangent = [](TapeBuilder& b, const TangentArgs& a) {
+                   Var t[2] = {kNoVar, kNoVar};
+                   for (int i : {0, 1})
+                     if (a.tangents[i] != kNoVar) t[i] = b.mul(a.tangents[i], dpowv(b, a.args[0], a.args[1], a.out, i));
+                   return sum_terms(b, t[0], t[1]);
+                 }});
+}
+
 // A comparison: 1 where the relation holds, else 0, in the operands' dtype (NaN
 // compares false, except !=); no gradient, no tangent.
 template <class Math>
@@ -184,7 +257,7 @@ Primitive minimum_p() { return extremum("minimum", prims::lt, false); }
 
 void add_binary(std::vector<Primitive>& t) {
   t.insert(t.end(), {add_p(), sub_p(), mul_p(), div_p(), hypot_p(), lt_p(), le_p(), gt_p(), ge_p(), eq_p(), ne_p(),
-                     maximum_p(), minimum_p(), where_p()});
+                     maximum_p(), minimum_p(), where_p(), atan2_p(), copysign_p(), powv_p()});
 }
 
 }  // namespace reel::prims

@@ -1,7 +1,10 @@
 // Elementwise primitives of one argument: neg exp log sin cos tanh sigmoid sqrt square
-// sign abs relu log1p expm1 softplus erf lgamma digamma trigamma atan asinh, and with attributes
+// sign abs relu log1p expm1 softplus erf lgamma digamma trigamma atan asinh tan asin acos
+// sinh cosh cbrt log2 log10 floor ceil round, and with attributes
 // pow(x, p), clamp(x, lo, hi); nodiff (stop_gradient) and cast(x, dtype).
 #include <fmt/format.h>
+
+#include <numbers>
 
 #include "prims_elementwise.hpp"
 
@@ -142,6 +145,55 @@ Primitive asinh_p() {
   return unary("asinh", [](auto& e, auto x) { return e.asinh(x); },
                [](TapeBuilder& b, Var x, Var, Var d) { return b.div(d, b.call(prims::hypot(), {x, constant_like(b, 1, x)})); });
 }
+// tan' = 1 + tan^2, from the result.
+Primitive tan_p() {
+  return unary("tan", [](auto& e, auto x) { return e.tan(x); },
+               [](TapeBuilder& b, Var, Var y, Var d) {
+                 return b.mul(d, b.add(b.call(prims::square(), {y}), constant_like(b, 1, y)));
+               });
+}
+// d / sqrt(1 - x^2), with 1 - x^2 as (1 - x)(1 + x): exact factors, so accurate as |x|
+// nears 1.
+Var over_sqrt_one_minus_square(TapeBuilder& b, Var d, Var x) {
+  return b.div(d, b.call(prims::sqrt(), {b.mul(one_minus(b, x), b.add(x, constant_like(b, 1, x)))}));
+}
+// asin' = 1 / sqrt(1 - x^2), acos' = -asin'; +-inf at x = +-1, NaN outside [-1, 1].
+Primitive asin_p() {
+  return unary("asin", [](auto& e, auto x) { return e.asin(x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return over_sqrt_one_minus_square(b, d, x); });
+}
+Primitive acos_p() {
+  return unary("acos", [](auto& e, auto x) { return e.acos(x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.neg(over_sqrt_one_minus_square(b, d, x)); });
+}
+Primitive sinh_p() {
+  return unary("sinh", [](auto& e, auto x) { return e.sinh(x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call(prims::cosh(), {x})); });
+}
+Primitive cosh_p() {
+  return unary("cosh", [](auto& e, auto x) { return e.cosh(x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.mul(d, b.call(prims::sinh(), {x})); });
+}
+// cbrt' = 1 / (3 cbrt(x)^2), from the result: +inf at 0 (the tangent is vertical).
+Primitive cbrt_p() {
+  return unary("cbrt", [](auto& e, auto x) { return e.cbrt(x); },
+               [](TapeBuilder& b, Var, Var y, Var d) { return b.div(d, b.mul(b.call(prims::square(), {y}), 3.0)); });
+}
+// log2' = 1 / (x ln 2), log10' = 1 / (x ln 10).
+Primitive log2_p() {
+  return unary("log2", [](auto& e, auto x) { return e.log2(x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.div(d, b.mul(x, std::numbers::ln2)); });
+}
+Primitive log10_p() {
+  return unary("log10", [](auto& e, auto x) { return e.log10(x); },
+               [](TapeBuilder& b, Var x, Var, Var d) { return b.div(d, b.mul(x, std::numbers::ln10)); });
+}
+// floor, ceil and round (halves away from zero, as C's round): piecewise constant, so
+// their derivative is zero wherever it exists, and taken as zero at the steps (as sign's).
+Var no_derivative(TapeBuilder&, Var, Var, Var) { return kNoVar; }
+Primitive floor_p() { return unary("floor", [](auto& e, auto x) { return e.floor(x); }, no_derivative); }
+Primitive ceil_p() { return unary("ceil", [](auto& e, auto x) { return e.ceil(x); }, no_derivative); }
+Primitive round_p() { return unary("round", [](auto& e, auto x) { return e.round(x); }, no_derivative); }
 // trigamma: digamma's derivative. Its own derivative rules are missing on purpose
 // (a third derivative of lgamma): grad and jvp say so, naming it.
 Primitive trigamma_p() { return unary("trigamma", [](auto& e, auto x) { return polygamma(e, x, 1); }, nullptr); }
@@ -262,7 +314,9 @@ Primitive cast_p() {
 void add_unary(std::vector<Primitive>& t) {
   t.insert(t.end(), {neg_p(), exp_p(), log_p(), sin_p(), cos_p(), tanh_p(), sigmoid_p(), sqrt_p(), square_p(),
                      sign_p(), abs_p(), relu_p(), log1p_p(), expm1_p(), softplus_p(), erf_p(), lgamma_p(),
-                     digamma_p(), trigamma_p(), atan_p(), asinh_p(), clamp_p(), nodiff_p(), cast_p(), pow_p()});
+                     digamma_p(), trigamma_p(), atan_p(), asinh_p(), clamp_p(), nodiff_p(), cast_p(), pow_p(),
+                     tan_p(), asin_p(), acos_p(), sinh_p(), cosh_p(), cbrt_p(), log2_p(), log10_p(), floor_p(),
+                     ceil_p(), round_p()});
 }
 
 }  // namespace reel::prims

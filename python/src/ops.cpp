@@ -41,6 +41,16 @@ Tensor binary(const char* op, py::handle a, py::handle b, TT tt, TD td, DT dt) {
         [](const Tensor& x, double y) { return fn(x, y); }, [](double x, const Tensor& y) { return fn(y, x); }); \
   }
 
+// The same for an operation that C++ spells only on two tensors: a number becomes a 0-d
+// tensor of the other operand's dtype.
+#define REEL_TENSORS(op, fn)                                                                              \
+  [](py::handle a, py::handle b) {                                                                        \
+    return binary(                                                                                        \
+        op, a, b, [](const Tensor& x, const Tensor& y) { return fn(x, y); },                              \
+        [](const Tensor& x, double y) { return fn(x, scalar(y, x.dtype())); },                            \
+        [](double x, const Tensor& y) { return fn(scalar(x, y.dtype()), y); });                           \
+  }
+
 // A reduction's axes: None (all), an int, or a list or tuple of ints (NumPy's too).
 template <class All, class One, class Many>
 Tensor reduce(const char* op, const Tensor& x, py::handle axis, bool keepdims, All all, One one, Many many) {
@@ -89,6 +99,17 @@ void bind_elementwise(py::module_& m) {
   REEL_UNARY(erf);
   REEL_UNARY(atan);
   REEL_UNARY(asinh);
+  REEL_UNARY(tan);
+  REEL_UNARY(asin);
+  REEL_UNARY(acos);
+  REEL_UNARY(sinh);
+  REEL_UNARY(cosh);
+  REEL_UNARY(cbrt);
+  REEL_UNARY(log2);
+  REEL_UNARY(log10);
+  REEL_UNARY(floor);
+  REEL_UNARY(ceil);
+  REEL_UNARY(round);
   REEL_UNARY(abs);
   REEL_UNARY(sign);
   REEL_UNARY(relu);
@@ -115,6 +136,9 @@ void bind_elementwise(py::module_& m) {
   m.def("maximum", REEL_SYMMETRIC("maximum", reel::maximum), py::arg("a"), py::arg("b"));
   m.def("minimum", REEL_SYMMETRIC("minimum", reel::minimum), py::arg("a"), py::arg("b"));
   m.def("pow", [](const Tensor& x, double p) { return reel::pow(x, p); }, py::arg("x"), py::arg("p"));
+  m.def("pow", [](const Tensor& x, const Tensor& p) { return reel::pow(x, p); }, py::arg("x"), py::arg("p"));  // powv
+  m.def("atan2", REEL_TENSORS("atan2", reel::atan2), py::arg("y"), py::arg("x"));
+  m.def("copysign", REEL_TENSORS("copysign", reel::copysign), py::arg("x"), py::arg("y"));
   m.def("clamp", [](const Tensor& x, double lo, double hi) { return clamp(x, lo, hi); }, py::arg("x"), py::arg("lo"),
         py::arg("hi"));
   m.def("where",
@@ -264,6 +288,7 @@ void bind_operators(py::module_& m) {
   t.def("__pos__", [](const Tensor& x) { return x; });
   t.def("__abs__", [](const Tensor& x) { return reel::abs(x); });
   t.def("__pow__", [](const Tensor& x, double p) { return reel::pow(x, p); });
+  t.def("__pow__", [](const Tensor& x, const Tensor& p) { return reel::pow(x, p); });
   t.def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); });
   t.def("__rmatmul__", [](const Tensor& b, const Tensor& a) { return matmul(a, b); });
   t.attr("__hash__") = py::none();  // == is elementwise, as in NumPy

@@ -64,7 +64,8 @@ CASES = {
     "checkpoint": (lambda: [v3()], {"body": HALVE}),
 }
 # Binary elementwise primitives: two f64[3] arguments.
-BINARY = {"add", "sub", "mul", "div", "hypot", "lt", "le", "gt", "ge", "eq", "ne", "maximum", "minimum"}
+BINARY = {"add", "sub", "mul", "div", "hypot", "lt", "le", "gt", "ge", "eq", "ne", "maximum", "minimum", "atan2",
+          "copysign", "powv"}
 
 # Made by derivatives only (their attributes are tapes built by the gradient of a loop):
 # reached by playing such a derivative. name: (tape text, its inputs).

@@ -108,7 +108,8 @@ TABLE = """add sub mul div neg exp log sin cos tanh sigmoid sqrt square log1p ex
 relu maximum minimum clamp softplus lgamma digamma trigamma lt le gt ge eq ne where cast arange sum mean prod max min
 logsumexp softmax log_softmax argmax argmin slice index squeeze expand_dims stack transpose gather take scatter_add
 index_update concat permute tril triu tril_from_vector matmul dot outer conv2d conv1d max_pool2d avg_pool2d reshape
-broadcast_to sum_to nodiff stop_gradient apply""".split()
+broadcast_to sum_to nodiff stop_gradient apply tan asin acos sinh cosh cbrt log2 log10 floor ceil round atan2
+copysign""".split()
 
 
 def test_every_operation_is_there():
@@ -124,6 +125,39 @@ UNARY = {"exp": np.exp, "log": np.log, "sin": np.sin, "cos": np.cos, "tanh": np.
          "square": np.square, "log1p": np.log1p, "expm1": np.expm1, "atan": np.arctan, "asinh": np.arcsinh,
          "abs": np.abs, "sign": np.sign, "relu": lambda v: np.maximum(v, 0), "neg": np.negative,
          "sigmoid": lambda v: 1 / (1 + np.exp(-v)), "softplus": lambda v: np.log1p(np.exp(v))}
+
+
+# The C math functions of issue 35, at points inside each one's domain.
+MATH = {"tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "sinh": np.sinh, "cosh": np.cosh, "cbrt": np.cbrt,
+        "log2": np.log2, "log10": np.log10}
+
+
+@pytest.mark.parametrize("name", sorted(MATH))
+def test_math_values_and_gradients(name):
+    x = np.array([0.3, 0.65, 0.2, 0.9])
+    op = getattr(reel, name)
+    np.testing.assert_allclose(op(reel.tensor(x)).numpy(), MATH[name](x), rtol=1e-12)
+    f = lambda t: reel.sum(op(t) * reel.tensor([1.0, -2.0, 0.5, 3.0]))
+    np.testing.assert_allclose(reel.grad(f, reel.tensor(x)).grads[0].numpy(), fd_grad(f, x), rtol=1e-6, atol=1e-8)
+
+
+def test_rounding_atan2_copysign_and_pow_with_a_tensor_exponent():
+    x = np.array([2.5, -2.5, 0.5, -1.2, 1.7])
+    np.testing.assert_array_equal(reel.floor(reel.tensor(x)).numpy(), np.floor(x))
+    np.testing.assert_array_equal(reel.ceil(reel.tensor(x)).numpy(), np.ceil(x))
+    np.testing.assert_array_equal(reel.round(reel.tensor(x)).numpy(), [3.0, -3.0, 1.0, -1.0, 2.0])  # halves away from 0
+    assert reel.grad(lambda t: reel.sum(reel.round(t)), reel.tensor(x)).grads[0].numpy().tolist() == [0.0] * 5
+    y = np.array([0.3, -0.5, 1.0])
+    np.testing.assert_allclose(reel.atan2(reel.tensor(y), reel.tensor([0.8, 0.2, -1.0])).numpy(),
+                               np.arctan2(y, [0.8, 0.2, -1.0]), rtol=1e-13)
+    np.testing.assert_allclose(reel.atan2(reel.tensor(y), 2.0).numpy(), np.arctan2(y, 2.0), rtol=1e-13)
+    np.testing.assert_array_equal(reel.copysign(reel.tensor(y), -1.0).numpy(), np.copysign(y, -1.0))
+    base, expo = reel.tensor([0.5, 2.0, 3.0]), reel.tensor([1.5, -1.0, 2.0])
+    np.testing.assert_allclose(reel.pow(base, expo).numpy(), np.power([0.5, 2.0, 3.0], [1.5, -1.0, 2.0]), rtol=1e-13)
+    np.testing.assert_allclose((base ** expo).numpy(), reel.pow(base, expo).numpy(), rtol=0)
+    g = reel.grad(lambda b, e: reel.sum(reel.pow(b, e)), base, expo)
+    np.testing.assert_allclose(g.grads[1].numpy(), np.power([0.5, 2.0, 3.0], [1.5, -1.0, 2.0]) * np.log([0.5, 2.0, 3.0]),
+                               rtol=1e-14)
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))

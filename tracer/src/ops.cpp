@@ -78,6 +78,20 @@ Tensor atan(const Tensor& x) { return call(prims::atan(), {x}); }
 Tensor asinh(const Tensor& x) { return call(prims::asinh(), {x}); }
 Tensor hypot(const Tensor& a, const Tensor& b) { return call(prims::hypot(), {a, b}); }
 Tensor hypot(const Tensor& a, double b) { return with_scalar(prims::hypot(), a, b, false); }
+Tensor tan(const Tensor& x) { return call(prims::tan(), {x}); }
+Tensor asin(const Tensor& x) { return call(prims::asin(), {x}); }
+Tensor acos(const Tensor& x) { return call(prims::acos(), {x}); }
+Tensor sinh(const Tensor& x) { return call(prims::sinh(), {x}); }
+Tensor cosh(const Tensor& x) { return call(prims::cosh(), {x}); }
+Tensor cbrt(const Tensor& x) { return call(prims::cbrt(), {x}); }
+Tensor log2(const Tensor& x) { return call(prims::log2(), {x}); }
+Tensor log10(const Tensor& x) { return call(prims::log10(), {x}); }
+Tensor floor(const Tensor& x) { return call(prims::floor(), {x}); }
+Tensor ceil(const Tensor& x) { return call(prims::ceil(), {x}); }
+Tensor round(const Tensor& x) { return call(prims::round(), {x}); }
+Tensor atan2(const Tensor& y, const Tensor& x) { return call(prims::atan2(), {y, x}); }
+Tensor copysign(const Tensor& x, const Tensor& y) { return call(prims::copysign(), {x, y}); }
+Tensor pow(const Tensor& x, const Tensor& y) { return call(prims::powv(), {x, y}); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return call(prims::maximum(), {a, b}); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return call(prims::minimum(), {a, b}); }
 Tensor maximum(const Tensor& a, double b) { return with_scalar(prims::maximum(), a, b, false); }

@@ -10,22 +10,6 @@
 
 namespace reel {
 
-// TEMPORARY (until the math primitives land): compositions.
-Tensor tan(const Tensor& x) { return sin(x) / cos(x); }
-Tensor asin(const Tensor& x) { return atan(x / sqrt(1.0 - x * x)); }
-Tensor acos(const Tensor& x) { return 2.0 * atan(sqrt((1.0 - x) / (1.0 + x))); }
-Tensor sinh(const Tensor& x) { return (expm1(x) - expm1(-x)) / 2.0; }
-Tensor cosh(const Tensor& x) { return (exp(x) + exp(-x)) / 2.0; }
-Tensor cbrt(const Tensor& x) { return sign(x) * pow(abs(x), 1.0 / 3.0); }
-Tensor log2(const Tensor& x) { return log(x) / std::log(2.0); }
-Tensor log10(const Tensor& x) { return log(x) / std::log(10.0); }
-Tensor floor(const Tensor& x) { return nodiff(x); }
-Tensor ceil(const Tensor& x) { return nodiff(x); }
-Tensor round(const Tensor& x) { return nodiff(x); }
-Tensor atan2(const Tensor& y, const Tensor& x) { return atan(y / x); }
-Tensor copysign(const Tensor& x, const Tensor& y) { return abs(x) * sign(y); }
-Tensor pow(const Tensor& x, const Tensor& y) { return exp(y * log(x)); }
-
 namespace {
 
 Tensor operand(const Real& x) { return x.tensor(); }

@@ -73,6 +73,34 @@ Tensor asinh(const Tensor& x);  // its derivative is 1 / sqrt(x^2 + 1)
 // is taken as 0 at a = b = 0.
 Tensor hypot(const Tensor& a, const Tensor& b);
 Tensor hypot(const Tensor& a, double b);
+// The C math library's functions, elementwise (f32 calls the float forms), with their
+// derivatives: tan' = 1 + tan^2; asin' = 1/sqrt(1 - x^2), acos' = -asin' (+-inf at
+// x = +-1, NaN outside [-1, 1]); sinh' = cosh, cosh' = sinh; cbrt (real: cbrt(-8) = -2)
+// has 1/(3 cbrt(x)^2), +inf at 0; log2' = 1/(x ln 2), log10' = 1/(x ln 10).
+Tensor tan(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+Tensor cbrt(const Tensor& x);
+Tensor log2(const Tensor& x);
+Tensor log10(const Tensor& x);
+// Rounding to an integer value: down, up, or to the nearest with halves away from zero
+// (C's round: round(2.5) = 3, round(-0.5) = -0). No gradient flows through them (their
+// derivative is zero wherever it exists).
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+// The angle of the point (x, y) in [-pi, pi], with broadcasting, as C's atan2; its
+// gradient (x, -y) / (x^2 + y^2) is taken as 0 at x = y = 0.
+Tensor atan2(const Tensor& y, const Tensor& x);
+// |x| with the sign bit of y, with broadcasting. d/dx = copysign(1, x) * copysign(1, y)
+// (+-1, at zeros too); no gradient flows into y.
+Tensor copysign(const Tensor& x, const Tensor& y);
+// x^y with a tensor exponent, with broadcasting (the primitive `powv`). d/dx = y x^(y-1),
+// taken as 0 where y = 0; d/dy = x^y log x, taken as 0 where x = 0 (so pow(0, y > 0)
+// has gradient 0 in y, not NaN).
+Tensor pow(const Tensor& x, const Tensor& y);
 // Elementwise maximum / minimum with broadcasting; NaN if either is NaN. On a tie
 // the gradient is split evenly between the two.
 Tensor maximum(const Tensor& a, const Tensor& b);

@@ -170,8 +170,8 @@ inline Real min(const Real& a, const Real& b) {
   return x != x || y != y ? Real(x + y) : Real(y < x ? y : x);
 }
 
-// pow with a constant exponent (the `pow` primitive), or a Real one (x^y for x > 0, and
-// x = 0 with y > 0, as exp(y log x) is differentiable there).
+// pow with a constant exponent (the `pow` primitive), or a traced Real one (`powv`: its
+// gradient in y is 0 where x = 0, in x 0 where y = 0).
 inline Real pow(const Real& x, double p) { return x.traced() ? detail::real_pow(x, p) : Real(std::pow(plain_value(x), p)); }
 template <std::integral I>
 Real pow(const Real& x, I p) { return pow(x, static_cast<double>(p)); }

@@ -27,6 +27,9 @@ const Primitive& ne();
 const Primitive& maximum();
 const Primitive& minimum();
 const Primitive& where();
+const Primitive& atan2();
+const Primitive& copysign();
+const Primitive& powv();
 
 // Unary element functions (prims_unary.cpp).
 const Primitive& neg();
@@ -54,6 +57,17 @@ const Primitive& clamp();
 const Primitive& nodiff();
 const Primitive& cast();
 const Primitive& pow();
+const Primitive& tan();
+const Primitive& asin();
+const Primitive& acos();
+const Primitive& sinh();
+const Primitive& cosh();
+const Primitive& cbrt();
+const Primitive& log2();
+const Primitive& log10();
+const Primitive& floor();
+const Primitive& ceil();
+const Primitive& round();
 
 // Reductions (prims_reduce.cpp).
 const Primitive& sum();
