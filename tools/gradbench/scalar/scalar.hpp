@@ -24,13 +24,8 @@ using evals::Functions;
 using reel::Real;
 using reel::Tensor;
 
-// A result of Reals as JSON: one number, or an array of them.
+// A Real result as JSON.
 inline json real_json(const Real& x) { return x.value(); }
-inline json reals_json(const std::vector<Real>& xs) {
-  json out = json::array();
-  for (const Real& x : xs) out.push_back(x.value());
-  return out;
-}
 
 // How many operations an eval's scalar trace of an input records (an estimate from its
 // sizes, within a factor of 2 or so; the gradient's trace adds about twice as many):
