@@ -27,8 +27,8 @@ using reel::Tensor;
 // A Real result as JSON.
 inline json real_json(const Real& x) { return x.value(); }
 
-// How many operations an eval's scalar trace of an input records (an estimate from its
-// sizes, within a factor of 2 or so; the gradient's trace adds about twice as many):
+// How many operations an eval's scalar trace of an input records (a rough estimate from
+// its sizes; a gradient's trace adds about twice as many):
 // the replay tool skips inputs over its --max-ops.
 using Estimate = int64_t (*)(const json& input);
 
