@@ -91,4 +91,35 @@ check '"id":37,"output":-22.20677837978798,"success":true'
 check '{"error":"ht: expected the hand model'"'"'s 22 bones, got \"bone_count\" 21","id":38,"success":false}'
 check '{"error":"ht: \"parents\"[1] must be an integer from -1 to 20, got 0.5","id":39,"success":false}'
 check '{"error":"ht: \"bone_count\" is 22 but \"parents\" has 3","id":40,"success":false}'
+
+# --scalar (GradBench's own C++ with reel::Real): the same readers and outputs for its
+# six evals; the others undefined; a build without GradBench's headers says so.
+scalar=$(printf '%s\n' \
+  '{"id": 50, "kind": "start"}' \
+  '{"id": 51, "kind": "define", "module": "kmeans"}' \
+  '{"id": 52, "kind": "define", "module": "gmm"}' \
+  '{"id": 53, "kind": "evaluate", "module": "llsq", "function": "gradient", "input": {"x": [1, 2], "n": 4}}' \
+  '{"id": 54, "kind": "evaluate", "module": "llsq", "function": "gradient", "input": {"x": [1, 2], "n": 2.5}}' \
+  "{\"id\": 55, \"kind\": \"evaluate\", \"module\": \"gmm\", \"function\": \"objective\", \"input\": {${gmm}}}" \
+  "{\"id\": 56, \"kind\": \"evaluate\", \"module\": \"gmm\", \"function\": \"jacobian\", \"input\": {${gmm/\"d\": 2/\"d\": 3}}}" \
+  '{"id": 57, "kind": "evaluate", "module": "det", "function": "primal", "input": {"A": [1, 2, 3, 4], "ell": 2}}' \
+  | "$tool" --scalar 2>&1)
+status=$?
+echo "$scalar"
+if grep -q "built without its scalar mode" <<<"$scalar"; then
+  [ "$status" -eq 2 ] || { echo "--scalar without the mode: exit status $status, expected 2"; exit 1; }
+else
+  [ "$status" -eq 0 ] || { echo "--scalar: exit status $status"; exit 1; }
+  out=$scalar
+  check '{"id":50,"tool":"reel-scalar"}'
+  check '{"error":"define: module kmeans has no scalar mode (reel-gradbench --scalar answers lse, llsq, ode, det, gmm and lstm; run without --scalar for its tensor mode)","id":51,"success":false}'
+  check '{"id":52,"success":true}'
+  check '{"id":53,"output":[4.0,1.77777777777777'
+  check '{"error":"llsq: \"n\" must be an integer from 2 to 10000000 (the most points this tool takes), got 2.5","id":54,"success":false}'
+  check '"id":55,"output":-22.206778379'
+  check '{"error":"gmm: \"d\" is 3 but the length of x'"'"'s rows is 2","id":56,"success":false}'
+  check '"id":57,"output":-2.0,"success":true'
+fi
+"$tool" --nope </dev/null 2>/dev/null
+[ $? -eq 2 ] || { echo "an unknown option: expected exit status 2"; exit 1; }
 echo "ok"

@@ -52,6 +52,27 @@ TEST_CASE("CSE merges equal constants and commuted add/mul, and DCE keeps unused
   CHECK(test::run_checked(s, args)[0].values() == test::run_checked(t, args)[0].values());
 }
 
+TEST_CASE("CSE merges reads of an element at the same start and keeps reads at others") {
+  // A scalar trace reads each element of an input by a slice: they differ only in
+  // their attributes (start, stop).
+  const Tape t = parse_tape(R"(
+    inp %1::f64[3]
+    %2 = slice(%1, axis=0, start=0, stop=1)::f64[1]
+    %3 = slice(%1, axis=0, start=1, stop=2)::f64[1]
+    %4 = slice(%1, axis=0, start=0, stop=1)::f64[1]
+    %5 = slice(%1, axis=0, start=2, stop=3)::f64[1]
+    %6 = mul(%2, %3)::f64[1]
+    %7 = add(%6, %4)::f64[1]
+    %8 = add(%7, %5)::f64[1]
+    out %8
+  )");
+  const Tape s = dce(cse(t));
+  CHECK(s.size() == 7);  // %4 merged into %2
+  const std::vector<Tensor> args{tensor({2, 3, 5})};
+  CHECK(test::run_checked(s, args)[0].values() == std::vector<double>{13});
+  CHECK(test::run_checked(t, args)[0].values() == std::vector<double>{13});
+}
+
 TEST_CASE("simplify removes multiplications by one and additions of negative zero") {
   const Tape t = parse_tape(
       "inp %1::f64[3]\n"

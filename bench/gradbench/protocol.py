@@ -23,12 +23,13 @@ def keep_freed_memory():
 class Tool:
     """A GradBench tool process (the protocol over stdin/stdout) on `threads` threads
     (Reel's, OpenBLAS's, OpenMP's; one by default); `env` adds environment variables
-    (goals.py turns Reel's disk code cache off)."""
+    (goals.py turns Reel's disk code cache off); `args` are the tool's options
+    (reel-gradbench --scalar)."""
 
-    def __init__(self, name, exe, env=None, threads=1):
+    def __init__(self, name, exe, env=None, threads=1, args=()):
         self.name = name
         t = str(threads)
-        self.p = subprocess.Popen([exe], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        self.p = subprocess.Popen([exe, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                   env=dict(os.environ, OPENBLAS_NUM_THREADS=t, OMP_NUM_THREADS=t, REEL_NUM_THREADS=t,
                                            **(env or {})))
         self.id = 0

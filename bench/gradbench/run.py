@@ -15,11 +15,16 @@ numpy; ba's come from ../shared/data/adbench/ba; ht runs the one input here (han
 the big model, from the recorded transcript), GradBench's other ht data not being in
 ../shared.
 
+With --scalar, reel-gradbench --scalar (GradBench's own templated C++ for lse, llsq,
+ode, det, gmm and lstm, instantiated with reel::Real) runs too, as the tool
+"reel-scalar" beside "reel", its outputs checked against reel's; a second table
+compares the two.
+
 One thread writes results.json (the recorded run), N threads results-threads<N>.json,
 each with its table printed. The tables give Reel/PyTorch
 at the largest workload and the worst ratio over every workload all tools ran.
 
-  /usr/bin/python3 bench/gradbench/run.py [--quick] [--evals lse,gmm] [--threads 1,2] [--max-seconds 60] [--out DIR]
+  /usr/bin/python3 bench/gradbench/run.py [--quick] [--scalar] [--evals lse,gmm] [--threads 1,2] [--max-seconds 60] [--out DIR]
 """
 import argparse
 import itertools
@@ -430,6 +435,7 @@ def torch_ht(inp, fn):
 
 # The evals ./build/bench/gradbench_hand writes by hand.
 HAND_EVALS = ("lse", "gmm", "lstm", "ode")
+SCALAR_EVALS = ("lse", "llsq", "ode", "det", "gmm", "lstm")  # reel-gradbench --scalar's
 
 TORCH = {"lse": torch_lse, "llsq": torch_llsq, "ode": torch_ode, "kmeans": torch_kmeans, "det": torch_det,
          "gmm": torch_gmm, "lstm": torch_lstm, "ba": torch_ba, "ht": torch_ht}
@@ -471,6 +477,8 @@ def main():
     ap.add_argument("--out", help="directory for results.json and the charts (default: BUILD/bench/gradbench; "
                     "bench/gradbench holds the recorded run)")
     ap.add_argument("--threads", default="1", help="thread counts, comma-separated, each run in turn (default 1)")
+    ap.add_argument("--scalar", action="store_true",
+                    help="also run reel-gradbench --scalar (GradBench's C++ with reel::Real) as the tool reel-scalar")
     args = ap.parse_args()
     keep_freed_memory()  # PyTorch at its fastest (see protocol.py)
     out_dir = args.out or os.path.join(args.build, "bench", "gradbench")  # a run changes no tracked file
@@ -484,8 +492,11 @@ def main():
 def run_all(args, threads, out_dir, name, charts_too):
     set_torch_threads(torch, threads)  # (its OpenBLAS too)
     print(f"---- every tool on {threads} thread{'s' if threads > 1 else ''} ----", flush=True)
-    reel = Tool("reel", os.path.join(args.build, "tools", "reel-gradbench"), threads=threads)
+    reel_exe = os.path.join(args.build, "tools", "reel-gradbench")
+    reel = Tool("reel", reel_exe, threads=threads)
     hand = Tool("hand", os.path.join(args.build, "bench", "gradbench_hand"), threads=threads)
+    scalar = Tool("reel-scalar", reel_exe, threads=threads, args=["--scalar"]) if args.scalar else None
+    tools = ["reel"] + (["reel-scalar"] if scalar else []) + ["hand", "torch"]
     results = {}
     for ev in args.evals.split(","):
         gen, primal, deriv = EVALS[ev]
@@ -494,8 +505,9 @@ def run_all(args, threads, out_dir, name, charts_too):
             if args.quick and i >= 3:
                 break
             row = {"workload": label, "size": size}
-            for tool in ["reel", "hand", "torch"]:
-                if tool in stopped or (tool == "hand" and ev not in HAND_EVALS):
+            for tool in tools:
+                if tool in stopped or (tool == "hand" and ev not in HAND_EVALS) or \
+                        (tool == "reel-scalar" and ev not in SCALAR_EVALS):
                     continue
                 t0 = time.perf_counter()
                 try:
@@ -504,14 +516,14 @@ def run_all(args, threads, out_dir, name, charts_too):
                         td, od = time_torch(lambda: TORCH[ev](inp, deriv), args.min_seconds)
                         prep = None
                     else:
-                        proc = reel if tool == "reel" else hand
+                        proc = {"reel": reel, "reel-scalar": scalar, "hand": hand}[tool]
                         tp, op, prep_p = proc.evaluate(ev, primal, inp, args.min_seconds)
                         td, od, prep_d = proc.evaluate(ev, deriv, inp, args.min_seconds)
                         if tp is None or td is None:
                             row[tool] = {"error": prep_p if tp is None else prep_d}
                             stopped.add(tool)
                             continue
-                        prep = (prep_p or 0) + (prep_d or 0) if tool == "reel" else None
+                        prep = (prep_p or 0) + (prep_d or 0) if tool.startswith("reel") else None
                     row[tool] = {"primal_s": tp, "derivative_s": td, "prepare_s": prep,
                                  "output": (op, od)}
                 except Exception as e:  # noqa: BLE001
@@ -520,18 +532,20 @@ def run_all(args, threads, out_dir, name, charts_too):
                 if time.perf_counter() - t0 > args.max_seconds:
                     stopped.add(tool)
             ref = row.get("reel", {}).get("output")
-            for tool in ["hand", "torch"]:
+            for tool in tools[1:]:
                 if ref and "output" in row.get(tool, {}):
                     row[tool]["valid"] = compare(row[tool]["output"][0], ref[0]) and compare(row[tool]["output"][1], ref[1])
-            for tool in ["reel", "hand", "torch"]:
+            for tool in tools:
                 row.get(tool, {}).pop("output", None)
             rows.append(row)
             print(ev, label, {k: ({kk: (round(vv * 1e3, 3) if isinstance(vv, float) else vv) for kk, vv in v.items()}
-                                  if isinstance(v, dict) else v) for k, v in row.items() if k in ("reel", "hand", "torch")},
+                                  if isinstance(v, dict) else v) for k, v in row.items() if k in tools},
                   flush=True)
         results[ev] = rows
     reel.close()
     hand.close()
+    if scalar:
+        scalar.close()
     # Evals run now replace theirs in the results file; the others' results are kept.
     out = os.path.join(out_dir, name)
     everything = json.load(open(out)) if os.path.exists(out) else {}
@@ -542,6 +556,7 @@ def run_all(args, threads, out_dir, name, charts_too):
         charts(results, out_dir, threads)
     print(f"\nevery tool on {threads} thread{'s' if threads > 1 else ''}:")
     table(everything)
+    scalar_table(everything)
     print(f"wrote {out}" + (f" and {os.path.join(out_dir, '<eval>.png')}" if charts_too else ""))
 
 
@@ -551,7 +566,8 @@ def charts(results, out_dir, threads=1):
     import matplotlib.pyplot as plt
     for ev, rows in results.items():
         fig, ax = plt.subplots(figsize=(7, 4))
-        for tool, colour in [("reel", "tab:blue"), ("hand", "tab:green"), ("torch", "tab:red")]:
+        for tool, colour in [("reel", "tab:blue"), ("reel-scalar", "tab:cyan"), ("hand", "tab:green"),
+                             ("torch", "tab:red")]:
             pts = [(i, r[tool]) for i, r in enumerate(rows) if "derivative_s" in r.get(tool, {})]
             if not pts:
                 continue
@@ -586,6 +602,22 @@ def table(results):
         print(f"| {ev} | {r['workload']} | {rd * 1e3:.3f} ms | " + (f"{hd * 1e3:.3f} ms" if hd else "-") +
               f" | {td * 1e3:.3f} ms | " + (f"{rd / hd:.2f}" if hd else "-") + f" | {rd / td:.2f} | "
               f"{wr:.2f} ({worst['workload']}) | {r['reel']['prepare_s']:.2f} s |")
+
+
+def scalar_table(results):
+    """reel-scalar (GradBench's C++ with reel::Real) against reel, each workload both ran."""
+    rows = [(ev, r) for ev, rs in results.items() for r in rs
+            if "derivative_s" in r.get("reel-scalar", {}) and "derivative_s" in r.get("reel", {})]
+    if not rows:
+        return
+    print("\n| eval | workload | reel derivative | reel-scalar derivative | scalar/reel | reel prepare | "
+          "reel-scalar prepare | valid |")
+    print("|---|---|---|---|---|---|---|---|")
+    for ev, r in rows:
+        rd, sd = r["reel"]["derivative_s"], r["reel-scalar"]["derivative_s"]
+        print(f"| {ev} | {r['workload']} | {rd * 1e3:.3f} ms | {sd * 1e3:.3f} ms | {sd / rd:.2f} | "
+              f"{r['reel']['prepare_s']:.2f} s | {r['reel-scalar']['prepare_s']:.2f} s | "
+              f"{r['reel-scalar'].get('valid', '-')} |")
 
 
 if __name__ == "__main__":

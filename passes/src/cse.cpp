@@ -31,6 +31,15 @@ struct OpHash {
       return h;
     }
     mix(h, std::hash<const void*>()(op.prim));
+    // The numeric attributes too: the reads of a vector's elements (slices of one input
+    // at each start) differ only there, and one bucket for all of them made CSE of a
+    // scalar trace quadratic. (The others, rarer, are left to OpEqual.)
+    for (const auto& [name, value] : op.attrs.items()) {
+      if (const auto* i = std::get_if<int64_t>(&value)) mix(h, static_cast<std::size_t>(*i));
+      else if (const auto* r = std::get_if<double>(&value)) mix(h, std::hash<double>()(*r));
+      else if (const auto* s = std::get_if<Shape>(&value))
+        for (int64_t d : *s) mix(h, static_cast<std::size_t>(d));
+    }
     if (op.prim->commutative && op.args.size() == 2) {
       mix(h, static_cast<std::size_t>(std::min(op.args[0], op.args[1])));
       mix(h, static_cast<std::size_t>(std::max(op.args[0], op.args[1])));

@@ -2,15 +2,27 @@
 // Reads one JSON message per line on standard input and writes one JSON reply per line
 // on standard output; logs to standard error; exits when standard input closes. The
 // protocol and the evals: ../shared/specs/gradbench.md; README, "GradBench".
+//   reel-gradbench            the evals written with Reel's tensors (evals/)
+//   reel-gradbench --scalar   lse, llsq, ode, det, gmm and lstm by GradBench's own templated
+//                             C++ instantiated with reel::Real (scalar/); other evals undefined
 #include <cstdio>
 #include <iostream>
 #include <string>
 
 #include "session.hpp"
 
-int main() {
+int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
-  gradbench::Session session;
+  const bool scalar = argc == 2 && argv[1] == std::string("--scalar");
+  if (argc > 2 || (argc == 2 && !scalar)) {
+    std::fprintf(stderr, "usage: reel-gradbench [--scalar]\n");
+    return 2;
+  }
+  if (scalar && !gradbench::scalar_mode_missing().empty()) {
+    std::fprintf(stderr, "reel-gradbench: --scalar: %s\n", gradbench::scalar_mode_missing().c_str());
+    return 2;
+  }
+  gradbench::Session session(scalar ? gradbench::Mode::scalar : gradbench::Mode::tensor);
   std::string line;
   while (std::getline(std::cin, line)) {
     if (line.empty()) continue;

@@ -6,10 +6,16 @@
 // min_seconds 0). Exit status 0 when every reply matches. With --relative R, floats
 // must agree to R relative to their size instead (|x - y| <= R max(|x| + |y|, 1e-8)),
 // for transcripts whose values are too small for GradBench's rule to tell apart.
-//   gradbench_replay [--relative R] <transcript.jsonl>
+// With --scalar the session is reel-gradbench --scalar's (GradBench's own C++ with
+// reel::Real); --max-ops N then skips, saying so, each evaluate whose scalar trace is
+// estimated to record over N operations (the primal's; a derivative's trace is some
+// three times that), whose tracing would take too long for a test.
+//   gradbench_replay [--relative R] [--scalar [--max-ops N]] <transcript.jsonl>
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -59,12 +65,28 @@ std::string compare(const json& got, const json& want, const std::string& at) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 4 && argv[1] == std::string("--relative")) {
-    relative = std::atof(argv[2]);
-    argv += 2, argc -= 2;
+  bool scalar = false;
+  double max_ops = 0;  // 0: no limit
+  bool usage = false;
+  while (argc > 2 && std::string(argv[1]).starts_with("--")) {
+    const std::string flag = argv[1];
+    int used = 1;
+    if (flag == "--scalar") {
+      scalar = true;
+    } else if ((flag == "--relative" || flag == "--max-ops") && argc > 3) {
+      (flag == "--relative" ? relative : max_ops) = std::atof(argv[2]);
+      used = 2;
+    } else {
+      usage = true;
+    }
+    argv += used, argc -= used;
   }
-  if (argc != 2 || !(relative >= 0)) {
-    std::cerr << "usage: gradbench_replay [--relative R] <transcript.jsonl>\n";
+  if (usage || argc != 2 || !(relative >= 0) || !(max_ops >= 0) || (max_ops > 0 && !scalar)) {
+    std::cerr << "usage: gradbench_replay [--relative R] [--scalar [--max-ops N]] <transcript.jsonl>\n";
+    return 2;
+  }
+  if (scalar && !gradbench::scalar_mode_missing().empty()) {
+    std::cerr << "gradbench_replay: --scalar: " << gradbench::scalar_mode_missing() << "\n";
     return 2;
   }
   std::ifstream in(argv[1]);
@@ -72,10 +94,10 @@ int main(int argc, char** argv) {
     std::cerr << "gradbench_replay: cannot read " << argv[1] << "\n";
     return 2;
   }
-  gradbench::Session session;
+  gradbench::Session session(scalar ? gradbench::Mode::scalar : gradbench::Mode::tensor);
   json last_reply;
   json last_message;
-  int checked = 0, failures = 0, unanswered = 0;
+  int checked = 0, failures = 0, unanswered = 0, skipped = 0;
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
@@ -87,16 +109,30 @@ int main(int argc, char** argv) {
         message["input"]["min_seconds"] = 0;
       }
       last_message = message;
+      if (max_ops > 0 && message.value("kind", "") == "evaluate") {
+        const int64_t ops = gradbench::scalar_operations(message.value("module", ""), message.at("input"));
+        if (static_cast<double>(ops) > max_ops) {
+          std::cout << fmt::format("id {} {}.{} ({}): skipped: its scalar trace would record about {:.2g} operations, "
+                                   "over --max-ops {:.2g}\n", message.at("id").dump(), message.value("module", ""),
+                                   message.value("function", ""), message.value("description", "-"),
+                                   static_cast<double>(ops), max_ops);
+          ++skipped;
+          last_message = json::object();  // its recorded reply is not compared
+          continue;
+        }
+      }
+      const auto t0 = std::chrono::steady_clock::now();
       last_reply = session.handle(message);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (last_reply.value("id", json()) != message.at("id")) {
         std::cout << fmt::format("id {}: the reply's id is {}\n", message.at("id").dump(), last_reply.value("id", json()).dump());
         ++failures;
       }
       if (message.value("kind", "") == "evaluate") {
         const bool ok = last_reply.value("success", false);
-        std::cout << fmt::format("id {} {}.{} ({}): {}\n", message.at("id").dump(), message.value("module", ""),
+        std::cout << fmt::format("id {} {}.{} ({}): {} ({:.2f} s)\n", message.at("id").dump(), message.value("module", ""),
                                  message.value("function", ""), message.value("description", "-"),
-                                 ok ? "ok" : "failed: " + last_reply.value("error", std::string("?")));
+                                 ok ? "ok" : "failed: " + last_reply.value("error", std::string("?")), seconds);
         if (!ok) ++failures;
         else ++unanswered;  // until a recorded reply is found
         // One evaluate timing per run, after a prepare timing.
@@ -124,7 +160,7 @@ int main(int argc, char** argv) {
       if (!d.empty()) ++failures;
     }
   }
-  std::cout << fmt::format("{}: {} replies compared, {} evaluates without a recorded reply (ran), {} failures\n",
-                           argv[1], checked, unanswered, failures);
+  std::cout << fmt::format("{}: {} replies compared, {} evaluates without a recorded reply (ran), {} skipped, {} failures\n",
+                           argv[1], checked, unanswered, skipped, failures);
   return failures == 0 && checked > 0 ? 0 : 1;
 }

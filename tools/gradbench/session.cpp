@@ -41,18 +41,25 @@ std::string non_finite(const json& v, const std::string& at) {
 
 }  // namespace
 
+std::string Session::no_module(const std::string& kind, const std::string& module) const {
+  if (mode_ == Mode::scalar && modules().contains(module))
+    return fmt::format("{}: module {} has no scalar mode (reel-gradbench --scalar answers lse, llsq, ode, det, gmm "
+                       "and lstm; run without --scalar for its tensor mode)", kind, module);
+  return fmt::format("{}: no module named {}", kind, module);
+}
+
 json Session::handle(const json& message) {
   if (!message.is_object() || !message.contains("id"))
     return {{"id", nullptr}, {"success", false}, {"error", "expected a message object with an id"}};
   const json id = message.at("id");
   const std::string kind = message.contains("kind") && message.at("kind").is_string() ? message.at("kind").get<std::string>() : "";
   try {
-    if (kind == "start") return {{"id", id}, {"tool", "reel"}};
+    if (kind == "start") return {{"id", id}, {"tool", mode_ == Mode::scalar ? "reel-scalar" : "reel"}};
     if (kind == "define") {
       if (!message.contains("module") || !message.at("module").is_string())
         return failure(id, "define: expected a module name");
       const std::string module = message.at("module").get<std::string>();
-      if (!modules().contains(module)) return failure(id, fmt::format("define: no module named {}", module));
+      if (!table().contains(module)) return failure(id, no_module("define", module));
       defined_[module] = true;
       return {{"id", id}, {"success", true}};
     }
@@ -63,8 +70,8 @@ json Session::handle(const json& message) {
         return failure(id, "evaluate: expected module and function names");
       const std::string module = message.at("module").get<std::string>();
       const std::string function = message.at("function").get<std::string>();
-      auto m = modules().find(module);
-      if (m == modules().end()) return failure(id, fmt::format("evaluate: no module named {}", module));
+      auto m = table().find(module);
+      if (m == table().end()) return failure(id, no_module("evaluate", module));
       auto f = m->second.find(function);
       if (f == m->second.end())
         return failure(id, fmt::format("evaluate: module {} has no function {}", module, function));

@@ -4,6 +4,7 @@
 // can replay recorded transcripts through it.
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -22,17 +23,42 @@ struct Prepared {
 // cannot use).
 using Maker = std::function<Prepared(const json& input)>;
 
-// The evals: module name -> function name -> maker (evals/registry.cpp; one file per
-// eval in evals/).
-const std::map<std::string, std::map<std::string, Maker>>& modules();
+// A table of evals: module name -> function name -> maker.
+using Modules = std::map<std::string, std::map<std::string, Maker>>;
+
+// The evals written with Reel's tensors (evals/registry.cpp; one file per eval in evals/).
+const Modules& modules();
+
+// The scalar mode (reel-gradbench --scalar; scalar/registry.cpp): lse, llsq, ode, det,
+// gmm and lstm answered by GradBench's own templated C++ (../shared/gradbench-cpp)
+// instantiated with reel::Real. Empty when reel-gradbench was built without those
+// headers; scalar_mode_missing() then says why ("" when the mode is built).
+const Modules& scalar_modules();
+std::string scalar_mode_missing();
+// An estimate of how many operations the scalar mode's trace of one evaluate of
+// `module` records for `input` (about twice as many more for a derivative's), from the
+// input's sizes; -1 for a module outside the scalar mode. (gradbench_replay's --max-ops.)
+int64_t scalar_operations(const std::string& module, const json& input);
+
+// Which table a session answers from. In the scalar mode an eval outside it (hello,
+// kmeans, ba, ht) is not defined: its define fails saying so, so that a benchmark's
+// scalar column never shows the tensor mode's numbers.
+enum class Mode { tensor, scalar };
 
 class Session {
  public:
+  explicit Session(Mode mode = Mode::tensor) : mode_(mode) {}
+
   // The reply to one message. Never throws for bad input: a message it cannot use gets
   // a reply with success false and an error (evaluate, define) or a bare {id}.
   json handle(const json& message);
 
  private:
+  // The table of the session's mode; the error for a module it lacks.
+  const Modules& table() const { return mode_ == Mode::scalar ? scalar_modules() : modules(); }
+  std::string no_module(const std::string& kind, const std::string& module) const;
+
+  Mode mode_;
   std::map<std::string, bool> defined_;
 };
 

@@ -53,6 +53,8 @@ Tensor det(const Tensor& A, int64_t ell) {
   return reel::index(minors, 0);
 }
 
+}  // namespace
+
 // ell, then A (ell x ell values).
 TensorAndCount det_input(const json& input) {
   const int64_t ell = integer(input, "det", "ell", 1, 20, " (the largest matrix this tool takes)");
@@ -60,8 +62,6 @@ TensorAndCount det_input(const json& input) {
   if (A.numel() != ell * ell) throw reel::Error(fmt::format("det: expected A with {} values, got {}", ell * ell, A.numel()));
   return {A, ell};
 }
-
-}  // namespace
 
 Functions det_functions() { return primal_and_gradient(det_input, det, scalar_json, det); }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -50,11 +51,11 @@ json scalar_json(const Tensor& t);  // its one value
 json vector_json(const Tensor& t);  // its values, as one array
 json matrix_json(const Tensor& t);  // rows of its first axis, each an array of numbers
 
-// The work of most functions: each run computes a tensor (`compute()`), and the output
-// is the last one as JSON (`to_json`).
-template <class Compute>
-Prepared each_run(Compute compute, json (*to_json)(const Tensor&)) {
-  auto out = std::make_shared<Tensor>();
+// The work of most functions: each run computes a result (`compute()`: a tensor, or the
+// scalar mode's Reals), and the output is the last one as JSON (`to_json`).
+template <class Compute, class ToJson>
+Prepared each_run(Compute compute, ToJson to_json) {
+  auto out = std::make_shared<std::decay_t<decltype(compute())>>();
   return {[=] { *out = compute(); }, [=] { return to_json(*out); }};
 }
 
@@ -71,9 +72,10 @@ struct TensorAndCount {
 
 // "primal" and "gradient" of such an eval: primal(x, k), compiled on its first call
 // (reel::jit) and written by `primal_json`, and the gradient of scalar(x, k) with
-// respect to x (reel::simplegrad). `read` reads and checks the input.
-template <class Primal, class Scalar>
-Functions primal_and_gradient(TensorAndCount (*read)(const json&), Primal primal, json (*primal_json)(const Tensor&),
+// respect to x (reel::simplegrad). `read` reads and checks the input. (The scalar mode's
+// primal and scalar take x as Reals and return Reals: primal_json takes what they return.)
+template <class Primal, class Scalar, class PrimalJson>
+Functions primal_and_gradient(TensorAndCount (*read)(const json&), Primal primal, PrimalJson primal_json,
                               Scalar scalar) {
   auto jitted = reel::jit(primal, {.compile_after = 1});
   auto grad = reel::simplegrad(scalar, {.compile_after = 1});
@@ -89,6 +91,31 @@ Functions primal_and_gradient(TensorAndCount (*read)(const json&), Primal primal
              return each_run([=] { return (*g)(in->x, in->k)[1]; }, vector_json);
            }}};
 }
+
+// ---- the inputs, read and checked (in the eval's file; the scalar mode reads with them too)
+
+TensorAndCount llsq_input(const json& input);  // x, and n (the number of points)
+TensorAndCount ode_input(const json& input);   // x, and s (the number of steps)
+TensorAndCount det_input(const json& input);   // A (ell x ell values), and ell
+
+// gmm's: alpha [k], mu and q [k][d], l [k][d(d-1)/2], x [n][d], and the Wishart prior's
+// gamma and m.
+struct GmmInput {
+  Tensor alpha, mu, q, l, x;
+  double gamma;
+  int64_t m;
+};
+std::shared_ptr<GmmInput> gmm_input(const json& input);
+// gmm's jacobian output: the gradients of alpha, mu, q and l.
+json gmm_jacobian_json(const Tensor& alpha, const Tensor& mu, const Tensor& q, const Tensor& l);
+
+// lstm's: main_params [2l][4b], extra_params [3][b], state [2l][b], sequence [c][b].
+struct LstmInput {
+  Tensor main, extra, state, sequence;
+};
+std::shared_ptr<LstmInput> lstm_input(const json& input);
+// lstm's jacobian output: the gradients of main_params and extra_params, as one array.
+json lstm_jacobian_json(const Tensor& main, const Tensor& extra);
 
 Functions hello_functions();   // hello.cpp
 Functions lse_functions();     // lse.cpp

@@ -40,11 +40,8 @@ Tensor gmm(const Tensor& alpha, const Tensor& mu, const Tensor& q, const Tensor&
          static_cast<double>(k) * C;
 }
 
-struct GmmInput {
-  Tensor alpha, mu, q, l, x;
-  double gamma;
-  int64_t m;
-};
+}  // namespace
+
 std::shared_ptr<GmmInput> gmm_input(const json& input) {
   auto g = std::make_shared<GmmInput>();
   g->alpha = input_tensor(input, "alpha");
@@ -69,6 +66,12 @@ std::shared_ptr<GmmInput> gmm_input(const json& input) {
   return g;
 }
 
+json gmm_jacobian_json(const Tensor& alpha, const Tensor& mu, const Tensor& q, const Tensor& l) {
+  return json{{"alpha", vector_json(alpha)}, {"mu", matrix_json(mu)}, {"q", matrix_json(q)}, {"l", matrix_json(l)}};
+}
+
+namespace {
+
 Prepared gmm_objective(const json& input) {
   static const auto f = reel::jit(gmm, {.compile_after = 1});
   auto g = gmm_input(input);
@@ -80,12 +83,7 @@ Prepared gmm_jacobian(const json& input) {
   auto g = gmm_input(input);
   auto out = std::make_shared<std::array<Tensor, 8>>();
   return {[=] { *out = grad(g->alpha, g->mu, g->q, g->l, g->x, g->gamma, g->m); },
-          [=] {
-            return json{{"alpha", vector_json((*out)[1])},
-                        {"mu", matrix_json((*out)[2])},
-                        {"q", matrix_json((*out)[3])},
-                        {"l", matrix_json((*out)[4])}};
-          }};
+          [=] { return gmm_jacobian_json((*out)[1], (*out)[2], (*out)[3], (*out)[4]); }};
 }
 
 }  // namespace

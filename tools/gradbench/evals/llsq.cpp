@@ -27,13 +27,13 @@ Tensor llsq(const Tensor& x, int64_t n) {
   return 0.5 * reel::sum(reel::square(S - reel::matmul(V, x)));
 }
 
+}  // namespace
+
 // x, then n (the number of points).
 TensorAndCount llsq_input(const json& input) {
   Tensor x = input_tensor(input, "x");
   return {x, integer(input, "llsq", "n", 2, 10'000'000, " (the most points this tool takes)")};
 }
-
-}  // namespace
 
 Functions llsq_functions() { return primal_and_gradient(llsq_input, llsq, scalar_json, llsq); }
 

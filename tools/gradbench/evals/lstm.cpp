@@ -64,9 +64,8 @@ Tensor lstm(const Tensor& main, const Tensor& extra, const Tensor& state0, const
   return -total / static_cast<double>((c - 1) * b);
 }
 
-struct LstmInput {
-  Tensor main, extra, state, sequence;
-};
+}  // namespace
+
 std::shared_ptr<LstmInput> lstm_input(const json& input) {
   auto in = std::make_shared<LstmInput>(LstmInput{input_tensor(input, "main_params"), input_tensor(input, "extra_params"),
                                                   input_tensor(input, "state"), input_tensor(input, "sequence")});
@@ -77,6 +76,14 @@ std::shared_ptr<LstmInput> lstm_input(const json& input) {
     throw reel::Error("lstm: expected main_params [2l][4b], extra_params [3][b], state [2l][b], sequence [c >= 2][b]");
   return in;
 }
+
+json lstm_jacobian_json(const Tensor& main, const Tensor& extra) {
+  json all = vector_json(main);
+  for (double v : extra.values()) all.push_back(v);
+  return all;
+}
+
+namespace {
 
 Prepared lstm_objective(const json& input) {
   static const auto f = reel::jit(lstm, {.compile_after = 1});
@@ -89,11 +96,7 @@ Prepared lstm_jacobian(const json& input) {
   auto in = lstm_input(input);
   auto out = std::make_shared<std::array<Tensor, 5>>();
   return {[=] { *out = grad(in->main, in->extra, in->state, in->sequence); },
-          [=] {
-            json all = vector_json((*out)[1]);
-            for (double v : (*out)[2].values()) all.push_back(v);
-            return all;
-          }};
+          [=] { return lstm_jacobian_json((*out)[1], (*out)[2]); }};
 }
 
 }  // namespace

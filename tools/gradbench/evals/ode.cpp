@@ -35,14 +35,14 @@ Tensor ode(const Tensor& x, int64_t s) {
 }
 Tensor ode_last(const Tensor& x, int64_t s) { return reel::index(ode(x, s), -1); }
 
+}  // namespace
+
 // x (at least 2 values), then s (the number of steps).
 TensorAndCount ode_input(const json& input) {
   Tensor x = input_tensor(input, "x");
   if (x.numel() < 2) throw reel::Error("ode: expected at least 2 values of x");
   return {x, integer(input, "ode", "s", 1, 10'000'000, " (the most steps this tool takes)")};
 }
-
-}  // namespace
 
 Functions ode_functions() { return primal_and_gradient(ode_input, ode, vector_json, ode_last); }
 
