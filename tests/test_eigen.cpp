@@ -5,10 +5,12 @@
 #include <cmath>
 #include <vector>
 
-#include <Eigen/Dense>
-
+// (reel's headers first, Eigen's decompositions after: Eigen's `using std::sqrt;
+// sqrt(x)` must find one function for a Real whatever the order.)
 #include "reel/eigen.hpp"
 #include "reel/reel.hpp"
+
+#include <Eigen/Dense>
 #include "test_util.hpp"
 
 using namespace reel;
@@ -153,4 +155,20 @@ TEST_CASE("reel::Real with Eigen: dynamic sizes and Eigen::Map over Reals; gradi
 TEST_CASE("reel::Real with Eigen: a matrix of the wrong size is a reel::Error") {
   auto f = [](const Vec3<Real>& x) { return x.sum(); };
   CHECK_ERROR(grad(f, tensor({1.0, 2.0})), "Eigen::Matrix<reel::Real>", "3 x 1", "f64[2]");
+}
+
+TEST_CASE("reel::Real with Eigen: compiled and cached functions given Eigen matrices of Reals") {
+  using V2 = Eigen::Matrix<Real, 2, 1>;
+  auto f = [](const V2& x) { return V2(x(0) * x(1), x(0)); };
+  auto jac = jit_jacobian(f);
+  for (int round = 0; round < 2; ++round) {  // a miss, then a hit
+    const auto J = jac(V2(3.0, 4.0)).jacobian.values();
+    CHECK(J == std::vector<double>{4.0, 3.0, 1.0, 0.0});
+  }
+  auto g = jit_grad([](const V2& x) { return x.squaredNorm(); });
+  for (int round = 0; round < 2; ++round) {
+    auto [value, grads] = g(V2(3.0, 4.0));
+    CHECK(value.item() == 25.0);
+    CHECK(std::get<0>(grads)(1).value() == 8.0);
+  }
 }

@@ -339,3 +339,70 @@ TEST_CASE("reel::Real: each math function's derivative, at ordinary and special 
   CHECK(r.grads[0].item() == doctest::Approx(x / (h * h) + h + y * y / h + std::pow(x, y) * std::log(x)));
   CHECK(r.grads[1].item() == doctest::Approx(-y / (h * h) + y * x / h + 1 + y * std::pow(x, y - 1)));
 }
+
+TEST_CASE("reel::Real: cached and compiled functions given Reals, containers of them and structs") {
+  auto f = [](const std::vector<Real>& x) { return x[0] * x[1]; };
+  auto g = jit_grad(f);
+  for (int round = 0; round < 2; ++round) {  // a miss, then a hit
+    auto [value, grads] = g(std::vector<Real>{3.0, 4.0});
+    CHECK(value.item() == 12.0);
+    CHECK(values_of(std::get<0>(grads)) == std::vector<double>{4.0, 3.0});
+  }
+  auto c = compile_grad(f, std::vector<Real>{3.0, 4.0});
+  auto [cv, cg] = c(std::vector<Real>{5.0, 4.0});
+  CHECK(cv.item() == 20.0);
+  CHECK(values_of(std::get<0>(cg)) == std::vector<double>{4.0, 5.0});
+  auto energy = [](const Particle& p) { return p.mass * p.position[0] * p.position[1]; };
+  auto ge = jit_grad(energy);
+  for (int round = 0; round < 2; ++round) {
+    auto [value, grads] = ge(Particle{2.0, {3.0, 4.0}, 1});
+    CHECK(value.item() == 24.0);
+    CHECK(std::get<0>(grads).mass.value() == 12.0);
+    CHECK(values_of(std::get<0>(grads).position) == std::vector<double>{8.0, 6.0});
+  }
+  auto arr = jit_grad([](const std::array<Real, 2>& x) { return x[0] / x[1]; });
+  CHECK(std::get<0>(arr(std::array<Real, 2>{1.0, 2.0}).grad)[1].value() == -0.25);
+}
+
+TEST_CASE("reel::Real: generic code's spellings: using std::sqrt, std::pow with unsigned exponents, conversions") {
+  auto generic = [](const Real& x) {
+    using std::sqrt;
+    using std::max;
+    using std::abs;
+    Real r = sqrt(x) + max(x, Real(1)) + abs(x) + std::pow(x, 2u) + std::pow(x, std::size_t(3)) + std::pow(x, 2L);
+    const int truncated = static_cast<int>(floor(x));
+    if (r) r += truncated;
+    if (!r) r = 0;
+    return r;
+  };
+  const double x = 2.25;
+  const double expected = std::sqrt(x) + std::max(x, 1.0) + x + x * x + x * x * x + x * x + 2;
+  CHECK(generic(Real(x)).value() == doctest::Approx(expected));
+  CHECK(grad(generic, x).value.item() == doctest::Approx(expected));
+  int calls = 0;
+  auto counting = [calls](const Real& y) mutable {  // a mutable lambda
+    ++calls;
+    return y * y;
+  };
+  CHECK(grad(counting, 3.0).grads[0].item() == 6.0);
+}
+
+TEST_CASE("reel::Real: isnan, isfinite and signbit are comparisons, not reads of the value") {
+  auto f = [](const Real& x) { return std::isfinite(x) && !std::signbit(x) ? x * x : Real(0); };
+  auto g = jit(f);
+  for (double v : {1.0, 2.0, 3.0, 4.0}) CHECK(g(v).value() == v * v);
+  CHECK(g.cache_info().entries == 1);  // one path for every finite positive value
+  CHECK(g(-1.0).value() == 0.0);
+  CHECK(g(INFINITY).value() == 0.0);
+  auto h = [](const Real& x) { return std::isnan(x) ? Real(0) : x * x; };
+  auto c = compile_grad(h, 2.0);
+  CHECK(c(3.0)[0].item() == 9.0);
+  CHECK_THROWS_AS(c(NAN), Error);  // the compiled path is for non-NaN x: a guard, not a silent answer
+}
+
+TEST_CASE("reel::Real: integer tensors are refused") {
+  auto f = [](const std::vector<Real>& x) { return x[0] * x[1]; };
+  const Tensor ints = tensor({1.0, 2.0}, {2}, DType::i64);
+  CHECK_ERROR(grad(f, ints), "reel::Real", "f32 or f64", "i64[2]");
+  CHECK_ERROR(Real(tensor({1.0}, {}, DType::i64)), "reel::Real", "f32 or f64", "i64[]");
+}

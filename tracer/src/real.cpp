@@ -24,8 +24,9 @@ Tensor ignoring_nan(const Tensor& a, const Tensor& b, bool larger) {
 
 Real::Real(const Tensor& t) {
   if (!t.defined()) throw Error("reel::Real: expected a tensor of one element, got an undefined tensor");
-  if (t.numel() != 1)
-    throw Error(fmt::format("reel::Real: expected a tensor of one element, got {}", type_str(t.dtype(), t.shape())));
+  if (t.numel() != 1 || (t.dtype() != DType::f64 && t.dtype() != DType::f32))
+    throw Error(fmt::format("reel::Real: expected an f32 or f64 tensor of one element, got {}",
+                            type_str(t.dtype(), t.shape())));
   if (is_traced(t) || t.is_tracked()) {
     Tensor x = t.rank() == 0 ? t : reshape(t, {});
     t_ = x.dtype() == DType::f64 ? x : cast(x, DType::f64);
@@ -111,6 +112,9 @@ Real real_select(const Real& cond, const Real& a, const Real& b) {
 }
 
 std::vector<Real> real_elements(const Tensor& t) {
+  if (!t.defined() || (t.dtype() != DType::f64 && t.dtype() != DType::f32))
+    throw Error(fmt::format("reel::Real: expected an f32 or f64 tensor, got {}",
+                            t.defined() ? type_str(t.dtype(), t.shape()) : std::string("an undefined tensor")));
   std::vector<Real> out;
   out.reserve(static_cast<std::size_t>(t.numel()));
   if (!is_traced(t) && !t.is_tracked()) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <deque>
 #include <span>
 #include <string>
 #include <string_view>
@@ -91,6 +92,21 @@ template <class... A>
 constexpr std::size_t count_tensors() {
   return (std::size_t{std::is_same_v<std::decay_t<A>, Tensor>} + ... + 0);
 }
+// The tensors of arguments holding structs or containers, by pointer: those of packed
+// leaves (reel::Real and its containers, made a tensor by the walk) kept here, at
+// stable addresses.
+struct TensorPointers {
+  std::vector<const Tensor*> list;
+  std::deque<Tensor> packed_leaves;
+  TensorPointers() = default;
+  TensorPointers(const TensorPointers&) = delete;
+  TensorPointers& operator=(const TensorPointers&) = delete;
+  TensorPointers(TensorPointers&&) = default;  // (a deque's move keeps its elements where they are)
+  void operator()(const Tensor& t, const std::string&) { list.push_back(&t); }
+  void packed(Tensor t) { list.push_back(&packed_leaves.emplace_back(std::move(t))); }
+  std::size_t size() const { return list.size(); }
+  operator std::span<const Tensor* const>() const { return list; }
+};
 // (On the stack for tensor and plain arguments; a vector when structs hold them.)
 template <class... A>
 auto tensor_pointers(const A&... args) {
@@ -103,8 +119,9 @@ auto tensor_pointers(const A&... args) {
     (one(args), ...);
     return out;
   } else {
-    std::vector<const Tensor*> out;
-    (for_each_tensor(args, [&](const Tensor& t) { out.push_back(&t); }), ...);
+    TensorPointers out;
+    detail::NoFieldPath path;
+    (walk(args, path, out), ...);
     return out;
   }
 }

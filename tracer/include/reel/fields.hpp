@@ -178,13 +178,20 @@ void walk(T& x, P& path, Fn& fn) {
   } else if constexpr (k == Kind::tensor) {
     fn(x, path.str());
   } else if constexpr (k == Kind::packed) {
+    // A visitor that only counts or overwrites leaves (leaves_unread) gets an undefined
+    // tensor: no packing; a leaf it leaves undefined is cleared (a TreeDef's skeleton).
+    constexpr bool unread = requires { Fn::leaves_unread; };
+    Tensor t;
+    if constexpr (!unread) t = packed_leaf<D>::pack(x);
     if constexpr (std::is_const_v<T>) {
-      const Tensor t = packed_leaf<D>::pack(x);
-      fn(t, path.str());
+      // The tensor is a temporary: a visitor that keeps tensors' addresses takes it by
+      // its `packed` member (to keep a copy) where it has one.
+      if constexpr (requires { fn.packed(t); }) fn.packed(std::move(t));
+      else fn(static_cast<const Tensor&>(t), path.str());
     } else {
-      Tensor t = packed_leaf<D>::pack(x);
       fn(t, path.str());
       if (t.defined()) packed_leaf<D>::unpack(t, x);
+      else if constexpr (unread) x = D{};
     }
   } else if constexpr (k == Kind::described) {
     std::apply(
@@ -233,6 +240,24 @@ void for_each_tensor(T& x, Fn&& fn) {
   auto f = [&](auto& t, const std::string&) { fn(t); };
   detail::walk(x, path, f);
 }
+
+namespace detail {
+// for_each_tensor for a visitor that does not read the tensors' values, only counts or
+// replaces them: a packed leaf (reel::Real and its containers) is not packed for it.
+template <class Fn>
+struct UnreadLeaves {
+  static constexpr bool leaves_unread = true;
+  Fn& fn;
+  template <class Ten>
+  void operator()(Ten& t, const std::string&) { fn(t); }
+};
+template <class T, class Fn>
+void for_each_unread_tensor(T& x, Fn&& fn) {
+  NoFieldPath path;
+  UnreadLeaves<std::remove_reference_t<Fn>> f{fn};
+  walk(x, path, f);
+}
+}  // namespace detail
 
 // The (path, tensor) pairs of x: ("layers.0.weight", ...); a lone tensor's path is "".
 template <class T>

@@ -76,8 +76,14 @@ class Real {
   // The value. Of a traced Real: the traced tensor's value, read as Tensor::item reads
   // it (a guard on that value where a cache traces).
   double value() const { return t_.defined() ? detail::real_value(t_) : v_; }
-  explicit operator double() const { return value(); }
-  explicit operator float() const { return static_cast<float>(value()); }
+  // As a number (static_cast<int>(r), double(r), ...): the value, converted as a double
+  // converts. As a bool: r != 0, a comparison (a guard, traced).
+  template <class N>
+    requires(std::is_arithmetic_v<N> && !std::is_same_v<N, bool>)
+  explicit operator N() const {
+    return static_cast<N>(value());
+  }
+  explicit operator bool() const { return *this != Real(0); }
   // The value as a 0-d f64 tensor: the traced tensor, or a new one holding the number.
   Tensor tensor() const;
 
@@ -195,11 +201,16 @@ Real ge(const Real& a, const Real& b);
 Real eq(const Real& a, const Real& b);
 Real ne(const Real& a, const Real& b);
 
-// Tests of the value (a read of a traced Real's value: see Real::value).
-inline bool isfinite(const Real& x) { return std::isfinite(x.value()); }
-inline bool isnan(const Real& x) { return std::isnan(x.value()); }
-inline bool isinf(const Real& x) { return std::isinf(x.value()); }
-inline bool signbit(const Real& x) { return std::signbit(x.value()); }
+// Tests of the value, as comparisons: of a traced Real a branch (a guard on the answer,
+// not on the value).
+inline bool isnan(const Real& x) { return x.traced() ? x != x : std::isnan(plain_value(x)); }
+inline bool isinf(const Real& x) {
+  return x.traced() ? abs(x) == std::numeric_limits<double>::infinity() : std::isinf(plain_value(x));
+}
+inline bool isfinite(const Real& x) {
+  return x.traced() ? abs(x) < std::numeric_limits<double>::infinity() : std::isfinite(plain_value(x));
+}
+inline bool signbit(const Real& x) { return x.traced() ? copysign(Real(1), x) < 0 : std::signbit(plain_value(x)); }
 
 std::ostream& operator<<(std::ostream& os, const Real& x);
 
@@ -246,8 +257,7 @@ struct packed_leaf<std::vector<Real, A>> : std::true_type {
   static Tensor pack(const std::vector<Real, A>& x) {
     return detail::real_tensor(x, {static_cast<int64_t>(x.size())});
   }
-  static void unpack(const Tensor& t, std::vector<Real, A>& x) {
-    detail::check_real_count("std::vector<reel::Real>", t, x.size());
+  static void unpack(const Tensor& t, std::vector<Real, A>& x) {  // (its size is the tensor's)
     std::vector<Real> e = detail::real_elements(t);
     x.assign(e.begin(), e.end());
   }
@@ -264,51 +274,47 @@ struct packed_leaf<std::array<Real, N>> : std::true_type {
 
 }  // namespace reel
 
-// The std:: spellings, for code that writes std::exp(x), std::max(a, b), ...
+// The std:: spellings, for code that writes std::exp(x), std::max(a, b), ... They are
+// the same functions as reel's (using-declarations), so `using std::sqrt; sqrt(x)` (as
+// Eigen writes it) finds one function, not two.
 namespace std {
-#define REEL_STD_UNARY(name) \
-  inline reel::Real name(const reel::Real& x) { return reel::name(x); }
-REEL_STD_UNARY(exp)
-REEL_STD_UNARY(log)
-REEL_STD_UNARY(log1p)
-REEL_STD_UNARY(expm1)
-REEL_STD_UNARY(log2)
-REEL_STD_UNARY(log10)
-REEL_STD_UNARY(sqrt)
-REEL_STD_UNARY(cbrt)
-REEL_STD_UNARY(sin)
-REEL_STD_UNARY(cos)
-REEL_STD_UNARY(tan)
-REEL_STD_UNARY(asin)
-REEL_STD_UNARY(acos)
-REEL_STD_UNARY(atan)
-REEL_STD_UNARY(sinh)
-REEL_STD_UNARY(cosh)
-REEL_STD_UNARY(tanh)
-REEL_STD_UNARY(asinh)
-REEL_STD_UNARY(abs)
-REEL_STD_UNARY(fabs)
-REEL_STD_UNARY(erf)
-REEL_STD_UNARY(lgamma)
-REEL_STD_UNARY(floor)
-REEL_STD_UNARY(ceil)
-REEL_STD_UNARY(round)
-#undef REEL_STD_UNARY
-inline reel::Real hypot(const reel::Real& a, const reel::Real& b) { return reel::hypot(a, b); }
-inline reel::Real atan2(const reel::Real& a, const reel::Real& b) { return reel::atan2(a, b); }
-inline reel::Real copysign(const reel::Real& a, const reel::Real& b) { return reel::copysign(a, b); }
-inline reel::Real fmax(const reel::Real& a, const reel::Real& b) { return reel::fmax(a, b); }
-inline reel::Real fmin(const reel::Real& a, const reel::Real& b) { return reel::fmin(a, b); }
-inline reel::Real max(const reel::Real& a, const reel::Real& b) { return reel::max(a, b); }
-inline reel::Real min(const reel::Real& a, const reel::Real& b) { return reel::min(a, b); }
-inline reel::Real pow(const reel::Real& x, const reel::Real& y) { return reel::pow(x, y); }
-inline reel::Real pow(const reel::Real& x, double p) { return reel::pow(x, p); }
-inline reel::Real pow(const reel::Real& x, int p) { return reel::pow(x, p); }
-inline reel::Real pow(double x, const reel::Real& y) { return reel::pow(x, y); }
-inline bool isfinite(const reel::Real& x) { return reel::isfinite(x); }
-inline bool isnan(const reel::Real& x) { return reel::isnan(x); }
-inline bool isinf(const reel::Real& x) { return reel::isinf(x); }
-inline bool signbit(const reel::Real& x) { return reel::signbit(x); }
+using reel::abs;
+using reel::acos;
+using reel::asin;
+using reel::asinh;
+using reel::atan;
+using reel::atan2;
+using reel::cbrt;
+using reel::ceil;
+using reel::copysign;
+using reel::cos;
+using reel::cosh;
+using reel::erf;
+using reel::exp;
+using reel::expm1;
+using reel::fabs;
+using reel::floor;
+using reel::fmax;
+using reel::fmin;
+using reel::hypot;
+using reel::isfinite;
+using reel::isinf;
+using reel::isnan;
+using reel::lgamma;
+using reel::log;
+using reel::log10;
+using reel::log1p;
+using reel::log2;
+using reel::max;
+using reel::min;
+using reel::pow;
+using reel::round;
+using reel::signbit;
+using reel::sin;
+using reel::sinh;
+using reel::sqrt;
+using reel::tan;
+using reel::tanh;
 
 // A Real's limits are double's, as Reals.
 template <>

@@ -153,7 +153,7 @@ decltype(auto) real_param_arg(const A& a) {
 // f, callable with tensors where it takes Reals.
 template <class F>
 struct RealParams {
-  F f;
+  mutable F f;  // (f's operator() may be a mutable lambda's)
   template <class... A>
   decltype(auto) operator()(const A&... a) const {
     return [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {

@@ -42,7 +42,7 @@ constexpr bool is_tree() {
 template <class T>
 std::size_t count_leaves(const T& x) {
   std::size_t n = 0;
-  for_each_tensor(x, [&](const Tensor&) { ++n; });
+  for_each_unread_tensor(x, [&](const Tensor&) { ++n; });
   return n;
 }
 
@@ -59,7 +59,7 @@ T refill(const T& like, std::span<const Tensor> leaves, std::size_t& next, const
   static_assert(is_tree<T>(), "reel: a tree holds tensors (a Tensor, a struct listed with REEL_FIELDS, containers)");
   T out = like;
   const std::size_t first = next;
-  for_each_tensor(out, [&](Tensor& t) {
+  for_each_unread_tensor(out, [&](Tensor& t) {
     if (next >= leaves.size()) throw_leaf_count(op, count_leaves(like), leaves.size() - first);
     t = leaves[next++];
   });
@@ -74,7 +74,7 @@ class TreeDef {
  public:
   // like's structure; its tensors are not kept (the skeleton holds undefined ones).
   explicit TreeDef(const T& like) : skeleton_(like) {
-    for_each_tensor(skeleton_, [&](Tensor& t) { t = Tensor(), ++num_leaves_; });
+    detail::for_each_unread_tensor(skeleton_, [&](Tensor& t) { t = Tensor(), ++num_leaves_; });
   }
   std::size_t num_leaves() const { return num_leaves_; }
   // The tree with these leaves, in walk order: a reel::Error naming tree_unflatten
