@@ -76,17 +76,23 @@ std::pair<Eigen::Index, Eigen::Index> eigen_sizes(const char* op, const Tensor& 
   return {rows, cols};
 }
 
+// m's elements in row-major order (a tensor's), whatever its storage order.
+template <class S, class M>
+std::vector<S> row_major(const M& m) {
+  std::vector<S> out;
+  out.reserve(static_cast<std::size_t>(m.size()));
+  for (Eigen::Index i = 0; i < m.rows(); ++i)
+    for (Eigen::Index j = 0; j < m.cols(); ++j) out.push_back(m(i, j));
+  return out;
+}
+
 }  // namespace detail
 
 template <int R, int C, int O, int MR, int MC>
 struct packed_leaf<Eigen::Matrix<Real, R, C, O, MR, MC>> : std::true_type {
   using M = Eigen::Matrix<Real, R, C, O, MR, MC>;
   static Tensor pack(const M& m) {
-    std::vector<Real> xs;
-    xs.reserve(static_cast<std::size_t>(m.size()));
-    for (Eigen::Index i = 0; i < m.rows(); ++i)
-      for (Eigen::Index j = 0; j < m.cols(); ++j) xs.push_back(m(i, j));
-    return detail::real_tensor(xs, detail::eigen_shape<M>(m.rows(), m.cols()));
+    return detail::real_tensor(detail::row_major<Real>(m), detail::eigen_shape<M>(m.rows(), m.cols()));
   }
   static void unpack(const Tensor& t, M& m) {
     const auto [rows, cols] = detail::eigen_sizes<M>("Eigen::Matrix<reel::Real>", t);
@@ -111,11 +117,7 @@ template <int R, int C, int O, int MR, int MC>
 struct real_number_arg<Eigen::Matrix<double, R, C, O, MR, MC>> : std::true_type {
   using M = Eigen::Matrix<double, R, C, O, MR, MC>;
   static Tensor to_tensor(const M& m) {
-    std::vector<double> values;
-    values.reserve(static_cast<std::size_t>(m.size()));
-    for (Eigen::Index i = 0; i < m.rows(); ++i)
-      for (Eigen::Index j = 0; j < m.cols(); ++j) values.push_back(m(i, j));
-    return tensor(values, detail::eigen_shape<M>(m.rows(), m.cols()));
+    return tensor(detail::row_major<double>(m), detail::eigen_shape<M>(m.rows(), m.cols()));
   }
 };
 
