@@ -63,5 +63,8 @@ int main() {
   const double jac_ns = std::chrono::duration<double, std::nano>(t2 - t1).count() / (reps / 20);
   std::printf("one evaluation in double: %.0f ns; one compiled Jacobian (jit_jacobian, cached): %.0f ns; ratio %.1f\n",
               plain_ns, jac_ns, jac_ns / plain_ns);
+  const reel::CacheInfo info = jac.cache_info();
+  std::printf("cache: %llu hits, %llu misses, %llu compilations\n", static_cast<unsigned long long>(info.hits),
+              static_cast<unsigned long long>(info.misses), static_cast<unsigned long long>(info.compilations));
   return sink == 12345.0 ? 1 : 0;
 }
