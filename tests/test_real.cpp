@@ -406,3 +406,13 @@ TEST_CASE("reel::Real: integer tensors are refused") {
   CHECK_ERROR(grad(f, ints), "reel::Real", "f32 or f64", "i64[2]");
   CHECK_ERROR(Real(tensor({1.0}, {}, DType::i64)), "reel::Real", "f32 or f64", "i64[]");
 }
+
+TEST_CASE("reel::Real: vmap of a function of Reals over the rows of a tensor") {
+  auto f = [](const std::vector<Real>& x) { return x[0] * sin(x[1]) + exp(x[2]); };
+  const Tensor X = tensor({0.5, 1.0, -1.0, 2.0, 0.25, 0.0, -1.5, 3.0, 1.0}, {3, 3});
+  const Tensor y = vmap(f)(X);
+  REQUIRE(y.shape() == Shape{3});
+  const auto v = X.values();
+  for (std::size_t r = 0; r < 3; ++r)
+    CHECK(y.values()[r] == doctest::Approx(v[3 * r] * std::sin(v[3 * r + 1]) + std::exp(v[3 * r + 2])).epsilon(1e-14));
+}

@@ -103,9 +103,12 @@ std::vector<Tensor> run_vmap(const Tape& body, const VmapInputs& in, const std::
 
 }  // namespace detail
 
-template <class F>
-auto vmap(F f, Axes in_axes = 0, Axes out_axes = 0) {
-  return [f = std::move(f), in_axes = std::move(in_axes), out_axes = std::move(out_axes)](const auto&... args) {
+template <class G>
+auto vmap(G g, Axes in_axes = 0, Axes out_axes = 0) {
+  // (A function of Reals takes each example's tensors as its Real types: reel/real_args.hpp.)
+  using F = detail::callable_t<G>;
+  return [f = detail::real_callable(std::move(g)), in_axes = std::move(in_axes),
+          out_axes = std::move(out_axes)](const auto&... args) {
     constexpr std::size_t n = sizeof...(args);
     detail::VmapInputs in;
     std::size_t i = 0;
@@ -123,7 +126,10 @@ auto vmap(F f, Axes in_axes = 0, Axes out_axes = 0) {
     }, /*value_guards=*/true);
     const std::vector<Tensor> out = detail::run_vmap(t.tape, in, t.captured, out_axes);
     next = 0;
-    return detail::refill(*t.like, out, next, "vmap");
+    if constexpr (packed_leaf<R>::value)
+      return out.at(0);  // a Real (or a container of them) per example: the batch of them as one tensor
+    else
+      return detail::refill(*t.like, out, next, "vmap");
   };
 }
 
