@@ -104,16 +104,6 @@ struct packed_leaf<Eigen::Matrix<Real, R, C, O, MR, MC>> : std::true_type {
 };
 
 template <int R, int C, int O, int MR, int MC>
-struct real_param<Eigen::Matrix<Real, R, C, O, MR, MC>> : std::true_type {
-  using M = Eigen::Matrix<Real, R, C, O, MR, MC>;
-  static M from_tensor(const Tensor& t) {
-    M m;
-    packed_leaf<M>::unpack(t, m);
-    return m;
-  }
-};
-
-template <int R, int C, int O, int MR, int MC>
 struct real_number_arg<Eigen::Matrix<double, R, C, O, MR, MC>> : std::true_type {
   using M = Eigen::Matrix<double, R, C, O, MR, MC>;
   static Tensor to_tensor(const M& m) {

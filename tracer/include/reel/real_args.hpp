@@ -53,22 +53,14 @@ struct real_number_arg<std::array<N, K>> : std::true_type {
 // std::vector of them, which it views.
 template <class T>
 struct real_param : std::false_type {};
-template <>
-struct real_param<Real> : std::true_type {
-  static Real from_tensor(const Tensor& t) { return Real(t); }
-};
-template <class A>
-struct real_param<std::vector<Real, A>> : std::true_type {
-  static std::vector<Real, A> from_tensor(const Tensor& t) {
-    std::vector<Real> e = detail::real_elements(t);
-    return std::vector<Real, A>(e.begin(), e.end());
-  }
-};
-template <std::size_t N>
-struct real_param<std::array<Real, N>> : std::true_type {
-  static std::array<Real, N> from_tensor(const Tensor& t) {
-    std::array<Real, N> x;
-    packed_leaf<std::array<Real, N>>::unpack(t, x);
+// Every packed leaf of Reals (Real, std::vector and std::array of them, Eigen matrices of
+// them): its value made of the tensor's elements, as packed_leaf unpacks them.
+template <class T>
+  requires packed_leaf<T>::value
+struct real_param<T> : std::true_type {
+  static T from_tensor(const Tensor& t) {
+    T x{};
+    packed_leaf<T>::unpack(t, x);
     return x;
   }
 };
@@ -162,18 +154,6 @@ struct RealParams {
   }
 };
 
-// Calls `then(g, args'...)`: g is f made callable with tensors for its Reals, args' the
-// arguments with numbers for Reals made tensors. Used by each entry point of the API:
-//   if constexpr (detail::takes_reals<F>())
-//     return detail::with_real_args(f, [](auto g, const auto&... a) { return grad(g, a...); }, args...);
-template <class F, class Then, class... A>
-decltype(auto) with_real_args(F&& f, Then&& then, const A&... args) {
-  RealParams<std::decay_t<F>> g{std::forward<F>(f)};
-  return [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
-    return std::forward<Then>(then)(std::move(g), real_number_arg_for<param_t<F, I>>(args)...);
-  }(std::index_sequence_for<A...>{});
-}
-
 // f as a cached function keeps it: made callable with tensors where it takes Reals.
 template <class F>
 using callable_t = std::conditional_t<takes_reals<F>(), RealParams<std::decay_t<F>>, std::decay_t<F>>;
@@ -207,6 +187,18 @@ decltype(auto) numbers_as_tensors(Then&& then, const A&... args) {
   return [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
     return std::forward<Then>(then)(real_number_arg_for<param_t<F, I>>(args)...);
   }(std::index_sequence_for<A...>{});
+}
+
+// Calls `then(g, args'...)`: g is f made callable with tensors for its Reals, args' the
+// arguments with numbers for Reals made tensors. Used by each entry point of the API:
+//   if constexpr (detail::takes_reals<F>())
+//     return detail::with_real_args(f, [](auto g, const auto&... a) { return grad(g, a...); }, args...);
+template <class F, class Then, class... A>
+decltype(auto) with_real_args(F&& f, Then&& then, const A&... args) {
+  using G = RealParams<std::decay_t<F>>;
+  G g{std::forward<F>(f)};
+  return numbers_as_tensors<G>([&](const auto&... a) -> decltype(auto) { return std::forward<Then>(then)(std::move(g), a...); },
+                               args...);
 }
 
 }  // namespace detail
