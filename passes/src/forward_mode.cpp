@@ -102,7 +102,7 @@ Tape jvp_body(const Tape& body, std::span<const bool> active) {
   return cleanup(forward(body, active));
 }
 
-Tape jvp_tape(const Tape& tape) { return PassPipeline(with_auto_reroll({"jvp", "simplify", "cse", "dce"})).run(tape); }
+Tape jvp_tape(const Tape& tape) { return derivative_pipeline("jvp", tape); }
 
 const Transforms& detail::pass_transforms() {
   static const Transforms t{&vjp_body, &jvp_body, &cleanup, &batch_body};

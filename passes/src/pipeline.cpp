@@ -95,6 +95,14 @@ Tape cleanup_traced(const Tape& tape) {
   return pipeline.run(tape);
 }
 
+Tape derivative_pipeline(const std::string& derivative, const Tape& tape) {
+  std::vector<std::string> names;
+  if (!tape.cleaned) names = cleanup_pass_names();
+  names.push_back(derivative);
+  for (const std::string& n : cleanup_pass_names()) names.push_back(n);
+  return PassPipeline(with_auto_reroll(std::move(names))).run(tape);
+}
+
 std::vector<std::string> pass_names() {
   std::vector<std::string> names;
   for (const auto& [name, pass] : registry()) names.push_back(name);

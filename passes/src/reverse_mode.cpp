@@ -247,7 +247,7 @@ Tape vjp_body(const Tape& body, std::span<const bool> seeded, std::span<const bo
   return cleanup(reverse("vjp", body, seeds, wanted));
 }
 
-Tape grad_tape(const Tape& tape) { return PassPipeline(with_auto_reroll({"grad", "simplify", "cse", "dce"})).run(tape); }
-Tape vjp_tape(const Tape& tape) { return PassPipeline(with_auto_reroll({"vjp", "simplify", "cse", "dce"})).run(tape); }
+Tape grad_tape(const Tape& tape) { return derivative_pipeline("grad", tape); }
+Tape vjp_tape(const Tape& tape) { return derivative_pipeline("vjp", tape); }
 
 }  // namespace reel

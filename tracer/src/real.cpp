@@ -35,7 +35,10 @@ Real::Real(const Tensor& t) {
   }
 }
 
-Tensor Real::tensor() const { return t_.defined() ? t_ : scalar(v_); }
+Tensor Real::tensor() const {
+  if (!t_.defined()) return scalar(v_);
+  return at_ < 0 ? t_ : reshape(slice(t_, 0, at_, at_ + 1), {});
+}
 
 namespace detail {
 
@@ -122,7 +125,8 @@ std::vector<Real> real_elements(const Tensor& t) {
     return out;
   }
   const Tensor flat = t.rank() == 1 ? t : reshape(t, {t.numel()});
-  for (int64_t i = 0; i < t.numel(); ++i) out.emplace_back(reshape(slice(flat, 0, i, i + 1), {}));
+  const Tensor f64 = flat.dtype() == DType::f64 ? flat : cast(flat, DType::f64);
+  for (int64_t i = 0; i < t.numel(); ++i) out.push_back(Real(f64, i));
   return out;
 }
 

@@ -71,7 +71,10 @@ Tape cleanup(const Tape& tape);
 const std::vector<std::string>& cleanup_pass_names();
 
 // reverse_mode (or reverse_mode_seeded) followed by simplify, cse and dce; reroll first
-// when auto_reroll() is on (as jvp_tape).
+// when auto_reroll() is on (as jvp_tape). A tape not marked cleaned (a traced one) is
+// cleaned up before it is differentiated too (derivative_pipeline), so that repeated
+// work a trace recorded (a scalar program that computes the same minor many times) is
+// differentiated once.
 Tape grad_tape(const Tape& tape);
 Tape vjp_tape(const Tape& tape);
 
@@ -113,6 +116,10 @@ std::vector<std::string> with_auto_reroll(std::vector<std::string> names);
 // What reel::compile runs on a tape not marked cleaned: reroll (when auto_reroll())
 // and the cleanup passes.
 Tape cleanup_traced(const Tape& tape);
+// The passes grad_tape, vjp_tape and jvp_tape run: `derivative` ("grad", "vjp" or
+// "jvp") then the cleanup passes; on a tape not marked cleaned, reroll (when
+// auto_reroll()) and the cleanup passes before it.
+Tape derivative_pipeline(const std::string& derivative, const Tape& tape);
 
 using Pass = std::function<Tape(const Tape&)>;
 

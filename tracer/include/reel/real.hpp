@@ -58,6 +58,7 @@ Real real_unary(RealFn fn, const Real& x);
 Real real_pow(const Real& x, double p);
 Real real_select(const Real& cond, const Real& a, const Real& b);
 double real_value(const Tensor& t);
+std::vector<Real> real_elements(const Tensor& t);
 }  // namespace detail
 
 class Real {
@@ -75,7 +76,7 @@ class Real {
   bool traced() const { return t_.defined(); }
   // The value. Of a traced Real: the traced tensor's value, read as Tensor::item reads
   // it (a guard on that value where a cache traces).
-  double value() const { return t_.defined() ? detail::real_value(t_) : v_; }
+  double value() const { return t_.defined() ? detail::real_value(tensor()) : v_; }
   // As a number (static_cast<int>(r), double(r), ...): the value, converted as a double
   // converts. As a bool: r != 0, a comparison (a guard, traced).
   template <class N>
@@ -108,10 +109,16 @@ class Real {
 
  private:
   friend double plain_value(const Real& x);
+  friend std::vector<Real> detail::real_elements(const Tensor& t);
+  // An element of a traced tensor, read where it is used (real_elements): `flat` is the
+  // tensor as a vector, `at` the element. Each use records its own read, next to the
+  // operations that use it, so a traced loop's reads advance with its iterations.
+  Real(const Tensor& flat, int64_t at) : t_(flat), at_(at) {}
   bool both_plain(const Real& o) const { return !t_.defined() && !o.t_.defined(); }
 
   double v_ = 0;
-  Tensor t_;  // defined only when traced
+  Tensor t_;         // defined only when traced
+  int64_t at_ = -1;  // >= 0: t_ is a traced vector and this Real is its element at_
 };
 
 // The number of an untraced Real (for the eager fast paths below).
