@@ -562,7 +562,7 @@ TEST_CASE("reroll: grad_tape, vjp_tape and jvp_tape run it first; set_auto_rerol
     CHECK(count_scans(jvp_tape(t)) == 0);
     CHECK(with_auto_reroll({"grad"}) == std::vector<std::string>{"grad"});
   }
-  CHECK(with_auto_reroll({"grad"}) == std::vector<std::string>{"reroll", "grad"});
+  CHECK(with_auto_reroll({"grad"}) == std::vector<std::string>{"reroll", "vectorize", "grad"});
   // The pass by name, as reel-opt runs it.
   const auto names = pass_names();
   CHECK(std::find(names.begin(), names.end(), "reroll") != names.end());

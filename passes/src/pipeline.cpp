@@ -10,6 +10,7 @@
 #include <optional>
 #include <string_view>
 
+#include "reel/ir/loop_params.hpp"
 #include "reel/passes.hpp"
 
 namespace reel {
@@ -24,6 +25,7 @@ const std::map<std::string, Pass>& registry() {
       {"cse", cse},
       {"dce", dce},
       {"reroll", [](const Tape& t) { return reroll(t); }},
+      {"vectorize", vectorize},
   };
   return passes;
 }
@@ -85,7 +87,7 @@ bool set_auto_reroll(bool on) {
 }
 
 std::vector<std::string> with_auto_reroll(std::vector<std::string> names) {
-  if (auto_reroll()) names.insert(names.begin(), "reroll");
+  if (auto_reroll()) names.insert(names.begin(), {"reroll", "vectorize"});
   return names;
 }
 
@@ -169,6 +171,13 @@ Tape PassPipeline::run(const Tape& tape) const {
     if (names_[i] == "reroll") {
       if (std::optional<Tape> folded = detail::reroll_if_any(*current, RerollOptions{})) {
         t = std::move(*folded);
+        current = &t;
+      }
+    } else if (names_[i] == "vectorize") {  // likewise: most tapes have no scan
+      if (std::any_of(current->ops.begin(), current->ops.end(), [](const Op& op) {
+            return op.kind == OpKind::call && loop_form(*op.prim) == LoopForm::scan;
+          })) {
+        t = vectorize(*current);
         current = &t;
       }
     } else {

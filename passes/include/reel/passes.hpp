@@ -104,6 +104,17 @@ struct RerollOptions {
 Tape reroll(const Tape& tape);
 Tape reroll(const Tape& tape, const RerollOptions& options);
 
+// Vectorizing re-rolled loops: a scan whose iterations carry nothing from one to the
+// next but reductions (a carry updated by add, mul, maximum or minimum with a value
+// that depends on no carry: `s += f(x[i])`, `m = std::max(m, x[i])`) becomes its body
+// batched over the iterations (vmap) and the matching reduce (sum, prod, max, min);
+// its ys come out of the batched body stacked. Scans with a true recurrence stay
+// scans, with their bodies vectorized (nested loops). Left alone: reverse scans, scans
+// reading their counter, scans with a checkpoint policy, and scans of fewer than two
+// iterations. Sums are then added in another order than the loop's. Runs after reroll
+// wherever auto_reroll() is on.
+Tape vectorize(const Tape& tape);
+
 // Whether grad_tape, vjp_tape, jvp_tape and reel::compile (on a tape not yet cleaned: a
 // traced one) run reroll first. On unless the environment variable REEL_REROLL is 0
 // (read once; any value but 0 and 1 gets one warning and leaves it on) or
@@ -111,7 +122,7 @@ Tape reroll(const Tape& tape, const RerollOptions& options);
 // setting it replaces, so a caller can put it back).
 bool auto_reroll();
 bool set_auto_reroll(bool on);
-// `names` with "reroll" in front when auto_reroll() is on.
+// `names` with "reroll" and "vectorize" in front when auto_reroll() is on.
 std::vector<std::string> with_auto_reroll(std::vector<std::string> names);
 // What reel::compile runs on a tape not marked cleaned: reroll (when auto_reroll())
 // and the cleanup passes.
@@ -123,7 +134,7 @@ Tape derivative_pipeline(const std::string& derivative, const Tape& tape);
 
 using Pass = std::function<Tape(const Tape&)>;
 
-// Passes by name: "grad", "vjp", "jvp", "simplify", "cse", "dce", "reroll".
+// Passes by name: "grad", "vjp", "jvp", "simplify", "cse", "dce", "reroll", "vectorize".
 std::vector<std::string> pass_names();
 const Pass& find_pass(const std::string& name);  // throws reel::Error for unknown names
 

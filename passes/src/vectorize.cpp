@@ -1,0 +1,227 @@
+// vectorize: a scan whose iterations carry nothing from one to the next but reductions
+// becomes batched operations over its iterations, then the reductions.
+//
+// A carry is a reduction when the body's next value of it is add, mul, maximum or
+// minimum of the carry and a value that depends on no carry, and nothing else in the
+// body reads the carry or that result. Two other carries go along: one the body
+// passes through unchanged (its final value is its initial one), and a fresh one,
+// whose next value depends on no carry and which only a reduction reads (a loop the
+// re-rolling pass folded a step out of phase: `s = s + e; e = exp(x[i])`, the first
+// iteration's term being the carry's initial value). When every carry is one of
+// these, and no y depends on a carry, the iterations are independent: the body
+// without its reductions is batched over the xs (vmap), and each reduction becomes the
+// reduce primitive of its operation (sum, prod, max, min) over the iteration axis,
+// combined with the carry's initial value. The ys are the batched body's outputs,
+// already stacked.
+//
+// A sum is then added in another order than the loop's (a few ulps apart). Scans that
+// run backwards, read their counter, or keep fewer residuals than all (a checkpoint
+// policy: the batched form would store every iteration's) are left as they are, and
+// so are scans of fewer than two iterations and scans whose body holds a guard (whose
+// error names the iteration that failed it). The bodies of the scans left are
+// vectorized too (a loop of reductions inside a recurrence).
+#include <optional>
+#include <utility>
+
+#include "reel/ir/builder.hpp"
+#include "reel/ir/loop_params.hpp"
+#include "reel/ir/prims.hpp"
+#include "reel/passes.hpp"
+#include "rewrite.hpp"
+
+namespace reel {
+
+namespace {
+
+// A reduction: the reduce primitive over an axis and the operation of two values.
+struct Reduce {
+  const Primitive& all;
+  const Primitive& pair;
+};
+
+// The reduce primitive of an associative, commutative operation, or null.
+const Primitive* reduce_of(const Primitive* p) {
+  if (p == &prims::add()) return &prims::sum();
+  if (p == &prims::mul()) return &prims::prod();
+  if (p == &prims::maximum()) return &prims::max();
+  if (p == &prims::minimum()) return &prims::min();
+  return nullptr;
+}
+
+// How a carry leaves one iteration:
+// - passed: unchanged (nothing in the body reads it);
+// - fresh: a value that depends on no carry (the next iteration's reduction reads it:
+//   a loop re-rolled a step out of phase, `s = s + e; e = f(x[i])`);
+// - reduced: op(carry, term) or op(term, carry), the term depending on no carry or
+//   being a fresh carry.
+struct Carry {
+  enum Kind { passed, fresh, reduced } kind = passed;
+  const Primitive* op = nullptr;  // reduced
+  Var term = kNoVar;              // reduced: in the body
+  int fresh_term = -1;            // reduced: the fresh carry that is its term, or -1
+  bool carry_first = true;
+};
+
+// A body whose carries are all passed, fresh or reduced: how each is, and the body
+// without them (its inputs the consts and xs; its outputs each reduced carry's term
+// that is not a fresh carry, each fresh carry's next value, then the ys).
+struct Split {
+  std::vector<Carry> carries;
+  Tape independent;
+};
+
+std::optional<Split> split(const Tape& body, const ScanParams& p) {
+  for (const Op& op : body.ops)  // a guard in the body names the iteration that fails it
+    if (op.kind == OpKind::call && op.prim->effect) return std::nullopt;
+  const std::vector<Var> in = body.inputs();
+  const auto n = static_cast<std::size_t>(body.size()) + 1;
+  auto at = [](Var v) { return static_cast<std::size_t>(v); };
+  std::vector<int> reads(n, 0), as_output(n, 0), carry_of(n, -1);
+  std::vector<bool> carried(n, false);  // depends on a carry
+  for (std::size_t k = 0; k < p.K; ++k) {
+    carried[at(in[p.first_carry() + k])] = true;
+    carry_of[at(in[p.first_carry() + k])] = static_cast<int>(k);
+  }
+  for (Var v = 1; v <= body.size(); ++v) {
+    for (Var a : body.op(v).args) {
+      ++reads[at(a)];
+      if (carried[at(a)]) carried[at(v)] = true;
+    }
+  }
+  for (Var o : body.outputs) ++as_output[at(o)];
+
+  Split s;
+  s.carries.resize(p.K);
+  for (std::size_t k = 0; k < p.K; ++k) {
+    const Var c = in[p.first_carry() + k], next = body.outputs[k];
+    if (as_output[at(c)] != 0) return std::nullopt;
+    Carry& r = s.carries[k];
+    if (next == c) {
+      if (reads[at(c)] != 0) return std::nullopt;
+      r.kind = Carry::passed;
+    } else if (!carried[at(next)]) {
+      r.kind = Carry::fresh;  // its readers are checked with the reductions below
+    } else {
+      const Op& op = body.op(next);
+      if (op.kind != OpKind::call || op.args.size() != 2 || reduce_of(op.prim) == nullptr) return std::nullopt;
+      if (reads[at(c)] != 1 || reads[at(next)] != 0 || as_output[at(next)] != 1) return std::nullopt;
+      r.kind = Carry::reduced;
+      r.op = op.prim;
+      r.carry_first = op.args[0] == c;
+      r.term = r.carry_first ? op.args[1] : op.args[0];
+      if ((r.carry_first ? op.args[0] : op.args[1]) != c || body.type(r.term) != body.type(c)) return std::nullopt;
+      if (carried[at(r.term)]) {
+        r.fresh_term = carry_of[at(r.term)];
+        if (r.fresh_term < 0 || r.fresh_term == static_cast<int>(k)) return std::nullopt;
+      }
+    }
+  }
+  // A fresh carry is read by one reduction, as its term, and by nothing else.
+  for (std::size_t j = 0; j < p.K; ++j) {
+    if (s.carries[j].kind != Carry::fresh) continue;
+    const Var c = in[p.first_carry() + j];
+    int terms = 0;
+    for (const Carry& r : s.carries) terms += r.kind == Carry::reduced && r.fresh_term == static_cast<int>(j);
+    if (terms != 1 || reads[at(c)] != 1) return std::nullopt;
+  }
+  for (std::size_t j = p.K; j < body.outputs.size(); ++j)
+    if (carried[at(body.outputs[j])]) return std::nullopt;
+
+  TapeBuilder b;
+  std::vector<Var> map(n, kNoVar);
+  for (std::size_t i = 0; i < in.size(); ++i)
+    if (i < p.first_carry() || i >= p.first_x()) map[at(in[i])] = b.input(body.type(in[i]));
+  for (Var v = 1; v <= body.size(); ++v) {
+    const Op& op = body.op(v);
+    if (op.kind == OpKind::input || carried[at(v)]) continue;
+    std::vector<Var> args;
+    for (Var a : op.args) args.push_back(map[at(a)]);
+    map[at(v)] = b.copy(op, std::move(args));
+  }
+  std::vector<Var> outs;
+  for (std::size_t k = 0; k < p.K; ++k) {
+    const Carry& r = s.carries[k];
+    if (r.kind == Carry::reduced && r.fresh_term < 0) outs.push_back(map[at(r.term)]);
+    if (r.kind == Carry::fresh) outs.push_back(map[at(body.outputs[k])]);
+  }
+  for (std::size_t j = p.K; j < body.outputs.size(); ++j) outs.push_back(map[at(body.outputs[j])]);
+  b.set_outputs(std::move(outs));
+  s.independent = dce(b.finish());
+  return s;
+}
+
+// Iterations [start, stop) of a stacked value, along its leading axis.
+Var rows(TapeBuilder& b, Var stacked, int64_t start, int64_t stop) {
+  return b.call(prims::slice(), {stacked}, {{"axis", int64_t{0}}, {"start", start}, {"stop", stop}, {"step", int64_t{1}}});
+}
+
+// The scan's results computed without it, or nothing when its iterations depend on
+// each other. `args` are its operands in the new tape.
+std::optional<std::vector<Var>> batched(TapeBuilder& b, const ScanParams& p, std::span<const Var> args) {
+  if (p.reverse || p.has_index || p.policy != CheckpointPolicy::store || p.length < 2) return std::nullopt;
+  std::optional<Split> s = split(*p.body, p);
+  if (!s) return std::nullopt;
+  std::vector<bool> batch(p.C + p.X, false);
+  std::vector<Var> operands;
+  for (std::size_t i = 0; i < p.C; ++i) operands.push_back(args[p.consts().first + i]);
+  for (std::size_t i = 0; i < p.X; ++i) {
+    operands.push_back(args[p.xs().first + i]);
+    batch[p.C + i] = true;
+  }
+  const Tape mapped = vmap_tape(s->independent, batch, p.length);
+  const std::vector<Var> outs = b.inline_tape(mapped, operands);
+  // Each carry's stacked values (reduced with an independent term: the terms; fresh:
+  // its next values).
+  std::vector<Var> stacked(p.K, kNoVar);
+  std::size_t next = 0;
+  for (std::size_t k = 0; k < p.K; ++k) {
+    const Carry& r = s->carries[k];
+    if ((r.kind == Carry::reduced && r.fresh_term < 0) || r.kind == Carry::fresh) stacked[k] = outs[next++];
+  }
+  std::vector<Var> results;
+  for (std::size_t k = 0; k < p.K; ++k) {
+    const Var init = args[p.carries().first + k];
+    const Carry& r = s->carries[k];
+    const Shape& shape = p.body->type(p.body->outputs[k]).shape;
+    if (r.kind == Carry::passed) {
+      results.push_back(init);
+    } else if (r.kind == Carry::fresh) {  // the last iteration's value
+      results.push_back(b.call(prims::reshape(), {rows(b, stacked[k], p.length - 1, p.length)}, {{"shape", shape}}));
+    } else {
+      const Reduce reduce{*reduce_of(r.op), *r.op};
+      Var total;
+      if (r.fresh_term < 0) {
+        total = b.call(reduce.all, {stacked[k]}, {{"axes", std::vector<int64_t>{0}}});
+      } else {  // the fresh carry's initial value, then its values but the last
+        const auto j = static_cast<std::size_t>(r.fresh_term);
+        const Var earlier = b.call(reduce.all, {rows(b, stacked[j], 0, p.length - 1)}, {{"axes", std::vector<int64_t>{0}}});
+        total = b.call(reduce.pair, {args[p.carries().first + j], earlier});
+      }
+      results.push_back(r.carry_first ? b.call(reduce.pair, {init, total}) : b.call(reduce.pair, {total, init}));
+    }
+  }
+  for (; next < outs.size(); ++next) results.push_back(outs[next]);
+  return results;
+}
+
+}  // namespace
+
+Tape vectorize(const Tape& tape) {
+  std::vector<std::vector<Var>> replaced(static_cast<std::size_t>(tape.size()) + 1);
+  return passes::rewrite("vectorize", tape, [&](TapeBuilder& b, Var v, const Op& op, std::vector<Var> args) {
+    if (op.kind == OpKind::result && !replaced[static_cast<std::size_t>(op.args[0])].empty())
+      return replaced[static_cast<std::size_t>(op.args[0])][static_cast<std::size_t>(op.index)];
+    if (op.kind != OpKind::call || loop_form(*op.prim) != LoopForm::scan) return b.copy(op, std::move(args));
+    ScanParams p = ScanParams::read(op.attrs, op.args.size());
+    if (std::optional<std::vector<Var>> r = batched(b, p, args)) {
+      replaced[static_cast<std::size_t>(v)] = std::move(*r);
+      return replaced[static_cast<std::size_t>(v)][0];
+    }
+    p.body = std::make_shared<const Tape>(vectorize(*p.body));
+    Op rebuilt = op;
+    rebuilt.attrs = p.attrs(op.attrs);
+    return b.copy(rebuilt, std::move(args));
+  });
+}
+
+}  // namespace reel

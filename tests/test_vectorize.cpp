@@ -1,0 +1,191 @@
+// vectorize: re-rolled loops whose iterations carry only reductions become batched
+// operations and reduces; recurrences stay scans. Values against the plain loop in
+// double, gradients against finite differences and the unvectorized tape, compiled
+// against interpreted.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "reel/reel.hpp"
+#include "test_util.hpp"
+
+using namespace reel;
+
+namespace {
+
+int count(const Tape& t, std::string_view prim) {
+  int n = 0;
+  for (const Op& op : t.ops) n += op.kind == OpKind::call && op.prim->name == prim;
+  return n;
+}
+
+// GradBench's lse as its C++ writes it: a max loop, then a sum of exponentials (its
+// `T s = 0` puts a constant in the first iteration only: the loop is folded a step out
+// of phase).
+template <class T>
+T lse(const std::vector<T>& x) {
+  T A = x[0];
+  for (std::size_t i = 1; i < x.size(); ++i) A = std::max(A, x[i]);
+  T s = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) s += exp(x[i] - A);
+  return log(s) + A;
+}
+
+template <class T>
+T products(const std::vector<T>& x) {  // a product, a minimum and a sum in one loop
+  T p = 1, m = x[0], s = x[1];
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    p *= 1.0 + 0.1 * sin(x[i]);
+    m = std::min(m, x[i] * x[i] - x[i]);
+    s = cos(x[i]) + s;
+  }
+  return p + m * s;
+}
+
+template <class T>
+T recurrence(const std::vector<T>& x) {  // each iteration needs the last: a scan
+  T s = x[0];
+  for (std::size_t i = 0; i < x.size(); ++i) s = sin(s) * x[i] + 0.5;
+  return s;
+}
+
+std::vector<double> numbers(int n) {
+  std::vector<double> x(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) x[static_cast<std::size_t>(i)] = std::sin(1.0 + 0.37 * i);
+  return x;
+}
+
+// f's gradient: compiled and interpreted, with and without re-rolling, against
+// finite differences of the double version; its value against the plain loop.
+template <class F, class G>
+void check_function(F f, G plain, const std::vector<double>& x) {
+  const Tensor t = tensor(x);
+  const Tape traced = trace(f, t);
+  const Tape g = grad_tape(traced);
+  const std::vector<Tensor> played = play(g, {t});
+  const std::vector<Tensor> compiled = compile(g)({t});
+  CHECK(played[0].item() == doctest::Approx(plain(x)).epsilon(1e-12));
+  test::check_close(compiled[0], played[0], 1e-12, 1e-14, "compiled value");
+  test::check_close(compiled[1], played[1], 1e-12, 1e-14, "compiled gradient");
+  const bool before = set_auto_reroll(false);
+  const std::vector<Tensor> unrolled = play(grad_tape(traced), {t});
+  set_auto_reroll(before);
+  test::check_close(played[1], unrolled[1], 1e-10, 1e-12, "gradient, vectorized vs unrolled");
+  std::vector<double> fd(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    std::vector<double> up = x, down = x;
+    up[i] += 1e-6;
+    down[i] -= 1e-6;
+    fd[i] = (plain(up) - plain(down)) / 2e-6;
+  }
+  test::check_close(played[1], tensor(fd), 1e-5, 1e-7, "gradient vs finite differences");
+}
+
+}  // namespace
+
+TEST_CASE("vectorize: lse's max and sum loops become max and sum over the vector") {
+  auto f = [](const std::vector<Real>& x) { return lse(x); };
+  const std::vector<double> x = numbers(300);
+  const Tape cleaned = cleanup_traced(trace(f, tensor(x)));
+  CAPTURE(to_string(cleaned));
+  CHECK(count(cleaned, "scan") == 0);
+  CHECK(count(cleaned, "max") == 1);
+  CHECK(count(cleaned, "sum") == 1);
+  CHECK(cleaned.size() < 30);
+  check_function(f, [](const std::vector<double>& v) { return lse(v); }, x);
+}
+
+TEST_CASE("vectorize: products, minima and sums carried together; a recurrence stays a scan") {
+  auto f = [](const std::vector<Real>& x) { return products(x); };
+  const std::vector<double> x = numbers(200);
+  const Tape cleaned = cleanup_traced(trace(f, tensor(x)));
+  CAPTURE(to_string(cleaned));
+  CHECK(count(cleaned, "scan") == 0);
+  CHECK(count(cleaned, "prod") == 1);
+  CHECK(count(cleaned, "min") == 1);
+  check_function(f, [](const std::vector<double>& v) { return products(v); }, x);
+
+  auto r = [](const std::vector<Real>& v) { return recurrence(v); };
+  const Tape rolled = cleanup_traced(trace(r, tensor(x)));
+  CHECK(count(rolled, "scan") == 1);
+  check_function(r, [](const std::vector<double>& v) { return recurrence(v); }, x);
+}
+
+TEST_CASE("vectorize: a scan of tensors whose carries are sums and whose ys are independent") {
+  const Tensor xs = randn({40, 3}, 1), w = randn({3}, 2);
+  auto f = [](const Tensor& xs, const Tensor& w) {
+    auto [total, ys] = scan([&](const Tensor& c, const Tensor& x) {
+      const Tensor y = tanh(x * w);
+      return std::pair{c + y, y * 2.0};
+    }, zeros({3}), xs);
+    return sum(total) + sum(ys * ys);
+  };
+  const Tape t = trace(f, xs, w);
+  const Tape v = vectorize(t);
+  CAPTURE(to_string(v));
+  CHECK(count(t, "scan") == 1);
+  CHECK(count(v, "scan") == 0);
+  test::check_close(play(v, {xs, w})[0], play(t, {xs, w})[0], 1e-12, 1e-12, "value");
+  const std::vector<Tensor> gv = play(grad_tape(v), {xs, w}), gt = play(reverse_mode(t), {xs, w});
+  test::check_close(gv[1], gt[1], 1e-12, 1e-12, "d/dxs");
+  test::check_close(gv[2], gt[2], 1e-12, 1e-12, "d/dw");
+  test::check_close(compile(grad_tape(v))({xs, w})[2], gt[2], 1e-12, 1e-12, "d/dw compiled");
+}
+
+TEST_CASE("vectorize: left alone are recurrences, guards, checkpointed and reverse scans") {
+  const Tensor xs = randn({20, 2}, 3);
+  auto body = [](const Tensor& c, const Tensor& x) { return std::pair{c + exp(x), x}; };
+  // A checkpoint policy asks for fewer residuals than the batched form would keep.
+  const Tape checkpointed = trace([&](const Tensor& s) {
+    ScanOptions o;
+    o.checkpoint = Checkpoint::sqrt();
+    return std::get<0>(scan(body, zeros({2}), s, o));
+  }, xs);
+  CHECK(count(vectorize(checkpointed), "scan") == 1);
+  const Tape reversed = trace([&](const Tensor& s) {
+    ScanOptions o;
+    o.reverse = true;
+    return std::get<0>(scan(body, zeros({2}), s, o));
+  }, xs);
+  CHECK(count(vectorize(reversed), "scan") == 1);
+  // A carry read by something else than its reduction is a recurrence.
+  const Tape recurrent = trace([&](const Tensor& s) {
+    return std::get<0>(scan([](const Tensor& c, const Tensor& x) { return std::pair{c + exp(x) * c, x}; }, zeros({2}), s));
+  }, xs);
+  CHECK(count(vectorize(recurrent), "scan") == 1);
+}
+
+TEST_CASE("vectorize: loops of reductions inside a recurrence are vectorized in its body") {
+  // The inner sum over j is independent per iteration of the outer loop, which carries s.
+  auto f = [](const std::vector<Real>& x) {
+    Real s = 0.5;
+    for (int i = 0; i < 12; ++i) {
+      Real inner = 0;
+      for (std::size_t j = 0; j < x.size(); ++j) inner += exp(x[j] * s);
+      s = log(inner) * 0.1 + sin(s);
+    }
+    return s;
+  };
+  auto plain = [](const std::vector<double>& x) {
+    double s = 0.5;
+    for (int i = 0; i < 12; ++i) {
+      double inner = 0;
+      for (double xj : x) inner += std::exp(xj * s);
+      s = std::log(inner) * 0.1 + std::sin(s);
+    }
+    return s;
+  };
+  const std::vector<double> x = numbers(64);
+  const Tape cleaned = cleanup_traced(trace(f, tensor(x)));
+  CAPTURE(to_string(cleaned));
+  CHECK(count(cleaned, "scan") == 1);
+  const Tape& body = [&]() -> const Tape& {
+    for (const Op& op : cleaned.ops)
+      if (op.kind == OpKind::call && op.prim->name == "scan") return op.attrs.tape("body");
+    return cleaned;
+  }();
+  CHECK(count(body, "scan") == 0);
+  CHECK(count(body, "sum") >= 1);
+  check_function(f, plain, x);
+}
