@@ -189,3 +189,44 @@ TEST_CASE("vectorize: loops of reductions inside a recurrence are vectorized in 
   CHECK(count(body, "sum") >= 1);
   check_function(f, plain, x);
 }
+
+TEST_CASE("vectorize: a carry passed through unchanged goes along; impure bodies and f32 sums stay scans") {
+  const Tensor xs = randn({30, 2}, 5), p0 = tensor({1.5, -2});
+  auto sum_and_pass = [](const Tensor& xs, const Tensor& p0) {
+    auto [carries, ys] = scan([](const std::pair<Tensor, Tensor>& c, const Tensor& x) {
+      return std::pair{std::pair{c.first + exp(x), c.second}, none};
+    }, std::pair{zeros({2}), p0}, xs);
+    return sum(carries.first) + sum(carries.second * carries.second);
+  };
+  const Tape t = trace(sum_and_pass, xs, p0);
+  const Tape v = vectorize(t);
+  CAPTURE(to_string(v));
+  CHECK(count(v, "scan") == 0);
+  test::check_close(play(v, {xs, p0})[0], play(t, {xs, p0})[0], 1e-12, 1e-12, "value");
+  const std::vector<Tensor> gv = play(grad_tape(v), {xs, p0}), gt = play(reverse_mode(t), {xs, p0});
+  test::check_close(gv[2], gt[2], 1e-12, 1e-12, "d/dp0");
+
+  // A primitive that is not pure runs once per iteration: batching would run it once.
+  define_primitive({.name = "vectorize_noisy",
+                    .eager = [](std::span<const Tensor> in, const Attrs&) { return in[0] * 1.0; },
+                    .pure = false});
+  const Tape impure = trace([](const Tensor& s) {
+    return std::get<0>(scan([](const Tensor& c, const Tensor& x) {
+      return std::pair{c + reel::apply("vectorize_noisy", std::vector<Tensor>{x}, {}), x};
+    }, zeros({2}), s));
+  }, xs);
+  CHECK(count(vectorize(impure), "scan") == 1);
+
+  // An f32 sum rounds at every step of the loop; a reduce would add in double.
+  const Tensor xs32 = cast(xs, DType::f32);
+  const Tape f32 = trace([](const Tensor& s) {
+    return std::get<0>(scan([](const Tensor& c, const Tensor& x) { return std::pair{c + x, x}; },
+                            zeros({2}, DType::f32), s));
+  }, xs32);
+  CHECK(count(vectorize(f32), "scan") == 1);
+  const Tape f32max = trace([](const Tensor& s) {
+    return std::get<0>(scan([](const Tensor& c, const Tensor& x) { return std::pair{maximum(c, x), x}; },
+                            zeros({2}, DType::f32), s));
+  }, xs32);
+  CHECK(count(vectorize(f32max), "scan") == 0);
+}

@@ -104,11 +104,18 @@ std::shared_ptr<const ElementRule> Scheduler::element_rule(const Op& op) {
   return rule;
 }
 
-void Scheduler::add_kernel(KernelSpec spec, const std::vector<int>& param_slots) {
+void Scheduler::add_kernel(KernelSpec spec, const std::vector<int>& param_slots, const std::vector<int64_t>& offsets) {
   std::vector<BufferRef> buffers;
-  for (int slot : param_slots) {
-    spec.align.push_back(align(slot));
-    buffers.push_back(ref(slot));
+  for (std::size_t i = 0; i < param_slots.size(); ++i) {
+    BufferRef ref_i = ref(param_slots[i]);
+    int64_t a = align(param_slots[i]);
+    if (i < offsets.size() && offsets[i] != 0) {
+      const int64_t bytes = offsets[i] * static_cast<int64_t>(dtype_size(spec.params[i]));
+      ref_i.offset += bytes;
+      a = std::min(a, bytes & -bytes);  // the largest power of two dividing both
+    }
+    spec.align.push_back(a);
+    buffers.push_back(ref_i);
   }
   add_kernel(std::move(spec), std::move(buffers));
 }

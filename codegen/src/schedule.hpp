@@ -68,7 +68,9 @@ class Scheduler {
   std::shared_ptr<const ElementRule> element_rule(const Op& op);
 
   // A step of a kernel on the buffers of these slots (their alignments its own).
-  void add_kernel(KernelSpec spec, const std::vector<int>& param_slots);
+  // `offsets` (optional): each parameter's first element in its slot (its pointer and
+  // alignment move with it).
+  void add_kernel(KernelSpec spec, const std::vector<int>& param_slots, const std::vector<int64_t>& offsets = {});
   // A kernel on these buffers, spec.align given (or empty).
   void add_kernel(KernelSpec spec, std::vector<BufferRef> buffers);
   void add_step(StepArgs step) { program_->steps.push_back(std::move(step)); }

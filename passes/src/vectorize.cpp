@@ -14,11 +14,15 @@
 // combined with the carry's initial value. The ys are the batched body's outputs,
 // already stacked.
 //
-// A sum is then added in another order than the loop's (a few ulps apart). Scans that
-// run backwards, read their counter, or keep fewer residuals than all (a checkpoint
-// policy: the batched form would store every iteration's) are left as they are, and
-// so are scans of fewer than two iterations and scans whose body holds a guard (whose
-// error names the iteration that failed it). The bodies of the scans left are
+// A sum is then added in another order than the loop's (a few ulps apart; a sum of
+// only -0 terms onto -0 gives +0), and at ties or NaNs of a max or min the gradient is
+// the reduce's (split among the tied elements) rather than the chain of maximum's: both
+// are valid, but they differ. Left as they are: scans that run backwards, read their
+// counter, or keep fewer residuals than all (a checkpoint policy: the batched form
+// would store every iteration's); scans of fewer than two iterations; f32 sums and
+// products (the loop rounds at every step); bodies holding a guard (whose error names
+// the iteration), a primitive that is not pure, or a while_loop; and loops whose
+// batched values would exceed 2^27 elements (they keep one iteration's at a time). The bodies of the scans left are
 // vectorized too (a loop of reductions inside a recurrence).
 #include <optional>
 #include <utility>
@@ -70,9 +74,34 @@ struct Split {
   Tape independent;
 };
 
+// Whether the body may run once for all iterations: no guard (whose error names the
+// iteration that fails it), no primitive that is not pure (it would run once instead of
+// once per iteration), no while_loop (whose recorded trip count a batch drops), in it
+// or in the loops it holds.
+bool batchable(const Tape& body) {
+  for (const Op& op : body.ops) {
+    if (op.kind != OpKind::call) continue;
+    if (op.prim->effect || !op.prim->pure || loop_form(*op.prim) == LoopForm::while_loop) return false;
+    for (const auto& [name, value] : op.attrs.items())
+      if (const auto* sub = std::get_if<TapeRef>(&value); sub != nullptr && sub->tape && !batchable(*sub->tape))
+        return false;
+  }
+  return true;
+}
+
+// The elements the batched body would hold at once: its values times the iterations.
+int64_t batched_elements(const Tape& body, int64_t length) {
+  int64_t per_iteration = 0;
+  for (const Op& op : body.ops) per_iteration += numel(op.type.shape);
+  return per_iteration * length;
+}
+
+// At most this many elements held by a vectorized loop (1 GiB of f64): a longer loop
+// over large values stays a scan, which holds one iteration's.
+constexpr int64_t kMaxBatchedElements = int64_t{1} << 27;
+
 std::optional<Split> split(const Tape& body, const ScanParams& p) {
-  for (const Op& op : body.ops)  // a guard in the body names the iteration that fails it
-    if (op.kind == OpKind::call && op.prim->effect) return std::nullopt;
+  if (!batchable(body) || batched_elements(body, p.length) > kMaxBatchedElements) return std::nullopt;
   const std::vector<Var> in = body.inputs();
   const auto n = static_cast<std::size_t>(body.size()) + 1;
   auto at = [](Var v) { return static_cast<std::size_t>(v); };
@@ -88,7 +117,7 @@ std::optional<Split> split(const Tape& body, const ScanParams& p) {
       if (carried[at(a)]) carried[at(v)] = true;
     }
   }
-  for (Var o : body.outputs) ++as_output[at(o)];
+  for (std::size_t j = p.K; j < body.outputs.size(); ++j) ++as_output[at(body.outputs[j])];  // the ys
 
   Split s;
   s.carries.resize(p.K);
@@ -104,7 +133,10 @@ std::optional<Split> split(const Tape& body, const ScanParams& p) {
     } else {
       const Op& op = body.op(next);
       if (op.kind != OpKind::call || op.args.size() != 2 || reduce_of(op.prim) == nullptr) return std::nullopt;
-      if (reads[at(c)] != 1 || reads[at(next)] != 0 || as_output[at(next)] != 1) return std::nullopt;
+      if (reads[at(c)] != 1 || reads[at(next)] != 0 || as_output[at(next)] != 0) return std::nullopt;
+      // An f32 sum or product rounds to f32 at every step of the loop; the reduce adds in
+      // double (a different value, not a few ulps): left as a scan.
+      if (body.type(c).dtype != DType::f64 && (op.prim == &prims::add() || op.prim == &prims::mul())) return std::nullopt;
       r.kind = Carry::reduced;
       r.op = op.prim;
       r.carry_first = op.args[0] == c;

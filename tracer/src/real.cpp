@@ -125,6 +125,10 @@ std::vector<Real> real_elements(const Tensor& t) {
     return out;
   }
   const Tensor flat = t.rank() == 1 ? t : reshape(t, {t.numel()});
+  if (!is_traced(t)) {  // a tracked parameter's elements are read now (as its value is)
+    for (int64_t i = 0; i < t.numel(); ++i) out.emplace_back(reshape(slice(flat, 0, i, i + 1), {}));
+    return out;
+  }
   const Tensor f64 = flat.dtype() == DType::f64 ? flat : cast(flat, DType::f64);
   for (int64_t i = 0; i < t.numel(); ++i) out.push_back(Real(f64, i));
   return out;

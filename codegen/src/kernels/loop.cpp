@@ -27,21 +27,31 @@ using llvm::Value;
 // The loads of a loop: the inputs read element for element, then the strided reads, then
 // the gathers' indexed loads; `value` numbers each tape variable's local value.
 struct LoopLoads {
+  // Each parameter's slot and the element its pointer starts at: 0, or a strided read's
+  // offset (its own parameter, so that reads of different elements share a kernel).
   std::vector<int> param_slots;
+  std::vector<int64_t> param_offsets;
   std::unordered_map<Var, int> value;           // tape variable -> local value
   std::map<std::size_t, Var> gathered_indices;  // a gather's load -> its indices
   std::map<std::size_t, Var> constant_loads;    // a constant's load -> the constant
 };
 
 void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k, LoopSpec& s, LoopLoads& ls) {
-  auto param = [&](Var v) {
+  auto param = [&](Var v, int64_t offset = 0) {
     const int slot = p.slot_of[v];
-    auto at = std::find(ls.param_slots.begin(), ls.param_slots.end(), slot);
-    if (at != ls.param_slots.end()) return static_cast<int>(at - ls.param_slots.begin());
+    for (std::size_t i = 0; i < ls.param_slots.size(); ++i)
+      if (ls.param_slots[i] == slot && ls.param_offsets[i] == offset) return static_cast<int>(i);
     ls.param_slots.push_back(slot);
+    ls.param_offsets.push_back(offset);
     k.params.push_back(t.type(v).dtype);
     return static_cast<int>(ls.param_slots.size()) - 1;
   };
+  // Slots the loop writes: a read of one of them keeps the one parameter (a pointer of
+  // its own would alias the stores through a noalias one).
+  std::vector<int> written;
+  for (Var m : loop.members)
+    if (p.stored[m]) written.push_back(p.slot_of[m]);
+  for (Var r : loop.reductions) written.push_back(p.slot_of[r]);
   std::vector<Var> plain;
   for (Var m : loop.members)
     if (!is_indexed_member(t, m))
@@ -58,7 +68,10 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
     const Var x = op.args[0];
     const StridedMap sm = op.prim->lowering.strided_read(t.type(x), op.attrs);
     ls.value[m] = static_cast<int>(s.loads.size());
-    s.loads.push_back({param(x), t.type(x).dtype, sm.strides, -1, {}, 0, {}, {}, sm.offset});
+    if (sm.offset > 0 && std::find(written.begin(), written.end(), p.slot_of[x]) == written.end())
+      s.loads.push_back({param(x, sm.offset), t.type(x).dtype, sm.strides, -1, {}, 0, {}, {}, 0});
+    else
+      s.loads.push_back({param(x), t.type(x).dtype, sm.strides, -1, {}, 0, {}, {}, sm.offset});
   }
   for (Var m : loop.members) {
     if (!is_gather_member(t, m)) continue;
@@ -85,7 +98,9 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
 
 // The slot's parameter among the loop's (every stored value and sum has one: add_loads).
 int param_of(const Plan& p, const LoopLoads& ls, Var v) {
-  return static_cast<int>(std::find(ls.param_slots.begin(), ls.param_slots.end(), p.slot_of[v]) - ls.param_slots.begin());
+  for (std::size_t i = 0; i < ls.param_slots.size(); ++i)
+    if (ls.param_slots[i] == p.slot_of[v] && ls.param_offsets[i] == 0) return static_cast<int>(i);
+  return static_cast<int>(ls.param_slots.size());
 }
 
 // Coalesces the loop's dimensions with every stride vector it has.
@@ -195,7 +210,7 @@ void schedule_loop(Scheduler& sch, const LoopStep& loop) {
   if (!k.empty) split_innermost(t, s, ls);
   for (Var g : loop.checks) sch.add_step(index_check(sch, g));
   k.body = std::move(s);
-  sch.add_kernel(std::move(k), ls.param_slots);
+  sch.add_kernel(std::move(k), ls.param_slots, ls.param_offsets);
 }
 
 // ---- Emission

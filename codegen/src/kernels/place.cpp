@@ -34,13 +34,15 @@ void schedule_place(Scheduler& sch, const PlaceStep& s) {
     k.params = {t.type(a).dtype, op.type.dtype};
     l.dims = t.type(a).shape;
     l.loads.push_back({0, t.type(a).dtype, contiguous(l.dims), -1, {}, 0, {}, {}});
-    l.stores.push_back({0, 1, places.at(i).strides, places.at(i).offset});
+    // The place's offset moves the result's pointer (a runtime argument), so that the
+    // copies into different places share one kernel.
+    l.stores.push_back({0, 1, places.at(i).strides, 0});
     std::vector<std::vector<int64_t>> strides{l.loads[0].strides, l.stores[0].strides};
     coalesce(l.dims, strides);
     l.loads[0].strides = strides[0];
     l.stores[0].strides = strides[1];
     k.body = std::move(l);
-    sch.add_kernel(std::move(k), {sch.plan().slot_of[a], sch.plan().slot_of[s.out]});
+    sch.add_kernel(std::move(k), {sch.plan().slot_of[a], sch.plan().slot_of[s.out]}, {0, places.at(i).offset});
   }
 }
 

@@ -127,9 +127,9 @@ std::vector<std::string> with_auto_reroll(std::vector<std::string> names);
 // What reel::compile runs on a tape not marked cleaned: reroll (when auto_reroll())
 // and the cleanup passes.
 Tape cleanup_traced(const Tape& tape);
-// The passes grad_tape, vjp_tape and jvp_tape run: `derivative` ("grad", "vjp" or
-// "jvp") then the cleanup passes; on a tape not marked cleaned, reroll (when
-// auto_reroll()) and the cleanup passes before it.
+// The passes grad_tape, vjp_tape and jvp_tape run: reroll and vectorize (when
+// auto_reroll()), on a tape not marked cleaned the cleanup passes, then `derivative`
+// ("grad", "vjp" or "jvp") and the cleanup passes.
 Tape derivative_pipeline(const std::string& derivative, const Tape& tape);
 
 using Pass = std::function<Tape(const Tape&)>;
