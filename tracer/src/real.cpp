@@ -2,11 +2,13 @@
 // 0-d f64 tensors (the untraced ones compute with double, inline in reel/real.hpp).
 #include "reel/real.hpp"
 
+#include <cmath>
 #include <ostream>
 
 #include "reel/ops.hpp"
 #include "reel/trace.hpp"
 #include "reel/track.hpp"
+#include "trace_state.hpp"
 
 namespace reel {
 
@@ -35,8 +37,42 @@ Real::Real(const Tensor& t) {
   }
 }
 
+namespace {
+
+// The constants 0 and 1 of the innermost trace that last unpacked a traced vector into
+// Reals, recorded then, before the traced function runs. `T s = 0; for (...) s += ...;`
+// then reads a constant from before the loop rather than recording one in its first
+// iteration only, which would put the re-rolled loop a step out of phase.
+struct ScalarConstants {
+  uint64_t trace = 0;  // 0: none
+  Tensor zero, one;
+};
+thread_local ScalarConstants t_constants;
+
+Tensor recorded_constant(detail::Trace& trace, double v) {
+  Tensor c = scalar(v);
+  const Var var = trace.builder.constant(c);
+  c.add_trace_tag({trace.id, var});
+  return c;
+}
+
+void record_scalar_constants(const Tensor& t) {
+  const auto& traces = detail::active_traces();
+  if (traces.empty() || !traces.back()->owns(t) || t_constants.trace == traces.back()->id) return;
+  detail::Trace& trace = *traces.back();
+  t_constants = {trace.id, recorded_constant(trace, 0.0), recorded_constant(trace, 1.0)};
+}
+
+}  // namespace
+
 Tensor Real::tensor() const {
-  if (!t_.defined()) return scalar(v_);
+  if (!t_.defined()) {
+    if ((v_ == 0.0 && !std::signbit(v_)) || v_ == 1.0) {
+      const auto& traces = detail::active_traces();
+      if (!traces.empty() && traces.back()->id == t_constants.trace) return v_ == 0.0 ? t_constants.zero : t_constants.one;
+    }
+    return scalar(v_);
+  }
   return at_ < 0 ? t_ : reshape(slice(t_, 0, at_, at_ + 1), {});
 }
 
@@ -130,6 +166,7 @@ std::vector<Real> real_elements(const Tensor& t) {
     return out;
   }
   const Tensor f64 = flat.dtype() == DType::f64 ? flat : cast(flat, DType::f64);
+  record_scalar_constants(f64);
   for (int64_t i = 0; i < t.numel(); ++i) out.push_back(Real(f64, i));
   return out;
 }
