@@ -230,3 +230,43 @@ TEST_CASE("vectorize: a carry passed through unchanged goes along; impure bodies
   }, xs32);
   CHECK(count(vectorize(f32max), "scan") == 0);
 }
+
+namespace {
+// GradBench's llsq as its C++ writes it: an inner loop subtracting from a carry, with
+// numbers (powers of t) that differ in every iteration, inside a sum of squares.
+template <class T>
+T llsq(const std::vector<T>& x, std::size_t n) {
+  T total = T(0);
+  for (std::size_t i = 0; i < n; i++) {
+    const double ti = -1 + static_cast<double>(i) * 2 / static_cast<double>(n - 1);
+    T inner = T((0 < ti) - (ti < 0));
+    T mul = 1;
+    for (std::size_t j = 0; j < x.size(); j++) {
+      inner -= x[j] * mul;
+      mul *= ti;
+    }
+    total += inner * inner;
+  }
+  return total / T(2);
+}
+}  // namespace
+
+TEST_CASE("vectorize: subtractions from a carry; llsq's loops") {
+  // s -= f(x[i]): the carry minus a sum.
+  auto minus = [](const auto& x) {
+    using T = std::decay_t<decltype(x[0])>;
+    T s = x[0] * x[1];
+    for (std::size_t i = 0; i < x.size(); ++i) s -= sin(x[i]) * x[i];
+    return s;
+  };
+  const std::vector<double> x = numbers(128);
+  const Tape cleaned = cleanup_traced(trace([&](const std::vector<Real>& v) { return minus(v); }, tensor(x)));
+  CAPTURE(to_string(cleaned));
+  CHECK(count(cleaned, "scan") == 0);
+  CHECK(count(cleaned, "sum") == 1);
+  check_function([&](const std::vector<Real>& v) { return minus(v); }, [&](const std::vector<double>& v) { return minus(v); }, x);
+  // llsq: numbers that differ in every iteration (powers of t) and loops of loops; the
+  // values and gradients are the loop's whatever folds.
+  check_function([](const std::vector<Real>& v) { return llsq(v, 24); },
+                 [](const std::vector<double>& v) { return llsq(v, 24); }, x);
+}

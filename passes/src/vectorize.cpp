@@ -2,7 +2,8 @@
 // becomes batched operations over its iterations, then the reductions.
 //
 // A carry is a reduction when the body's next value of it is add, mul, maximum or
-// minimum of the carry and a value that depends on no carry, and nothing else in the
+// minimum of the carry and a value that depends on no carry (or the carry minus such
+// a value), and nothing else in the
 // body reads the carry or that result. Two other carries go along: one the body
 // passes through unchanged (its final value is its initial one), and a fresh one,
 // whose next value depends on no carry and which only a reduction reads (a loop the
@@ -37,19 +38,24 @@ namespace reel {
 
 namespace {
 
-// A reduction: the reduce primitive over an axis and the operation of two values.
+// A reduction of a carry: the reduce primitive over the iteration axis (all), the
+// operation joining two partial results (pair) and the one applying the total to the
+// carry (apply): c - t1 - t2 is c - (t1 + t2).
 struct Reduce {
-  const Primitive& all;
-  const Primitive& pair;
+  const Primitive* all = nullptr;
+  const Primitive* pair = nullptr;
+  const Primitive* apply = nullptr;
 };
 
-// The reduce primitive of an associative, commutative operation, or null.
-const Primitive* reduce_of(const Primitive* p) {
-  if (p == &prims::add()) return &prims::sum();
-  if (p == &prims::mul()) return &prims::prod();
-  if (p == &prims::maximum()) return &prims::max();
-  if (p == &prims::minimum()) return &prims::min();
-  return nullptr;
+// The reduction whose step is `p` (an associative, commutative operation, or a
+// subtraction from the carry), or none.
+Reduce reduce_of(const Primitive* p) {
+  if (p == &prims::add()) return {&prims::sum(), p, p};
+  if (p == &prims::sub()) return {&prims::sum(), &prims::add(), p};
+  if (p == &prims::mul()) return {&prims::prod(), p, p};
+  if (p == &prims::maximum()) return {&prims::max(), p, p};
+  if (p == &prims::minimum()) return {&prims::min(), p, p};
+  return {};
 }
 
 // How a carry leaves one iteration:
@@ -132,11 +138,13 @@ std::optional<Split> split(const Tape& body, const ScanParams& p) {
       r.kind = Carry::fresh;  // its readers are checked with the reductions below
     } else {
       const Op& op = body.op(next);
-      if (op.kind != OpKind::call || op.args.size() != 2 || reduce_of(op.prim) == nullptr) return std::nullopt;
+      if (op.kind != OpKind::call || op.args.size() != 2 || reduce_of(op.prim).all == nullptr) return std::nullopt;
+      if (op.prim == &prims::sub() && op.args[0] != c) return std::nullopt;  // t - c alternates signs
       if (reads[at(c)] != 1 || reads[at(next)] != 0 || as_output[at(next)] != 0) return std::nullopt;
       // An f32 sum or product rounds to f32 at every step of the loop; the reduce adds in
       // double (a different value, not a few ulps): left as a scan.
-      if (body.type(c).dtype != DType::f64 && (op.prim == &prims::add() || op.prim == &prims::mul())) return std::nullopt;
+      if (body.type(c).dtype != DType::f64 && op.prim != &prims::maximum() && op.prim != &prims::minimum())
+        return std::nullopt;
       r.kind = Carry::reduced;
       r.op = op.prim;
       r.carry_first = op.args[0] == c;
@@ -220,16 +228,16 @@ std::optional<std::vector<Var>> batched(TapeBuilder& b, const ScanParams& p, std
     } else if (r.kind == Carry::fresh) {  // the last iteration's value
       results.push_back(b.call(prims::reshape(), {rows(b, stacked[k], p.length - 1, p.length)}, {{"shape", shape}}));
     } else {
-      const Reduce reduce{*reduce_of(r.op), *r.op};
+      const Reduce reduce = reduce_of(r.op);
       Var total;
       if (r.fresh_term < 0) {
-        total = b.call(reduce.all, {stacked[k]}, {{"axes", std::vector<int64_t>{0}}});
+        total = b.call(*reduce.all, {stacked[k]}, {{"axes", std::vector<int64_t>{0}}});
       } else {  // the fresh carry's initial value, then its values but the last
         const auto j = static_cast<std::size_t>(r.fresh_term);
-        const Var earlier = b.call(reduce.all, {rows(b, stacked[j], 0, p.length - 1)}, {{"axes", std::vector<int64_t>{0}}});
-        total = b.call(reduce.pair, {args[p.carries().first + j], earlier});
+        const Var earlier = b.call(*reduce.all, {rows(b, stacked[j], 0, p.length - 1)}, {{"axes", std::vector<int64_t>{0}}});
+        total = b.call(*reduce.pair, {args[p.carries().first + j], earlier});
       }
-      results.push_back(r.carry_first ? b.call(reduce.pair, {init, total}) : b.call(reduce.pair, {total, init}));
+      results.push_back(r.carry_first ? b.call(*reduce.apply, {init, total}) : b.call(*reduce.apply, {total, init}));
     }
   }
   for (; next < outs.size(); ++next) results.push_back(outs[next]);

@@ -106,7 +106,8 @@ Tape reroll(const Tape& tape, const RerollOptions& options);
 
 // Vectorizing re-rolled loops: a scan whose iterations carry nothing from one to the
 // next but reductions (a carry updated by add, mul, maximum or minimum with a value
-// that depends on no carry: `s += f(x[i])`, `m = std::max(m, x[i])`) becomes its body
+// that depends on no carry, or by subtracting one: `s += f(x[i])`, `s -= f(x[i])`,
+// `m = std::max(m, x[i])`) becomes its body
 // batched over the iterations (vmap) and the matching reduce (sum, prod, max, min);
 // its ys come out of the batched body stacked. Scans with a true recurrence stay
 // scans, with their bodies vectorized (nested loops). Left alone: reverse scans, scans
