@@ -39,7 +39,10 @@ class Tool:
         self.id += 1
         self.p.stdin.write(json.dumps(msg) + "\n")
         self.p.stdin.flush()
-        return json.loads(self.p.stdout.readline())
+        line = self.p.stdout.readline()
+        if not line:  # the process ended (killed by the kernel when out of memory: -9)
+            raise RuntimeError(f"{self.name} ended with status {self.p.wait()}")
+        return json.loads(line)
 
     def evaluate(self, module, fn, inp, min_seconds):
         """(mean evaluate seconds, output, prepare seconds), or (None, None, error)."""
@@ -52,7 +55,10 @@ class Tool:
         return sum(times) / len(times) / 1e9, r["output"], prepare / 1e9
 
     def close(self):
-        self.p.stdin.close()
+        try:
+            self.p.stdin.close()
+        except BrokenPipeError:  # (it has ended already)
+            pass
         self.p.wait()
 
 

@@ -495,7 +495,10 @@ def run_all(args, threads, out_dir, name, charts_too):
     reel_exe = os.path.join(args.build, "tools", "reel-gradbench")
     reel = Tool("reel", reel_exe, threads=threads)
     hand = Tool("hand", os.path.join(args.build, "bench", "gradbench_hand"), threads=threads)
-    scalar = Tool("reel-scalar", reel_exe, threads=threads, args=["--scalar"]) if args.scalar else None
+    # The scalar mode's process is started anew for each workload: its traces of
+    # millions of operations (and the caches of each size) would otherwise add up in one
+    # process over an eval's workloads.
+    scalar = (lambda: Tool("reel-scalar", reel_exe, threads=threads, args=["--scalar"])) if args.scalar else None
     tools = ["reel"] + (["reel-scalar"] if scalar else []) + ["hand", "torch"]
     results = {}
     for ev in args.evals.split(","):
@@ -516,9 +519,13 @@ def run_all(args, threads, out_dir, name, charts_too):
                         td, od = time_torch(lambda: TORCH[ev](inp, deriv), args.min_seconds)
                         prep = None
                     else:
-                        proc = {"reel": reel, "reel-scalar": scalar, "hand": hand}[tool]
-                        tp, op, prep_p = proc.evaluate(ev, primal, inp, args.min_seconds)
-                        td, od, prep_d = proc.evaluate(ev, deriv, inp, args.min_seconds)
+                        proc = {"reel": reel, "reel-scalar": scalar() if scalar else None, "hand": hand}[tool]
+                        try:
+                            tp, op, prep_p = proc.evaluate(ev, primal, inp, args.min_seconds)
+                            td, od, prep_d = proc.evaluate(ev, deriv, inp, args.min_seconds)
+                        finally:
+                            if tool == "reel-scalar":
+                                proc.close()
                         if tp is None or td is None:
                             row[tool] = {"error": prep_p if tp is None else prep_d}
                             stopped.add(tool)
@@ -544,8 +551,6 @@ def run_all(args, threads, out_dir, name, charts_too):
         results[ev] = rows
     reel.close()
     hand.close()
-    if scalar:
-        scalar.close()
     # Evals run now replace theirs in the results file; the others' results are kept.
     out = os.path.join(out_dir, name)
     everything = json.load(open(out)) if os.path.exists(out) else {}
