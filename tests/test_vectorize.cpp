@@ -270,3 +270,26 @@ TEST_CASE("vectorize: subtractions from a carry; llsq's loops") {
   check_function([](const std::vector<Real>& v) { return llsq(v, 24); },
                  [](const std::vector<double>& v) { return llsq(v, 24); }, x);
 }
+
+TEST_CASE("reroll: a chain of loops, each over the last one's results, folds loop after loop") {
+  // Six elementwise loops over arrays of Reals, each reading the one before (as ode's
+  // Runge-Kutta stages do): each round of folding stacks one loop's values for the next.
+  auto chain = [](const auto& x) {
+    using T = std::decay_t<decltype(x[0])>;
+    std::vector<T> a(x.begin(), x.end()), b(x.size());
+    for (int stage = 0; stage < 6; ++stage) {
+      for (std::size_t i = 0; i < x.size(); ++i) b[i] = sin(a[i]) * 0.5 + x[i] * (1.0 + 0.1 * stage);
+      std::swap(a, b);
+    }
+    T s = 0;
+    for (const T& v : a) s += v * v;
+    return s;
+  };
+  const std::vector<double> x = numbers(100);
+  auto f = [&](const std::vector<Real>& v) { return chain(v); };
+  const Tape traced = trace(f, tensor(x));
+  const Tape cleaned = cleanup_traced(traced);
+  CAPTURE(to_string(cleaned));
+  CHECK(cleaned.size() * 20 < traced.size());
+  check_function(f, [&](const std::vector<double>& v) { return chain(v); }, x);
+}

@@ -63,6 +63,9 @@ using reroll_detail::mix;
 constexpr int64_t kNear = 4096;
 // The most multiples of a candidate period tried when the period itself fails.
 constexpr int kMaxMultiple = 16;
+// The most rounds of folding: a round can fold a loop over the values an earlier round's
+// loops stacked (a chain of loops, each reading the last one's results).
+constexpr int kMaxRounds = 16;
 
 class Reroller {
  public:
@@ -461,12 +464,12 @@ class Reroller {
   }
 
   // The xs values, stacked: constants into one constant, advancing slices as one slice.
-  Var stacked(TapeBuilder& b, const Loop& L, const Loop::Xs& x, const std::vector<Var>& map) const {
+  Var stacked(TapeBuilder& b, const Loop& L, const Loop::Xs& x, std::vector<Var>& map) const {
     const Op& o = op(L.start + x.j);
     const auto J = static_cast<std::size_t>(x.j);
     if (x.slot < 0 && is_slice(o)) {
       const int64_t delta = L.st.delta[J], start = o.attrs.integer("start");
-      const Var all = b.call(*slice_, {map[static_cast<std::size_t>(o.args[0])]},
+      const Var all = b.call(*slice_, {value(b, o.args[0], map)},
                              {{"axis", int64_t{0}}, {"start", start}, {"stop", start + L.R * delta}, {"step", int64_t{1}}});
       Shape s{L.R, delta};
       s.insert(s.end(), o.type.shape.begin() + 1, o.type.shape.end());
@@ -490,8 +493,8 @@ class Reroller {
 
   void emit_loop(TapeBuilder& b, const Loop& L, std::vector<Var>& map) const {
     std::vector<Var> args;
-    for (Var u : L.consts) args.push_back(map[static_cast<std::size_t>(u)]);
-    for (const auto& c : L.carries) args.push_back(map[static_cast<std::size_t>(c.second)]);
+    for (Var u : L.consts) args.push_back(value(b, u, map));
+    for (const auto& c : L.carries) args.push_back(value(b, c.second, map));
     for (int32_t j : L.final_only) args.push_back(b.or_zeros(kNoVar, op(L.start + j).type));
     for (const Loop::Xs& x : L.xs) args.push_back(stacked(b, L, x, map));
     const std::size_t K = L.carries.size() + L.final_only.size();
@@ -513,9 +516,29 @@ class Reroller {
         map[static_cast<std::size_t>(v)] = final_of[J];
         continue;
       }
-      const Var row = b.call(*slice_, {ys_of[J]}, {{"axis", int64_t{0}}, {"start", k}, {"stop", k + 1}, {"step", int64_t{1}}});
-      map[static_cast<std::size_t>(v)] = b.reshape(row, op(v).type.shape);
+      pending_[v] = {ys_of[J], k};  // read where it is used (value)
     }
+  }
+
+  // A value of an earlier iteration of a folded loop, read after it: row `row` of the
+  // loop's stacked `ys`.
+  struct Row {
+    Var ys = kNoVar;
+    int64_t row = 0;
+  };
+
+  // v's variable in the new tape. A row of a folded loop's ys is read (slice, reshape)
+  // at each use, next to the operation that uses it, not all at once after the loop:
+  // the reads of a following loop over those values then advance with its iterations,
+  // and the next round folds that loop too (a chain of loops, as a Runge-Kutta step's
+  // stages); cse merges the reads left repeated.
+  Var value(TapeBuilder& b, Var v, const std::vector<Var>& map) const {
+    if (const Var m = map[static_cast<std::size_t>(v)]; m != kNoVar) return m;
+    const auto it = pending_.find(v);
+    if (it == pending_.end()) return kNoVar;
+    const Var row = b.call(*slice_, {it->second.ys},
+                           {{"axis", int64_t{0}}, {"start", it->second.row}, {"stop", it->second.row + 1}, {"step", int64_t{1}}});
+    return b.reshape(row, op(v).type.shape);
   }
 
   Tape emit(const std::vector<Loop>& loops) {
@@ -532,7 +555,7 @@ class Reroller {
       const Op& o = op(v);
       std::vector<Var> args;
       for (Var a : o.args) {
-        args.push_back(map[static_cast<std::size_t>(a)]);
+        args.push_back(value(b, a, map));
         if (args.back() == kNoVar)
           throw Error(fmt::format("reroll: internal error: %{} reads %{}, which a folded loop does not give", v, a));
       }
@@ -540,12 +563,13 @@ class Reroller {
       ++v;
     }
     std::vector<Var> outs;
-    for (Var o : t_.outputs) outs.push_back(map[static_cast<std::size_t>(o)]);
+    for (Var o : t_.outputs) outs.push_back(value(b, o, map));
     b.set_outputs(std::move(outs));
     return b.finish();
   }
 
   const Tape& t_;
+  mutable std::unordered_map<Var, Row> pending_;  // emit: rows of folded loops' ys
   RerollOptions o_;
   Var n_;
   const Primitive* slice_;
@@ -561,7 +585,7 @@ class Reroller {
 std::optional<Tape> detail::reroll_if_any(const Tape& tape, const RerollOptions& options) {
   std::optional<Tape> t = Reroller(tape, options).run();
   // Folding can line up what was apart (loops of loops whose bodies are now equal).
-  for (int round = 1; t && round < 3; ++round) {
+  for (int round = 1; t && round < kMaxRounds; ++round) {
     std::optional<Tape> again = Reroller(*t, options).run();
     if (!again) break;
     t = std::move(again);
