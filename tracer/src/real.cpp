@@ -39,16 +39,10 @@ Real::Real(const Tensor& t) {
 
 namespace {
 
-// The constants 0 and 1 of the innermost trace that last unpacked a traced vector into
-// Reals, recorded then, before the traced function runs. `T s = 0; for (...) s += ...;`
-// then reads a constant from before the loop rather than recording one in its first
-// iteration only, which would put the re-rolled loop a step out of phase.
-struct ScalarConstants {
-  uint64_t trace = 0;  // 0: none
-  Tensor zero, one;
-};
-thread_local ScalarConstants t_constants;
-
+// The constants 0 and 1 of a trace (Trace::real_zero, real_one), recorded when it first
+// unpacks a traced vector into Reals, before the traced function runs. `T s = 0; for
+// (...) s += ...;` then reads a constant from before the loop rather than recording one
+// in its first iteration only, which would put the re-rolled loop a step out of phase.
 Tensor recorded_constant(detail::Trace& trace, double v) {
   Tensor c = scalar(v);
   const Var var = trace.builder.constant(c);
@@ -58,9 +52,10 @@ Tensor recorded_constant(detail::Trace& trace, double v) {
 
 void record_scalar_constants(const Tensor& t) {
   const auto& traces = detail::active_traces();
-  if (traces.empty() || !traces.back()->owns(t) || t_constants.trace == traces.back()->id) return;
+  if (traces.empty() || !traces.back()->owns(t) || traces.back()->real_zero.defined()) return;
   detail::Trace& trace = *traces.back();
-  t_constants = {trace.id, recorded_constant(trace, 0.0), recorded_constant(trace, 1.0)};
+  trace.real_zero = recorded_constant(trace, 0.0);
+  trace.real_one = recorded_constant(trace, 1.0);
 }
 
 }  // namespace
@@ -69,7 +64,7 @@ Tensor Real::tensor() const {
   if (!t_.defined()) {
     if ((v_ == 0.0 && !std::signbit(v_)) || v_ == 1.0) {
       const auto& traces = detail::active_traces();
-      if (!traces.empty() && traces.back()->id == t_constants.trace) return v_ == 0.0 ? t_constants.zero : t_constants.one;
+      if (!traces.empty() && traces.back()->real_zero.defined()) return v_ == 0.0 ? traces.back()->real_zero : traces.back()->real_one;
     }
     return scalar(v_);
   }

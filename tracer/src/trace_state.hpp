@@ -37,6 +37,9 @@ class Trace {
   // captured by value would silently get no gradient).
   std::vector<const void*> watched;
   std::string watched_why;
+  // reel::Real's constants 0 and 1, recorded once, when the trace first unpacks a traced
+  // vector into Reals (tracer/src/real.cpp); undefined until then.
+  Tensor real_zero, real_one;
 
   bool owns(const Tensor& t) const { return tag(t) != kNoVar; }
   // The variable for `t` in this trace: its own; with lift_captures, an input for a

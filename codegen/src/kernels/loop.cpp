@@ -100,7 +100,7 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
 int param_of(const Plan& p, const LoopLoads& ls, Var v) {
   for (std::size_t i = 0; i < ls.param_slots.size(); ++i)
     if (ls.param_slots[i] == p.slot_of[v] && ls.param_offsets[i] == 0) return static_cast<int>(i);
-  return static_cast<int>(ls.param_slots.size());
+  throw Error(fmt::format("compile: internal error: %{} has no parameter in its loop", v));
 }
 
 // Coalesces the loop's dimensions with every stride vector it has.
