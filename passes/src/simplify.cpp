@@ -1,7 +1,7 @@
 // Algebraic simplification of the identities the reverse pass produces most: a seed of
 // ones multiplied in (x * 1 -> x), double negation, a reshape of a reshape, slices put
 // back where they came from (a stack of a tensor's slices is the tensor; so is the
-// gradient of those slices). Only exact IEEE identities (x + 0 is not one: -0 + 0 is
+// gradient of those slices), a slice of all of a tensor. Only exact IEEE identities (x + 0 is not one: -0 + 0 is
 // +0), and only where the kept operand already has the result's type, so no broadcast
 // is lost.
 #include <cmath>
@@ -77,6 +77,10 @@ Var simpler(TapeBuilder& b, const Op& op, const std::vector<Var>& a) {
     return source != a[0] ? b.copy(op, {source}) : kNoVar;
   }
   if (const Var x = placed_back(t, op, a); x != kNoVar) return x;
+  // A strided read of all of its argument, in order (a slice of a whole axis), is it.
+  if (p.lowering.strided_read && a.size() == 1 && t.type(a[0]) == op.type &&
+      same_map(p.lowering.strided_read(t.type(a[0]), op.attrs), {0, contiguous_strides(op.type.shape)}, op.type.shape))
+    return a[0];
   auto same_type = [&](Var v) { return t.type(v) == op.type; };
   if (a.size() == 2) {
     if (p.left_identity && is_filled_with(t, a[0], *p.left_identity) && same_type(a[1])) return a[1];
