@@ -13,11 +13,7 @@ using namespace reel;
 
 namespace {
 
-int count_prim(const Tape& t, std::string_view name) {
-  int n = 0;
-  for (const Op& op : t.ops) n += op.kind == OpKind::call && op.prim->name == name;
-  return n;
-}
+int count_prim(const Tape& t, std::string_view name) { return test::count_calls(t, name); }
 int count_scans(const Tape& t) { return count_prim(t, "scan"); }
 
 // The body of the first scan of t.

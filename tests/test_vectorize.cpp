@@ -14,11 +14,7 @@ using namespace reel;
 
 namespace {
 
-int count(const Tape& t, std::string_view prim) {
-  int n = 0;
-  for (const Op& op : t.ops) n += op.kind == OpKind::call && op.prim->name == prim;
-  return n;
-}
+int count(const Tape& t, std::string_view prim) { return test::count_calls(t, prim); }
 
 // GradBench's lse as its C++ writes it: a max loop, then a sum of exponentials (its
 // `T s = 0` puts a constant in the first iteration only: the loop is folded a step out
