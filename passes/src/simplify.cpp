@@ -1,9 +1,9 @@
 // Algebraic simplification of the identities the reverse pass produces most: a seed of
 // ones multiplied in (x * 1 -> x), double negation, a reshape of a reshape, slices put
 // back where they came from (a stack of a tensor's slices is the tensor; so is the
-// gradient of those slices), a slice of all of a tensor. Only exact IEEE identities (x + 0 is not one: -0 + 0 is
-// +0), and only where the kept operand already has the result's type, so no broadcast
-// is lost.
+// gradient of those slices), a slice of all of a tensor. Only exact IEEE identities
+// (x + 0 is not one: -0 + 0 is +0), and only where the kept operand already has the
+// result's type, so no broadcast is lost.
 #include <cmath>
 
 #include "reel/passes.hpp"

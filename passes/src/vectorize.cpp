@@ -3,8 +3,7 @@
 //
 // A carry is a reduction when the body's next value of it is add, mul, maximum or
 // minimum of the carry and a value that depends on no carry (or the carry minus such
-// a value), and nothing else in the
-// body reads the carry or that result. Two other carries go along: one the body
+// a value), and nothing else in the body reads the carry or that result. Two other carries go along: one the body
 // passes through unchanged (its final value is its initial one), and a fresh one,
 // whose next value depends on no carry and which only a reduction reads (a loop the
 // re-rolling pass folded a step out of phase: `s = s + e; e = exp(x[i])`, the first
@@ -23,8 +22,9 @@
 // would store every iteration's); scans of fewer than two iterations; f32 sums and
 // products (the loop rounds at every step); bodies holding a guard (whose error names
 // the iteration), a primitive that is not pure, or a while_loop; and loops whose
-// batched values would exceed 2^27 elements (they keep one iteration's at a time). The bodies of the scans left are
-// vectorized too (a loop of reductions inside a recurrence).
+// batched values would exceed 2^27 elements (they keep one iteration's at a time).
+// The bodies of the scans left are vectorized too (a loop of reductions inside a
+// recurrence).
 #include <optional>
 #include <utility>
 

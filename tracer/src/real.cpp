@@ -58,17 +58,21 @@ void record_scalar_constants(const Tensor& t) {
   trace.real_one = recorded_constant(trace, 1.0);
 }
 
+// Element i of a vector, as a 0-d tensor (recorded where traced).
+Tensor element(const Tensor& flat, int64_t i) { return reshape(slice(flat, 0, i, i + 1), {}); }
+
 }  // namespace
 
 Tensor Real::tensor() const {
   if (!t_.defined()) {
     if ((v_ == 0.0 && !std::signbit(v_)) || v_ == 1.0) {
       const auto& traces = detail::active_traces();
-      if (!traces.empty() && traces.back()->real_zero.defined()) return v_ == 0.0 ? traces.back()->real_zero : traces.back()->real_one;
+      if (!traces.empty() && traces.back()->real_zero.defined())
+        return v_ == 0.0 ? traces.back()->real_zero : traces.back()->real_one;
     }
     return scalar(v_);
   }
-  return at_ < 0 ? t_ : reshape(slice(t_, 0, at_, at_ + 1), {});
+  return at_ < 0 ? t_ : element(t_, at_);
 }
 
 namespace detail {
@@ -157,7 +161,7 @@ std::vector<Real> real_elements(const Tensor& t) {
   }
   const Tensor flat = t.rank() == 1 ? t : reshape(t, {t.numel()});
   if (!is_traced(t)) {  // a tracked parameter's elements are read now (as its value is)
-    for (int64_t i = 0; i < t.numel(); ++i) out.emplace_back(reshape(slice(flat, 0, i, i + 1), {}));
+    for (int64_t i = 0; i < t.numel(); ++i) out.emplace_back(element(flat, i));
     return out;
   }
   const Tensor f64 = flat.dtype() == DType::f64 ? flat : cast(flat, DType::f64);

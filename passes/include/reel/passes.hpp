@@ -107,13 +107,14 @@ Tape reroll(const Tape& tape, const RerollOptions& options);
 // Vectorizing re-rolled loops: a scan whose iterations carry nothing from one to the
 // next but reductions (a carry updated by add, mul, maximum or minimum with a value
 // that depends on no carry, or by subtracting one: `s += f(x[i])`, `s -= f(x[i])`,
-// `m = std::max(m, x[i])`) becomes its body
-// batched over the iterations (vmap) and the matching reduce (sum, prod, max, min);
-// its ys come out of the batched body stacked. Scans with a true recurrence stay
-// scans, with their bodies vectorized (nested loops). Left alone: reverse scans, scans
-// reading their counter, scans with a checkpoint policy, and scans of fewer than two
-// iterations. Sums are then added in another order than the loop's. Runs after reroll
-// wherever auto_reroll() is on.
+// `m = std::max(m, x[i])`) becomes its body batched over the iterations (vmap) and
+// the matching reduce (sum, prod, max, min); its ys come out of the batched body
+// stacked. Scans with a true recurrence stay scans, with their bodies vectorized
+// (nested loops). Left alone: reverse scans, scans reading their counter, scans with
+// a checkpoint policy, scans of fewer than two iterations, f32 sums and products,
+// bodies with a guard, an impure primitive or a while_loop, and batches past 2^27
+// elements (passes/src/vectorize.cpp). Sums are then added in another order than the
+// loop's. Runs after reroll wherever auto_reroll() is on.
 Tape vectorize(const Tape& tape);
 
 // Whether grad_tape, vjp_tape, jvp_tape and reel::compile (on a tape not yet cleaned: a
