@@ -94,16 +94,24 @@ class Planner {
       return;
     }
     switch (structure) {
-      case Structure::view: view_src_[v] = op.args[0]; return;
+      case Structure::view:
+        view_src_[v] = op.args[0];
+        // A reshape of a member that keeps the loop's iteration space (an element read's
+        // f64[1] -> f64[]) is the member's value: its consumers join the loop.
+        if (is_member(storage_of(v)) && std::get<LoopStep>(plan_.steps[current_]).shape == loop_shape(op.type.shape)) {
+          std::get<LoopStep>(plan_.steps[current_]).views.push_back(v);
+          loop_of_[v] = current_;
+        }
+        return;
       case Structure::elementwise:
       case Structure::broadcast: {
         if (op.prim->structure == Structure::elementwise && !op.prim->element)
           throw Error(fmt::format("compile: primitive '{}' has no code-generation rule", op.prim->name));
         bool fits = current_ >= 0 &&
-                    std::get<LoopStep>(plan_.steps[current_]).shape == op.type.shape &&
+                    std::get<LoopStep>(plan_.steps[current_]).shape == loop_shape(op.type.shape) &&
                     std::get<LoopStep>(plan_.steps[current_]).members.size() < kMaxLoopMembers;
         for (Var a : op.args) fits = fits && loop_can_read(a);
-        if (!fits) open_loop(op.type.shape);
+        if (!fits) open_loop(loop_shape(op.type.shape));
         join(v);
         for (Var a : op.args) read_in_loop(a);
         return;
@@ -198,15 +206,15 @@ class Planner {
   // (which v reads at other positions than its own element's, so from memory written
   // before the loop); else opens a loop. The sources are kept in memory.
   void join_reading_memory(Var v, std::initializer_list<Var> sources) {
-    bool fits = current_ >= 0 && std::get<LoopStep>(plan_.steps[current_]).shape == t_.op(v).type.shape &&
+    bool fits = current_ >= 0 && std::get<LoopStep>(plan_.steps[current_]).shape == loop_shape(t_.op(v).type.shape) &&
                 std::get<LoopStep>(plan_.steps[current_]).members.size() < kMaxLoopMembers;
     for (Var s : sources) fits = fits && loop_of_[storage_of(s)] != current_;
-    if (!fits) open_loop(t_.op(v).type.shape);
+    if (!fits) open_loop(loop_shape(t_.op(v).type.shape));
     join(v);
     for (Var s : sources) need(s);
   }
   void open_loop(const Shape& shape) {
-    plan_.steps.push_back(LoopStep{shape, {}, {}, {}});
+    plan_.steps.push_back(LoopStep{shape, {}, {}, {}, {}});
     current_ = static_cast<int>(plan_.steps.size()) - 1;
   }
   void close_loop() { current_ = -1; }

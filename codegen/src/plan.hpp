@@ -12,7 +12,8 @@
 //   memory joins a loop too, as an indexed load (its indices checked before the loop,
 //   or, a constant's, when planning). A strided read (a slice, a permutation: a
 //   primitive with strided_read) of an f32 or f64 source in memory joins a loop the
-//   same way, as a load at the source's offset and strides.
+//   same way, as a load at the source's offset and strides. Values of one element fuse
+//   whatever their shape ([1], [], [1,1]: loop_shape).
 // - A strided placement (concat: strided_place) copies each argument into its place in
 //   the result with a generated loop.
 // - matmul is a CBLAS call; a transpose used only by matmuls is folded into the call.
@@ -38,6 +39,11 @@ struct Slot {
   int64_t offset = 0;  // workspace: byte offset (set by plan_memory)
   int64_t bytes = 0;   // workspace: size
 };
+
+// The iteration space of a loop that computes values of this shape: a tensor of one
+// element is iterated as a 0-d one, so that the element reads of a scalar trace (f64[1]
+// slices) and the scalars that use them ([]) fuse into one loop.
+inline Shape loop_shape(const Shape& shape) { return numel(shape) == 1 ? Shape{} : shape; }
 
 // Operations fused into one loop at most; see the comment above.
 constexpr std::size_t kMaxLoopMembers = 32;

@@ -1,7 +1,8 @@
 // Algebraic simplification of the identities the reverse pass produces most: a seed of
 // ones multiplied in (x * 1 -> x), double negation, a reshape of a reshape, slices put
 // back where they came from (a stack of a tensor's slices is the tensor; so is the
-// gradient of those slices), a slice of all of a tensor. Only exact IEEE identities
+// gradient of those slices), a slice of all of a tensor, a small view or strided read
+// of a constant (a column of a Jacobian's seeds: a constant too). Only exact IEEE identities
 // (x + 0 is not one: -0 + 0 is +0), and only where the kept operand already has the
 // result's type, so no broadcast is lost.
 #include <cmath>
@@ -37,6 +38,8 @@ bool same_map(const StridedMap& x, const StridedMap& y, const Shape& shape) {
   return true;
 }
 
+constexpr int64_t kFoldedElements = 64;
+
 // A strided placement (concat, unslice, place) that puts back, where they came from, the
 // strided reads (slices) of one tensor that together cover it, is that tensor: the
 // gradient of a stack of slices, or a slice's gradient covering the whole axis.
@@ -70,6 +73,11 @@ Var simpler(TapeBuilder& b, const Op& op, const std::vector<Var>& a) {
   if (op.kind != OpKind::call || op.results != 1) return kNoVar;
   const Tape& t = b.tape();
   const Primitive& p = *op.prim;
+  // A view or strided read of a constant only moves its elements: folded into a new
+  // constant when that is small (a larger one would be one more copy in memory).
+  if ((p.structure == Structure::view || p.lowering.strided_read) && a.size() == 1 && p.eager &&
+      t.op(a[0]).kind == OpKind::constant && numel(op.type.shape) <= kFoldedElements)
+    return b.constant(p.eager(std::span<const Tensor>(&t.op(a[0]).value, 1), op.attrs)[0]);
   if (p.structure == Structure::view && a.size() == 1) {  // a view of a view is one view; of itself, nothing
     const Op& inner = t.op(a[0]);
     const Var source = inner.kind == OpKind::call && inner.prim->structure == Structure::view ? inner.args[0] : a[0];

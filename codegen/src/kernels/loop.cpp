@@ -60,13 +60,16 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
     if (std::find(plain.begin(), plain.end(), a) == plain.end()) continue;
     ls.value[a] = static_cast<int>(s.loads.size());
     if (t.op(a).kind == OpKind::constant) ls.constant_loads[s.loads.size()] = a;
-    s.loads.push_back({param(a), t.type(a).dtype, broadcast_strides(t.type(a).shape, loop.shape), -1, {}, 0, {}, {}});
+    // (A loop of one element iterates over nothing: loop_shape.)
+    const std::vector<int64_t> strides = loop.shape.empty() ? std::vector<int64_t>{} : broadcast_strides(t.type(a).shape, loop.shape);
+    s.loads.push_back({param(a), t.type(a).dtype, strides, -1, {}, 0, {}, {}});
   }
   for (Var m : loop.members) {  // strided reads: loads at their source's offset and strides
     if (!is_strided_member(t, m)) continue;
     const Op& op = t.op(m);
     const Var x = op.args[0];
-    const StridedMap sm = op.prim->lowering.strided_read(t.type(x), op.attrs);
+    StridedMap sm = op.prim->lowering.strided_read(t.type(x), op.attrs);
+    if (loop.shape.empty()) sm.strides.clear();
     ls.value[m] = static_cast<int>(s.loads.size());
     if (sm.offset > 0 && std::find(written.begin(), written.end(), p.slot_of[x]) == written.end())
       s.loads.push_back({param(x, sm.offset), t.type(x).dtype, sm.strides, -1, {}, 0, {}, {}, 0});
@@ -182,12 +185,18 @@ void schedule_loop(Scheduler& sch, const LoopStep& loop) {
   LoopSpec s;
   LoopLoads ls;
   add_loads(t, p, loop, k, s, ls);
+  // A value in the loop: a member's, or a view's (its member's).
+  auto value_of = [&](Var a) {
+    while (!ls.value.contains(a) && std::find(loop.views.begin(), loop.views.end(), a) != loop.views.end())
+      a = t.op(a).args[0];
+    return ls.value.at(a);
+  };
   for (Var m : loop.members) {
     if (is_indexed_member(t, m)) continue;
     const Op& op = t.op(m);
     LoopSpec::Inst inst{op.prim, {}, {}, op.type.dtype};
     if (op.prim->structure == Structure::elementwise) inst.element = sch.element_rule(op);
-    for (Var a : op.args) inst.args.push_back(ls.value.at(a));
+    for (Var a : op.args) inst.args.push_back(value_of(a));
     ls.value[m] = static_cast<int>(s.loads.size() + s.insts.size());
     s.insts.push_back(std::move(inst));
   }
@@ -195,7 +204,7 @@ void schedule_loop(Scheduler& sch, const LoopStep& loop) {
     if (p.stored[m]) s.stores.push_back({ls.value.at(m), param_of(p, ls, m), contiguous(loop.shape)});
   for (Var r : loop.reductions) {
     const Op& op = t.op(r);
-    LoopSpec::Sum sum{ls.value.at(op.args[0]), param_of(p, ls, r), op.prim->lowering.reduce_scale(t.type(op.args[0]), op.attrs),
+    LoopSpec::Sum sum{value_of(op.args[0]), param_of(p, ls, r), op.prim->lowering.reduce_scale(t.type(op.args[0]), op.attrs),
                       op.type.dtype, {}, 1};
     const Shape target = op.prim->lowering.reduce_target(t.type(op.args[0]), op.attrs);
     if (numel(target) > 1) {  // column sums: the result's element at the kept dimensions
@@ -454,7 +463,7 @@ std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop) {
   std::vector<Var> inputs;
   for (Var m : loop.members)
     for (Var a : tape.op(m).args)
-      if (!has(loop.members, a) && !has(inputs, a)) inputs.push_back(a);
+      if (!has(loop.members, a) && !has(loop.views, a) && !has(inputs, a)) inputs.push_back(a);
   return inputs;
 }
 

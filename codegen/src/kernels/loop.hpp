@@ -16,6 +16,7 @@ struct LoopStep {
   std::vector<Var> members;     // elementwise/broadcast calls, gathers and strided reads, in order, one element each
   std::vector<Var> reductions;  // full or leading (column) sums of members, accumulated over the loop
   std::vector<Var> checks;      // member gathers whose indices are checked before the loop, each call
+  std::vector<Var> views;       // views of members with the loop's iteration space: the member's value
 };
 
 // An elementwise operation's element program and its text (as kernel keys spell it),
