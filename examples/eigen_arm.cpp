@@ -56,7 +56,7 @@ int main() {
   auto t1 = clock::now();
   for (int i = 0; i < reps; ++i) {
     x(0) = 0.3 + 1e-9 * i;
-    sink += jac(x).jacobian.values()[0];
+    sink += jac(x).jacobian.data<double>()[0];
   }
   auto t2 = clock::now();
   const double plain_ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / reps;

@@ -243,8 +243,10 @@ Tape jacrev_tape(const char* op, const Tape& f, const Layout& l) {
 std::vector<std::vector<Tensor>> unpack_blocks(std::vector<Tensor>& outs, std::size_t& next, std::size_t rows,
                                                const std::vector<bool>& arg_float) {
   std::vector<std::vector<Tensor>> blocks(rows);
-  for (auto& row : blocks)
+  for (auto& row : blocks) {
+    row.reserve(arg_float.size());
     for (bool fl : arg_float) row.push_back(fl ? std::move(outs.at(next++)) : Tensor());
+  }
   return blocks;
 }
 
@@ -335,9 +337,10 @@ Derived JacobianDerivation::derive(const Tape& f, std::size_t num_args, std::spa
 Jacobian JacobianDerivation::unpack(std::vector<Tensor> outs, const void* info) const {
   const Info& in = *static_cast<const Info*>(info);
   Jacobian j;
-  j.values.assign(outs.begin(), outs.begin() + static_cast<std::ptrdiff_t>(in.outputs));
   std::size_t next = in.outputs;
   j.blocks = unpack_blocks(outs, next, in.outputs, in.arg_float);
+  outs.resize(in.outputs);  // (the blocks moved out: the rest are f's outputs, kept in their vector)
+  j.values = std::move(outs);
   j.value = j.values[0];
   if (!j.blocks[0].empty()) j.jacobian = j.blocks[0][0];
   return j;

@@ -62,6 +62,51 @@ void give_block(void* block, std::size_t bytes) noexcept {
   std::free(block);
 }
 
+namespace {
+
+constexpr std::size_t kSmallClasses = kSmallBlockMax / 64;
+constexpr int kSmallPerClass = 16;
+
+// Trivially destructible, so still valid while the thread's other objects are
+// destroyed (a tensor freed then goes to the system: `closed`).
+struct SmallPool {
+  void* free[kSmallClasses][kSmallPerClass];
+  int count[kSmallClasses];
+  bool closed;
+};
+thread_local constinit SmallPool small_pool{};
+
+// Frees the pool's blocks when its thread ends.
+struct SmallPoolCloser {
+  ~SmallPoolCloser() {
+    for (std::size_t c = 0; c < kSmallClasses; ++c)
+      for (int i = 0; i < small_pool.count[c]; ++i) ::operator delete(small_pool.free[c][i]);
+    small_pool = SmallPool{};
+    small_pool.closed = true;
+  }
+};
+thread_local SmallPoolCloser small_pool_closer;
+
+std::size_t small_class(std::size_t bytes) { return (bytes + 63) / 64 - 1; }
+
+}  // namespace
+
+void* take_small(std::size_t bytes) {
+  const std::size_t c = small_class(bytes);
+  if (c < kSmallClasses && small_pool.count[c] > 0) return small_pool.free[c][--small_pool.count[c]];
+  return ::operator new(c < kSmallClasses ? (c + 1) * 64 : bytes);
+}
+
+void give_small(void* block, std::size_t bytes) noexcept {
+  const std::size_t c = small_class(bytes);
+  if (c < kSmallClasses && !small_pool.closed && small_pool.count[c] < kSmallPerClass) {
+    (void)&small_pool_closer;  // (made on the thread's first kept block, so that it frees them)
+    small_pool.free[c][small_pool.count[c]++] = block;
+    return;
+  }
+  ::operator delete(block);
+}
+
 }  // namespace detail
 
 void release_cached_memory() {

@@ -1,5 +1,6 @@
 #pragma once
-// Internal: a cache of large, 64-byte-aligned memory blocks for tensor storage.
+// Internal: a cache of large, 64-byte-aligned memory blocks for tensor storage, and a
+// per-thread pool of small ones.
 #include <cstddef>
 
 namespace reel::detail {
@@ -12,5 +13,25 @@ constexpr std::size_t kCachedBlockMin = 256 * 1024;
 void* take_block(std::size_t bytes);
 // Returns a block; it is kept for reuse while the cache holds less than its limit.
 void give_block(void* block, std::size_t bytes) noexcept;
+
+// Small blocks (at most kSmallBlockMax bytes) are kept, when freed, on the freeing
+// thread's list for their size (in 64-byte steps, a few per size) and reused by that
+// thread: the small tensors of every call (a cached function's arguments and results,
+// the interpreter's values) then cost no malloc. Throws std::bad_alloc.
+constexpr std::size_t kSmallBlockMax = 1024;
+void* take_small(std::size_t bytes);
+void give_small(void* block, std::size_t bytes) noexcept;
+
+// An allocator over take_small/give_small (for std::allocate_shared).
+template <class T>
+struct SmallBlockAllocator {
+  using value_type = T;
+  SmallBlockAllocator() = default;
+  template <class U>
+  SmallBlockAllocator(const SmallBlockAllocator<U>&) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(take_small(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { give_small(p, n * sizeof(T)); }
+  friend bool operator==(SmallBlockAllocator, SmallBlockAllocator) { return true; }
+};
 
 }  // namespace reel::detail

@@ -22,7 +22,8 @@ namespace {
 // kernels and JIT code line up.
 //
 // Small blocks: one allocation holds the reference count and the data (this is on the
-// path of every compiled call, which allocates its outputs). Large blocks come from
+// path of every compiled call, which allocates its outputs), from the thread's pool of
+// small blocks (storage.hpp). Large blocks come from
 // and go back to a cache (storage.hpp): fresh pages from the system cost a page fault
 // each, about 2 ms for an 8 MB gradient, more than computing it.
 std::shared_ptr<void> allocate(std::size_t bytes) {
@@ -34,7 +35,10 @@ std::shared_ptr<void> allocate(std::size_t bytes) {
   }
   std::shared_ptr<unsigned char[]> block;
   try {
-    block = std::make_shared_for_overwrite<unsigned char[]>(rounded + kAlign);
+    block = rounded + 2 * kAlign <= detail::kSmallBlockMax  // (with room for the reference count)
+                ? std::allocate_shared_for_overwrite<unsigned char[]>(detail::SmallBlockAllocator<unsigned char>{},
+                                                                      rounded + kAlign)
+                : std::make_shared_for_overwrite<unsigned char[]>(rounded + kAlign);
   } catch (const std::bad_alloc&) {
     throw Error(fmt::format("tensor: cannot allocate {} bytes", bytes));
   }

@@ -107,7 +107,8 @@ template <int R, int C, int O, int MR, int MC>
 struct real_number_arg<Eigen::Matrix<double, R, C, O, MR, MC>> : std::true_type {
   using M = Eigen::Matrix<double, R, C, O, MR, MC>;
   static Tensor to_tensor(const M& m) {
-    return tensor(detail::row_major<double>(m), detail::eigen_shape<M>(m.rows(), m.cols()));
+    const Eigen::Index cols = m.cols();
+    return detail::f64_tensor(detail::eigen_shape<M>(m.rows(), cols), [&](int64_t i) { return m(i / cols, i % cols); });
   }
 };
 

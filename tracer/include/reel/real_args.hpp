@@ -28,6 +28,19 @@
 
 namespace reel {
 
+namespace detail {
+// An f64 tensor of this shape whose element i (row-major) is fill(i), made in place: no
+// vector of numbers first (numbers are given for Reals on every call of a cached function).
+template <class Fill>
+Tensor f64_tensor(Shape shape, Fill fill) {
+  Tensor t(DType::f64, std::move(shape));
+  double* p = t.mutable_data<double>();
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<double>(fill(i));
+  return t;
+}
+}  // namespace detail
+
 // Specialise for a type of numbers that may be given for a parameter of Reals (Eigen
 // matrices of doubles: reel/eigen.hpp): value = true and static Tensor to_tensor(const T&).
 template <class T>
@@ -40,12 +53,16 @@ struct real_number_arg<N> : std::true_type {
 template <class N, class A>
   requires std::is_arithmetic_v<N>
 struct real_number_arg<std::vector<N, A>> : std::true_type {
-  static Tensor to_tensor(const std::vector<N, A>& x) { return tensor(std::vector<double>(x.begin(), x.end())); }
+  static Tensor to_tensor(const std::vector<N, A>& x) {
+    return detail::f64_tensor({static_cast<int64_t>(x.size())}, [&](int64_t i) { return x[static_cast<std::size_t>(i)]; });
+  }
 };
 template <class N, std::size_t K>
   requires std::is_arithmetic_v<N>
 struct real_number_arg<std::array<N, K>> : std::true_type {
-  static Tensor to_tensor(const std::array<N, K>& x) { return tensor(std::vector<double>(x.begin(), x.end())); }
+  static Tensor to_tensor(const std::array<N, K>& x) {
+    return detail::f64_tensor({static_cast<int64_t>(K)}, [&](int64_t i) { return x[static_cast<std::size_t>(i)]; });
+  }
 };
 
 // A parameter type of Reals made from a tensor (its elements in row-major order):
