@@ -28,6 +28,8 @@ constexpr char kMagic[8] = {'R', 'E', 'E', 'L', 'O', 'B', 'J', '1'};
 constexpr std::size_t kHeader = 8 + 8 + 8 + 16;  // magic, two lengths, checksum
 constexpr const char* kSuffix = ".reelobj";
 constexpr int64_t kDefaultMaxBytes = int64_t{512} << 20;
+// Writes between two scans of the directory at most (DiskCache::store).
+constexpr int kScanEvery = 32;
 
 llvm::ArrayRef<uint8_t> bytes(std::string_view s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
@@ -262,9 +264,12 @@ void DiskCache::store(const std::string& name, std::string_view descriptor, std:
     return;
   }
   ++stats_.writes;
-  // Every write scans the directory (cheap next to the compile that made the entry):
-  // other processes write into it too.
-  bound_size();
+  // The directory is scanned (lstat of every entry: 130 ms at 35,000 entries, more than
+  // compiling a small function) at this process's first write, whenever what it holds
+  // may pass the bound by what was written since, and every kScanEvery writes (other
+  // processes write into it too).
+  stats_.bytes += static_cast<int64_t>(file.size());
+  if (!scanned_ || stats_.bytes > max_bytes_ || ++unscanned_writes_ >= kScanEvery) bound_size();
 }
 
 void DiskCache::reject(const std::string& name) {
@@ -279,6 +284,8 @@ void DiskCache::reject(const std::string& name) {
 }
 
 void DiskCache::bound_size() {
+  scanned_ = true;
+  unscanned_writes_ = 0;
   struct File {
     fs::path path;
     int64_t time;  // ns since the epoch
@@ -332,6 +339,7 @@ void DiskCache::set_dir(const std::string& dir) {
   dir_ = dir.empty() || dir == "off" ? "" : fs::absolute(dir, ec).string();
   if (ec) dir_ = dir;
   stats_.bytes = 0;
+  scanned_ = false;
 }
 
 void DiskCache::set_max_bytes(int64_t bytes) {

@@ -53,6 +53,8 @@ class DiskCache {
   std::string dir_;  // empty: off
   int64_t max_bytes_ = 0;
   CodeCacheInfo stats_;
+  bool scanned_ = false;       // the directory scanned since set (stats_.bytes: what it held then, plus this process's writes since)
+  int unscanned_writes_ = 0;  // since the last scan
 };
 
 // Hex digits of a BLAKE3 hash of `text` (16 bytes: 32 digits).

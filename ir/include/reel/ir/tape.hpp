@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "reel/ir/primitive.hpp"
+#include "reel/large_blocks.hpp"
 
 namespace reel {
 
@@ -35,7 +36,9 @@ struct Op {
 
 class Tape {
  public:
-  std::vector<Op> ops;       // variable v is ops[v - 1]
+  // Variable v is ops[v - 1]. (A traced tape of millions of operations is hundreds of
+  // megabytes: its array is mapped in huge pages, reel/large_blocks.hpp.)
+  std::vector<Op, detail::LargeBlockAllocator<Op>> ops;
   std::vector<Var> outputs;
   // Set on the result of a pass pipeline that ends with the cleanup passes (simplify,
   // cse, dce), so on what grad_tape, vjp_tape and jvp_tape return; reel::compile runs
