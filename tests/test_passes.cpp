@@ -283,6 +283,29 @@ TEST_CASE("simplify: a stack of a tensor's slices is the tensor, a reshape of a 
   CHECK(to_string(dce(simplify(moved))) == to_string(moved));
 }
 
+TEST_CASE("simplify folds a small view or slice of a constant into a constant, not a large one") {
+  const Tape t = parse_tape(
+      "%1 = const [1, 0, 0, 1, 2, 3]::f64[2,3]\n"
+      "%2 = slice(%1, axis=1, start=1, stop=3, step=1)::f64[2,2]\n"
+      "%3 = reshape(%2, shape=[4])::f64[4]\n"
+      "%4 = permute(%1, perm=[1,0])::f64[3,2]\n"
+      "out %3, %4");
+  const Tape s = dce(simplify(t));
+  CHECK(to_string(s) ==
+        "%1 = const [0, 0, 2, 3]::f64[4]\n"
+        "%2 = const [1, 1, 0, 2, 0, 3]::f64[3,2]\n"
+        "out %1, %2");
+  const auto a = play(t, {}), b = test::run_checked(s, {});
+  for (std::size_t i = 0; i < a.size(); ++i) test::check_same_bits(a[i], b[i], "output " + std::to_string(i));
+  // Past 64 elements a slice of a constant stays a slice (a new constant would be a copy).
+  TapeBuilder big;
+  const Var c = big.constant(cast(arange(100), DType::f64));
+  big.set_outputs({big.call("slice", {c}, {{"axis", int64_t{0}}, {"start", int64_t{10}}, {"stop", int64_t{90}}, {"step", int64_t{1}}})});
+  const Tape bs = dce(simplify(big.finish()));
+  CHECK(bs.size() == 2);
+  CHECK(bs.op(2).kind == OpKind::call);
+}
+
 TEST_CASE("place: several slices' gradients in one step; checked arguments, gradients, compiled") {
   const Tensor a = randn({2, 2, 3}, 4), c = randn({2, 1, 3}, 5);
   const Attrs attrs{{"axis", int64_t{1}}, {"starts", Shape{0, 3}}, {"step", int64_t{2}}, {"size", int64_t{5}}};

@@ -220,6 +220,54 @@ TEST_CASE("strided reads and placements agree interpreted and compiled") {
   }
 }
 
+// Values of one element fuse into one loop whatever their shape: a scalar trace's element
+// reads (f64[1] slices, reshaped to f64[]), [1,1] values and scalars broadcast into them,
+// a reshape of a member read in the loop and after it (an output), and a sum over a
+// one-element member. Interpreted and compiled agree, and so does the gradient.
+TEST_CASE("values of one element fuse into one loop whatever their shape") {
+  const auto f = [](const Tensor& x) {
+    const Tensor a = reshape(slice(x, 0, 0, 1), {});                      // f64[]
+    const Tensor b = slice(x, 0, 1, 2);                                    // f64[1]
+    const Tensor c = sin(a) * b + 2.0;                                     // f64[1]
+    const Tensor d = reshape(c, {1, 1}) * exp(reshape(slice(x, 0, 2, 3), {}));  // f64[1,1]
+    const Tensor e = reshape(d, {}) + a * a;                               // f64[]
+    return std::vector<Tensor>{e, d, sum(c * c) + e * 3.0};
+  };
+  for (DType dt : {DType::f64, DType::f32}) {
+    const Tensor x = randn({3}, 11, dt);
+    const Tape t = trace(f, x);
+    const std::string plan = plan_text(t);
+    // One loop reads the three elements and computes every scalar; the sum, complete only
+    // after its loop, is read by a second.
+    std::size_t loops = 0;
+    for (std::size_t at = plan.find("loop "); at != std::string::npos; at = plan.find("loop ", at + 1)) ++loops;
+    CHECK_MESSAGE(loops == 2, plan);
+    const std::string first = plan.substr(0, plan.find("step 1:"));
+    std::size_t reads = 0;
+    for (std::size_t at = first.find("= slice("); at != std::string::npos; at = first.find("= slice(", at + 1)) ++reads;
+    CHECK_MESSAGE(reads == 3, plan);
+    const std::vector<Tensor> out = test::run_checked(t, {x});
+    const std::vector<Tensor> expected = f(x);
+    for (std::size_t k = 0; k < out.size(); ++k) test::check_close(out[k], expected[k], 1e-6, 1e-6, "output");
+    test::run_checked(grad_tape(trace([&](const Tensor& v) { return f(v)[2] + sum(f(v)[1]); }, x)), {x});
+  }
+  // A reshape that leaves the loop's iteration space and one that comes back (a tape the
+  // cleanup passes have not seen, so not merged into one reshape), read in the loop and
+  // summed: compiled as interpreted.
+  Tape chain = parse_tape(
+      "inp %1::f64[3]\n"
+      "%2 = exp(%1)::f64[3]\n"
+      "%3 = reshape(%2, shape=[3,1])::f64[3,1]\n"
+      "%4 = reshape(%3, shape=[3])::f64[3]\n"
+      "%5 = sin(%4)::f64[3]\n"
+      "%6 = sum(%4, axes=[0])::f64[]\n"
+      "out %5, %6");
+  chain.cleaned = true;
+  const Tensor x = randn({3}, 12);
+  const std::vector<Tensor> interpreted = play(chain, {x}), compiled = compile(chain)({x});
+  for (std::size_t k = 0; k < interpreted.size(); ++k) test::check_close(compiled[k], interpreted[k], 1e-14, 1e-14, "chain");
+}
+
 // A cast between f32 and f64, or from i64, converts inside the loop that reads it (no
 // eager step); one to i64 calls cast_eager, which checks the range (an error compiled too).
 TEST_CASE("casts to floats compile into loops; casts to i64 keep their range check") {

@@ -1,4 +1,6 @@
 // Tensors and eager kernels, with hand-computed values.
+#include <thread>
+
 #include "test_util.hpp"
 
 using namespace reel;
@@ -117,4 +119,34 @@ TEST_CASE("i64: arange, cast, text, errors, no gradient, compiled") {
   CHECK(to_string(c) == "%1 = const [9007199254740993, -3]::i64[2]\nout %1");
   CHECK(play(c, {})[0].data<int64_t>()[0] == 9007199254740993LL);
   CHECK_THROWS_WITH_AS(parse_tape("%1 = const [1.5]::i64[1]\nout %1"), doctest::Contains("expected an integer"), Error);
+}
+
+// Small tensors' memory comes from a per-thread pool (runtime/src/storage.hpp): blocks
+// made on one thread and freed on another, reused there, stay 64-byte aligned and hold
+// what was written, at every size up to past the pool's largest.
+TEST_CASE("small tensor blocks move between threads' pools intact and aligned") {
+  std::vector<Tensor> made(130);
+  std::thread maker([&] {
+    for (std::size_t i = 0; i < made.size(); ++i)
+      made[i] = full({static_cast<int64_t>(i)}, static_cast<double>(i));
+  });
+  maker.join();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Tensor> again;
+    std::thread user([&] {
+      for (std::size_t i = 0; i < made.size(); ++i) {
+        again.push_back(made[i] * 2.0);
+        made[i] = Tensor();  // freed on this thread: kept by its pool, reused below
+      }
+      for (std::size_t i = 0; i < again.size(); ++i) made[i] = again[i] + 1.0;
+    });
+    user.join();
+    for (std::size_t i = 0; i < made.size(); ++i) {
+      REQUIRE(made[i].numel() == static_cast<int64_t>(i));
+      CHECK(reinterpret_cast<std::uintptr_t>(made[i].raw()) % 64 == 0);
+      const double want = static_cast<double>(i) * 2 + 1;
+      for (double v : made[i].values()) CHECK(v == want);
+      made[i] = full({static_cast<int64_t>(i)}, static_cast<double>(i));
+    }
+  }
 }

@@ -1,5 +1,7 @@
 #include "placement.hpp"
 
+#include "plan.hpp"
+
 namespace reel::codegen {
 
 namespace {
@@ -51,11 +53,12 @@ std::vector<Var> placement_order(const Tape& t, const std::vector<bool>& folded)
     // or after 4 kMaxWait operations.
     expire(v, 4 * kMaxWait);
     const Op& op = t.op(v);
-    // Operations of one shape keep the tape's order among themselves: one waits only
-    // while operations of other shapes come (which would end its loop anyway).
+    // Operations of one shape (one loop_shape) keep the tape's order among themselves:
+    // one waits only while operations of other shapes come (which would end its loop
+    // anyway).
     if (op.kind == OpKind::call)
       for (std::size_t q = oldest; q < queue.size(); ++q)
-        if (!placed[queue[q]] && t.type(queue[q]).shape == op.type.shape) emit(queue[q]);
+        if (!placed[queue[q]] && loop_shape(t.type(queue[q]).shape) == loop_shape(op.type.shape)) emit(queue[q]);
     const bool deferred = op.kind == OpKind::call && op.results == 1 && !output[v] && op.prim->pure && !op.prim->effect &&
                           (op.prim->structure == Structure::elementwise || op.prim->structure == Structure::broadcast);
     if (deferred) {

@@ -96,9 +96,10 @@ class Planner {
     switch (structure) {
       case Structure::view:
         view_src_[v] = op.args[0];
-        // A reshape of a member that keeps the loop's iteration space (an element read's
-        // f64[1] -> f64[]) is the member's value: its consumers join the loop.
-        if (is_member(storage_of(v)) && std::get<LoopStep>(plan_.steps[current_]).shape == loop_shape(op.type.shape)) {
+        // A reshape of a member (or of such a view) that keeps the loop's iteration space
+        // (an element read's f64[1] -> f64[]) is the member's value: its consumers join
+        // the loop.
+        if (is_member(op.args[0]) && std::get<LoopStep>(plan_.steps[current_]).shape == loop_shape(op.type.shape)) {
           std::get<LoopStep>(plan_.steps[current_]).views.push_back(v);
           loop_of_[v] = current_;
         }

@@ -1,10 +1,10 @@
 // Algebraic simplification of the identities the reverse pass produces most: a seed of
 // ones multiplied in (x * 1 -> x), double negation, a reshape of a reshape, slices put
 // back where they came from (a stack of a tensor's slices is the tensor; so is the
-// gradient of those slices), a slice of all of a tensor, a small view or strided read
-// of a constant (a column of a Jacobian's seeds: a constant too). Only exact IEEE identities
-// (x + 0 is not one: -0 + 0 is +0), and only where the kept operand already has the
-// result's type, so no broadcast is lost.
+// gradient of those slices), a slice of all of a tensor, a small view, strided read or
+// placement of constants (a column of a Jacobian's seeds: a constant too). Only exact
+// IEEE identities (x + 0 is not one: -0 + 0 is +0), and only where the kept operand
+// already has the result's type, so no broadcast is lost.
 #include <cmath>
 
 #include "reel/passes.hpp"
@@ -66,6 +66,24 @@ Var placed_back(const Tape& t, const Op& op, const std::vector<Var>& a) {
   return source;
 }
 
+// A view, strided read or strided placement of constants only moves their elements:
+// folded into a new constant when that is small (a larger one would be one more copy in
+// memory). Placements too, since the slices of a constant that a placement would have
+// put back where they came from (placed_back) are constants by then.
+Var folded(TapeBuilder& b, const Op& op, const std::vector<Var>& a) {
+  const Primitive& p = *op.prim;
+  const Tape& t = b.tape();
+  const bool moves = p.structure == Structure::view || (p.lowering.strided_read && a.size() == 1) ||
+                     p.lowering.strided_place;
+  if (!moves || !p.eager || a.empty() || numel(op.type.shape) > kFoldedElements) return kNoVar;
+  std::vector<Tensor> values;
+  for (Var x : a) {
+    if (t.op(x).kind != OpKind::constant) return kNoVar;
+    values.push_back(t.op(x).value);
+  }
+  return b.constant(p.eager(values, op.attrs)[0]);
+}
+
 // The simpler variable equal to `op` (with arguments `a` in the new tape), or kNoVar.
 // Reads the primitives' properties (identity elements, involution, views, strided
 // reads and placements), not their names.
@@ -73,11 +91,7 @@ Var simpler(TapeBuilder& b, const Op& op, const std::vector<Var>& a) {
   if (op.kind != OpKind::call || op.results != 1) return kNoVar;
   const Tape& t = b.tape();
   const Primitive& p = *op.prim;
-  // A view or strided read of a constant only moves its elements: folded into a new
-  // constant when that is small (a larger one would be one more copy in memory).
-  if ((p.structure == Structure::view || p.lowering.strided_read) && a.size() == 1 && p.eager &&
-      t.op(a[0]).kind == OpKind::constant && numel(op.type.shape) <= kFoldedElements)
-    return b.constant(p.eager(std::span<const Tensor>(&t.op(a[0]).value, 1), op.attrs)[0]);
+  if (const Var c = folded(b, op, a); c != kNoVar) return c;
   if (p.structure == Structure::view && a.size() == 1) {  // a view of a view is one view; of itself, nothing
     const Op& inner = t.op(a[0]);
     const Var source = inner.kind == OpKind::call && inner.prim->structure == Structure::view ? inner.args[0] : a[0];

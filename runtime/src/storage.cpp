@@ -91,16 +91,33 @@ std::size_t small_class(std::size_t bytes) { return (bytes + 63) / 64 - 1; }
 
 }  // namespace
 
+// Under AddressSanitizer blocks go straight back to the allocator, which then catches a
+// use after free of a small tensor.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kPooled = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kPooled = false;
+#else
+constexpr bool kPooled = true;
+#endif
+#else
+constexpr bool kPooled = true;
+#endif
+
 void* take_small(std::size_t bytes) {
   const std::size_t c = small_class(bytes);
-  if (c < kSmallClasses && small_pool.count[c] > 0) return small_pool.free[c][--small_pool.count[c]];
+  if (kPooled && c < kSmallClasses) {
+    (void)&small_pool_closer;  // (made with the thread's first block, so that it frees the pool at exit)
+    if (small_pool.count[c] > 0) return small_pool.free[c][--small_pool.count[c]];
+  }
   return ::operator new(c < kSmallClasses ? (c + 1) * 64 : bytes);
 }
 
 void give_small(void* block, std::size_t bytes) noexcept {
   const std::size_t c = small_class(bytes);
-  if (c < kSmallClasses && !small_pool.closed && small_pool.count[c] < kSmallPerClass) {
-    (void)&small_pool_closer;  // (made on the thread's first kept block, so that it frees them)
+  if (kPooled && c < kSmallClasses && !small_pool.closed && small_pool.count[c] < kSmallPerClass) {
+    (void)&small_pool_closer;
     small_pool.free[c][small_pool.count[c]++] = block;
     return;
   }

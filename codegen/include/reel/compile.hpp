@@ -62,8 +62,8 @@ struct CodeCacheInfo {
   int64_t rejected = 0;   // files ignored: truncated, corrupt, another program's, unlinkable,
                           // or not a regular file of this user (those are left alone)
   int64_t removed = 0;    // files removed to keep the directory under max_bytes
-  int64_t bytes = 0;      // the directory's files at its last scan (at this process's first write, then at
-                          // least every 32nd), plus what this process wrote since (0 before a write)
+  int64_t bytes = 0;      // the directory's files at its last scan (this process's first write, then at
+                          // least every 32nd, or set_code_cache_max_bytes), plus what it wrote since
   int64_t max_bytes = 0;  // the bound
 };
 CodeCacheInfo code_cache_info();

@@ -4,16 +4,29 @@
 // aligned to 2 MB and marked for transparent huge pages (MADV_HUGEPAGE), so that filling
 // it costs one page fault per 2 MB instead of one per 4 KB. Page faults were a third of
 // the time of tracing a scalar program of millions of operations here (a vector that
-// doubles touches twice its final size in fresh pages). A freed block is unmapped (kept
-// for reuse, blocks of a tape's growth that no later tape asks for again held hundreds of
-// megabytes). Smaller blocks come from operator new. Where the kernel does not give huge
-// pages, the block is an ordinary mapping.
+// doubles touches twice its final size in fresh pages). A freed block is unmapped, not
+// kept for reuse (kept, the blocks of a tape's growth that no later tape asks for again
+// held hundreds of megabytes). Smaller blocks come from operator new. Where the kernel
+// gives no huge pages the block is an ordinary mapping; where its huge-page setting
+// compacts memory on such a fault (defrag "madvise"), a fault on fragmented memory may
+// wait for that. Under AddressSanitizer every block comes from operator new.
 #include <cstddef>
 #include <new>
 
 namespace reel::detail {
 
 constexpr std::size_t kLargeBlockMin = std::size_t{4} << 20;
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kMapLargeBlocks = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kMapLargeBlocks = false;
+#else
+inline constexpr bool kMapLargeBlocks = true;
+#endif
+#else
+inline constexpr bool kMapLargeBlocks = true;
+#endif
 
 void* map_large_block(std::size_t bytes);  // throws std::bad_alloc
 void unmap_large_block(void* p, std::size_t bytes) noexcept;
@@ -27,14 +40,17 @@ struct LargeBlockAllocator {
   T* allocate(std::size_t n) {
     if (n > std::size_t(-1) / sizeof(T)) throw std::bad_array_new_length();
     const std::size_t bytes = n * sizeof(T);
-    return static_cast<T*>(bytes >= kLargeBlockMin ? map_large_block(bytes) : ::operator new(bytes));
+    return static_cast<T*>(mapped(bytes) ? map_large_block(bytes) : ::operator new(bytes));
   }
   void deallocate(T* p, std::size_t n) noexcept {
     const std::size_t bytes = n * sizeof(T);
-    if (bytes >= kLargeBlockMin) unmap_large_block(p, bytes);
+    if (mapped(bytes)) unmap_large_block(p, bytes);
     else ::operator delete(p);
   }
   friend bool operator==(LargeBlockAllocator, LargeBlockAllocator) { return true; }
+
+ private:
+  static bool mapped(std::size_t bytes) { return kMapLargeBlocks && bytes >= kLargeBlockMin; }
 };
 
 }  // namespace reel::detail
