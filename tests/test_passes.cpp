@@ -245,6 +245,15 @@ TEST_CASE("the gradients of slices of one tensor are placed in one step, not add
   test::check_gradient(overlap, {q}, "overlapping rows of q");
 }
 
+namespace {
+// s (t simplified) gives t's outputs bit for bit, interpreted and compiled.
+void check_runs_as(const Tape& t, const Tape& s, const std::vector<Tensor>& args) {
+  const std::vector<Tensor> a = play(t, args), b = test::run_checked(s, args);
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) test::check_same_bits(a[i], b[i], "output " + std::to_string(i));
+}
+}  // namespace
+
 TEST_CASE("simplify: a stack of a tensor's slices is the tensor, a reshape of a reshape one reshape") {
   const Tape t = parse_tape(
       "inp %1::f64[3,2]\n"
@@ -269,9 +278,7 @@ TEST_CASE("simplify: a stack of a tensor's slices is the tensor, a reshape of a 
   // (A sum of negations stays one: for zeros sum(-x) is +0, and -sum(x) would be -0.)
   const Tensor z = zeros({3, 2});
   CHECK(!std::signbit(play(s, {z})[2].values()[0]));
-  const Tensor x = randn({3, 2}, 3);
-  const auto a = play(t, {x}), b = test::run_checked(s, {x});
-  for (std::size_t i = 0; i < a.size(); ++i) test::check_same_bits(a[i], b[i], "output " + std::to_string(i));
+  check_runs_as(t, s, {randn({3, 2}, 3)});
   // Slices put back elsewhere, or not covering the tensor, stay.
   const Tape moved = parse_tape(
       "inp %1::f64[2,2]\n"
@@ -295,8 +302,7 @@ TEST_CASE("simplify folds a small view or slice of a constant into a constant, n
         "%1 = const [0, 0, 2, 3]::f64[4]\n"
         "%2 = const [1, 1, 0, 2, 0, 3]::f64[3,2]\n"
         "out %1, %2");
-  const auto a = play(t, {}), b = test::run_checked(s, {});
-  for (std::size_t i = 0; i < a.size(); ++i) test::check_same_bits(a[i], b[i], "output " + std::to_string(i));
+  check_runs_as(t, s, {});
   // Past 64 elements a slice of a constant stays a slice (a new constant would be a copy).
   TapeBuilder big;
   const Var c = big.constant(cast(arange(100), DType::f64));

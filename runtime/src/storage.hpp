@@ -3,6 +3,8 @@
 // per-thread pool of small ones.
 #include <cstddef>
 
+#include "reel/large_blocks.hpp"
+
 namespace reel::detail {
 
 // Blocks of at least this many bytes go through the cache.
@@ -23,15 +25,11 @@ void* take_small(std::size_t bytes);
 void give_small(void* block, std::size_t bytes) noexcept;
 
 // An allocator over take_small/give_small (for std::allocate_shared).
-template <class T>
-struct SmallBlockAllocator {
-  using value_type = T;
-  SmallBlockAllocator() = default;
-  template <class U>
-  SmallBlockAllocator(const SmallBlockAllocator<U>&) {}
-  T* allocate(std::size_t n) { return static_cast<T*>(take_small(n * sizeof(T))); }
-  void deallocate(T* p, std::size_t n) noexcept { give_small(p, n * sizeof(T)); }
-  friend bool operator==(SmallBlockAllocator, SmallBlockAllocator) { return true; }
+struct SmallBlocks {
+  static void* take(std::size_t bytes) { return take_small(bytes); }
+  static void give(void* p, std::size_t bytes) noexcept { give_small(p, bytes); }
 };
+template <class T>
+using SmallBlockAllocator = BlockAllocator<T, SmallBlocks>;
 
 }  // namespace reel::detail

@@ -31,26 +31,32 @@ inline constexpr bool kMapLargeBlocks = true;
 void* map_large_block(std::size_t bytes);  // throws std::bad_alloc
 void unmap_large_block(void* p, std::size_t bytes) noexcept;
 
-template <class T>
-struct LargeBlockAllocator {
+// An allocator of T over a source of blocks by byte count: Blocks::take(bytes) (may
+// throw std::bad_alloc) and Blocks::give(p, bytes), given the same count.
+template <class T, class Blocks>
+struct BlockAllocator {
   using value_type = T;
-  LargeBlockAllocator() = default;
+  BlockAllocator() = default;
   template <class U>
-  LargeBlockAllocator(const LargeBlockAllocator<U>&) {}
+  BlockAllocator(const BlockAllocator<U, Blocks>&) {}
   T* allocate(std::size_t n) {
     if (n > std::size_t(-1) / sizeof(T)) throw std::bad_array_new_length();
-    const std::size_t bytes = n * sizeof(T);
-    return static_cast<T*>(mapped(bytes) ? map_large_block(bytes) : ::operator new(bytes));
+    return static_cast<T*>(Blocks::take(n * sizeof(T)));
   }
-  void deallocate(T* p, std::size_t n) noexcept {
-    const std::size_t bytes = n * sizeof(T);
+  void deallocate(T* p, std::size_t n) noexcept { Blocks::give(p, n * sizeof(T)); }
+  friend bool operator==(BlockAllocator, BlockAllocator) { return true; }
+};
+
+// Blocks of at least kLargeBlockMin bytes mapped, smaller ones from operator new.
+struct LargeBlocks {
+  static bool mapped(std::size_t bytes) { return kMapLargeBlocks && bytes >= kLargeBlockMin; }
+  static void* take(std::size_t bytes) { return mapped(bytes) ? map_large_block(bytes) : ::operator new(bytes); }
+  static void give(void* p, std::size_t bytes) noexcept {
     if (mapped(bytes)) unmap_large_block(p, bytes);
     else ::operator delete(p);
   }
-  friend bool operator==(LargeBlockAllocator, LargeBlockAllocator) { return true; }
-
- private:
-  static bool mapped(std::size_t bytes) { return kMapLargeBlocks && bytes >= kLargeBlockMin; }
 };
+template <class T>
+using LargeBlockAllocator = BlockAllocator<T, LargeBlocks>;
 
 }  // namespace reel::detail
