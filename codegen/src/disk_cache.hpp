@@ -53,8 +53,10 @@ class DiskCache {
   std::string dir_;  // empty: off
   int64_t max_bytes_ = 0;
   CodeCacheInfo stats_;
-  bool scanned_ = false;       // the directory scanned since set (stats_.bytes: what it held then, plus this process's writes since)
-  int unscanned_writes_ = 0;  // since the last scan
+  // Whether the directory was scanned since it was set (stats_.bytes: what it held then,
+  // plus this process's writes since), and the writes since the last scan.
+  bool scanned_ = false;
+  int unscanned_writes_ = 0;
 };
 
 // Hex digits of a BLAKE3 hash of `text` (16 bytes: 32 digits).

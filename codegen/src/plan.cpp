@@ -52,7 +52,7 @@ class Planner {
   bool column_sums_fit(Var v) const {
     if (current_ < 0) return false;
     int64_t total = numel(t_.type(v).shape);
-    for (Var r : std::get<LoopStep>(plan_.steps[current_]).reductions)
+    for (Var r : current_loop().reductions)
       if (numel(t_.type(r).shape) > 1) total += numel(t_.type(r).shape);
     return total <= kMaxColumnSums;
   }
@@ -99,8 +99,8 @@ class Planner {
         // A reshape of a member (or of such a view) that keeps the loop's iteration space
         // (an element read's f64[1] -> f64[]) is the member's value: its consumers join
         // the loop.
-        if (is_member(op.args[0]) && std::get<LoopStep>(plan_.steps[current_]).shape == loop_shape(op.type.shape)) {
-          std::get<LoopStep>(plan_.steps[current_]).views.push_back(v);
+        if (is_member(op.args[0]) && current_loop().shape == loop_shape(op.type.shape)) {
+          current_loop().views.push_back(v);
           loop_of_[v] = current_;
         }
         return;
@@ -108,9 +108,7 @@ class Planner {
       case Structure::broadcast: {
         if (op.prim->structure == Structure::elementwise && !op.prim->element)
           throw Error(fmt::format("compile: primitive '{}' has no code-generation rule", op.prim->name));
-        bool fits = current_ >= 0 &&
-                    std::get<LoopStep>(plan_.steps[current_]).shape == loop_shape(op.type.shape) &&
-                    std::get<LoopStep>(plan_.steps[current_]).members.size() < kMaxLoopMembers;
+        bool fits = open_loop_takes(op.type.shape);
         for (Var a : op.args) fits = fits && loop_can_read(a);
         if (!fits) open_loop(loop_shape(op.type.shape));
         join(v);
@@ -120,7 +118,7 @@ class Planner {
       case Structure::reduction: {
         const Var in = op.args[0];
         if ((is_full_reduction(t_, v) || (is_leading_sum(t_, v) && column_sums_fit(v))) && is_member(in)) {
-          std::get<LoopStep>(plan_.steps[current_]).reductions.push_back(v);
+          current_loop().reductions.push_back(v);
           loop_of_[v] = current_;
           needs_memory_[v] = true;  // written after the loop
           return;
@@ -197,7 +195,7 @@ class Planner {
     const bool constant = indices.kind == OpKind::constant;
     if (constant && !indices_in_range(indices.value, t_.type(x).shape, op.attrs)) return false;
     join_reading_memory(v, {x, idx});
-    if (!constant) std::get<LoopStep>(plan_.steps[current_]).checks.push_back(v);
+    if (!constant) current_loop().checks.push_back(v);
     return true;
   }
   // A strided read joins the open loop (or opens one) as a load of its source at the
@@ -207,12 +205,19 @@ class Planner {
   // (which v reads at other positions than its own element's, so from memory written
   // before the loop); else opens a loop. The sources are kept in memory.
   void join_reading_memory(Var v, std::initializer_list<Var> sources) {
-    bool fits = current_ >= 0 && std::get<LoopStep>(plan_.steps[current_]).shape == loop_shape(t_.op(v).type.shape) &&
-                std::get<LoopStep>(plan_.steps[current_]).members.size() < kMaxLoopMembers;
+    bool fits = open_loop_takes(t_.op(v).type.shape);
     for (Var s : sources) fits = fits && loop_of_[storage_of(s)] != current_;
     if (!fits) open_loop(loop_shape(t_.op(v).type.shape));
     join(v);
     for (Var s : sources) need(s);
+  }
+  // The open loop (current_ >= 0).
+  LoopStep& current_loop() { return std::get<LoopStep>(plan_.steps[current_]); }
+  const LoopStep& current_loop() const { return std::get<LoopStep>(plan_.steps[current_]); }
+  // Whether a value of this shape may join the open loop by its iteration space and room
+  // (what it reads is the caller's to check).
+  bool open_loop_takes(const Shape& shape) const {
+    return current_ >= 0 && current_loop().shape == loop_shape(shape) && current_loop().members.size() < kMaxLoopMembers;
   }
   void open_loop(const Shape& shape) {
     plan_.steps.push_back(LoopStep{shape, {}, {}, {}, {}});
@@ -220,7 +225,7 @@ class Planner {
   }
   void close_loop() { current_ = -1; }
   void join(Var v) {
-    std::get<LoopStep>(plan_.steps[current_]).members.push_back(v);
+    current_loop().members.push_back(v);
     loop_of_[v] = current_;
   }
   // A loop member's argument: a register if it is a member, else read from memory.

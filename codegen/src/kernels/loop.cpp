@@ -61,7 +61,8 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
     ls.value[a] = static_cast<int>(s.loads.size());
     if (t.op(a).kind == OpKind::constant) ls.constant_loads[s.loads.size()] = a;
     // (A loop of one element iterates over nothing: loop_shape.)
-    const std::vector<int64_t> strides = loop.shape.empty() ? std::vector<int64_t>{} : broadcast_strides(t.type(a).shape, loop.shape);
+    const std::vector<int64_t> strides =
+        loop.shape.empty() ? std::vector<int64_t>{} : broadcast_strides(t.type(a).shape, loop.shape);
     s.loads.push_back({param(a), t.type(a).dtype, strides, -1, {}, 0, {}, {}});
   }
   for (Var m : loop.members) {  // strided reads: loads at their source's offset and strides
