@@ -420,3 +420,69 @@ TEST_CASE("batched matrix products compile to gemms on the matrices where they a
     }
   }
 }
+
+namespace {
+
+// A chain of `n` scalar operations on elements of x read in no order a loop could
+// follow: every kernel of its gradient is straight-line code (fused 0-d loops), which
+// the quick tier takes. `wave` (sin or cos) makes chains whose kernels differ.
+template <class Wave>
+Tape scalar_chain(int n, Wave wave) {
+  std::vector<double> x(101);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.01 * static_cast<double>(i);
+  return grad_tape(trace(
+      [n, wave](const std::vector<Real>& v) {
+        Real s = v[0];
+        for (int i = 0; i < n; ++i) s = s * 0.5 + wave(v[(static_cast<unsigned>(i) * 2654435761u >> 7) % 101]) * (0.3 + 0.1 * s);
+        return s;
+      },
+      x));
+}
+Real sine(const Real& t) { return sin(t); }
+Real cosine(const Real& t) { return cos(t); }
+
+}  // namespace
+
+TEST_CASE("optimisation tiers: straight-line kernels compiled quick compute what full ones do, and the cache keeps them apart") {
+  using O = CompileOptions::Optimization;
+  const Tape t = scalar_chain(300, sine);
+  const std::vector<Tensor> x{rand({101}, 6)};
+  const std::vector<Tensor> want = play(t, x);
+  const CompiledFunction full = compile(t, {.optimization = O::full});
+  const CompiledFunction quick = compile(t, {.optimization = O::quick});
+  for (const CompiledFunction* f : {&full, &quick}) {
+    const std::vector<Tensor> got = (*f)(x);
+    for (std::size_t k = 0; k < want.size(); ++k) test::check_close(got[k], want[k], 1e-12, 1e-12, "compiled vs played");
+  }
+  // Code made at the full tier serves a quick request (nothing compiled again) ...
+  CHECK(quick.kernels_compiled() == 0);
+  CHECK(full.llvm_ir().find("; ---- quick tier") == std::string::npos);
+  CHECK(quick.llvm_ir().find("; ---- quick tier") != std::string::npos);
+  // ... and quick code never serves a request for full optimisation.
+  const Tape other = scalar_chain(300, cosine);
+  const CompiledFunction quick2 = compile(other, {.optimization = O::quick});
+  const CompiledFunction full2 = compile(other, {.optimization = O::full});
+  CHECK(quick2.kernels_compiled() > 0);
+  CHECK(full2.kernels_compiled() == quick2.kernels_compiled());
+  test::check_close(quick2(x)[1], full2(x)[1], 1e-12, 1e-12, "quick vs full gradient");
+  test::check_close(quick2(x)[1], play(other, x)[1], 1e-12, 1e-12, "quick vs played gradient");
+  // A kernel with a loop stays at the full tier under `quick`.
+  const Tape loop = trace([](const Tensor& v) { return sum(exp(v)); }, zeros({1000}));
+  const std::string ir = compile(loop, {.optimization = O::quick}).llvm_ir();
+  CHECK(ir.find("; ---- full tier") != std::string::npos);
+  CHECK(ir.find("@_ZGV") != std::string::npos);  // vectorised, with libmvec's exp
+}
+
+TEST_CASE("optimisation tiers: `automatic` is full for small straight-line code and quick past kQuickStraightLine") {
+  const std::vector<Tensor> x{rand({101}, 6)};
+  const CompiledFunction small = compile(scalar_chain(50, sine));
+  CHECK(small.llvm_ir().find("; ---- quick tier") == std::string::npos);
+  const Tape big_tape = scalar_chain(4000, sine);
+  const CompiledFunction big = compile(big_tape);
+  CHECK(big.llvm_ir().find("; ---- quick tier") != std::string::npos);
+  const Tensor g = big(x)[1];
+  test::check_close(g, play(big_tape, x)[1], 1e-11, 1e-12, "automatic (quick) vs played gradient");
+  double largest = 0;
+  for (double d : g.values()) largest = std::max(largest, std::abs(d));
+  CHECK(largest > 0.1);  // (a gradient that is not all zeros)
+}

@@ -54,7 +54,7 @@ Planned plan_tape(const Tape& input, const CompileOptions& options) {
 }
 
 std::string ir_text(const std::vector<codegen::KernelSpec>& kernels, const CompileOptions& options) {
-  const codegen::KernelsIr ir = codegen::kernels_ir(kernels, options.vector_math);
+  const codegen::KernelsIr ir = codegen::kernels_ir(kernels, options);
   return fmt::format("; ---- before optimisation ----\n{}\n; ---- after optimisation ----\n{}", ir.before,
                      ir.after);
 }
@@ -98,7 +98,7 @@ CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
   {
     auto& jit = codegen::Jit::get();
     std::lock_guard<std::recursive_mutex> lock(jit.mutex());
-    kernels = codegen::get_kernels(p.schedule.kernels, options.vector_math, impl->kernels_compiled);
+    kernels = codegen::get_kernels(p.schedule.kernels, options, impl->kernels_compiled);
   }
   bind_steps(*impl, std::move(p.schedule), kernels);
   // A step that may throw must not unwind through JIT code: such schedules always run
@@ -260,7 +260,7 @@ const std::string& CompiledFunction::llvm_ir() const {
   const Impl& impl = checked();
   std::call_once(impl.ir_once, [&] {
     std::lock_guard<std::recursive_mutex> lock(codegen::Jit::get().mutex());
-    impl.ir = codegen::kernels_ir(impl.kernels, impl.options.vector_math).after;
+    impl.ir = codegen::kernels_ir(impl.kernels, impl.options).after;
   });
   return impl.ir;
 }

@@ -1,6 +1,7 @@
 #include "jit.hpp"
 
 #include <fmt/format.h>
+#include <llvm/Analysis/CFG.h>
 #include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm-c/Core.h>
 #include <llvm/Config/llvm-config.h>
@@ -134,7 +135,13 @@ Jit::Jit() : state_(std::make_unique<State>()) {
 
 const llvm::DataLayout& Jit::data_layout() const { return state_->jit->getDataLayout(); }
 
-void Jit::optimize(llvm::Module& module, bool vector_math) {
+bool Jit::straight_line(const llvm::Function& f) {
+  llvm::SmallVector<std::pair<const llvm::BasicBlock*, const llvm::BasicBlock*>, 4> back_edges;
+  llvm::FindFunctionBackedges(f, back_edges);
+  return back_edges.empty();
+}
+
+void Jit::optimize(llvm::Module& module, bool vector_math, Tier tier) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -159,7 +166,14 @@ void Jit::optimize(llvm::Module& module, bool vector_math) {
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(module, mam);
+  if (tier == Tier::full) {
+    pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(module, mam);
+    return;
+  }
+  llvm::ModulePassManager mpm;
+  mpm.addPass(llvm::createModuleToFunctionPassAdaptor(
+      pb.buildFunctionSimplificationPipeline(llvm::OptimizationLevel::O1, llvm::ThinOrFullLTOPhase::None)));
+  mpm.run(module, mam);
 }
 
 std::string Jit::descriptor(bool vector_math) const {
@@ -174,7 +188,15 @@ std::string Jit::descriptor(bool vector_math) const {
                      features_, vector_math ? 1 : 0);
 }
 
-std::string Jit::emit_object(llvm::Module& module) {
+std::string Jit::emit_object(llvm::Module& module, Tier tier) {
+  // (The target machine is the JIT's own and callers hold its mutex; its level is
+  // restored even if code generation throws.)
+  struct Level {
+    llvm::TargetMachine& tm;
+    llvm::CodeGenOptLevel saved = tm.getOptLevel();
+    ~Level() { tm.setOptLevel(saved); }
+  } level{*state_->tm};
+  state_->tm->setOptLevel(tier == Tier::full ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::None);
   llvm::orc::SimpleCompiler compiler(*state_->tm);
   auto object = unwrap(compiler(module), "generating machine code");
   return std::string(object->getBuffer());

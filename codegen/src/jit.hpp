@@ -22,9 +22,16 @@ class Jit {
   // versions, the target, the CPU and its features, and `vector_math`. Part of the
   // persistent code cache's key.
   std::string descriptor(bool vector_math) const;
-  // Runs LLVM's O3 pipeline for the host; with vector_math, glibc's libmvec is the
-  // vector math library, so loops calling exp/log/sin/cos/pow/tanh vectorize.
-  void optimize(llvm::Module& module, bool vector_math);
+  // How hard a module is optimised (CompileOptions::optimization). `full`: LLVM's O3
+  // pipeline and aggressive instruction selection. `quick`, for kernels without loops
+  // (straight_line): O1's function simplification and the code generator's fast path
+  // (FastISel, the fast register allocator).
+  enum class Tier { full, quick };
+  // Whether a function has no loops (no back edge in its control flow).
+  static bool straight_line(const llvm::Function& f);
+  // Optimises a module for the host at `tier`; with vector_math, glibc's libmvec is
+  // the vector math library, so loops calling exp/log/sin/cos/pow/tanh vectorize.
+  void optimize(llvm::Module& module, bool vector_math, Tier tier = Tier::full);
 
   // Adds an optimised module; returns the addresses of `functions` and a handle whose
   // destruction frees the module's code (its ORC resource tracker).
@@ -35,8 +42,8 @@ class Jit {
   Added add(std::unique_ptr<llvm::Module> module, std::unique_ptr<llvm::LLVMContext> context,
             const std::vector<std::string>& functions);
 
-  // The machine code of an optimised module, as a relocatable object file.
-  std::string emit_object(llvm::Module& module);
+  // The machine code of a module optimised at `tier`, as a relocatable object file.
+  std::string emit_object(llvm::Module& module, Tier tier = Tier::full);
 
   // Adds an object made by emit_object (in this process or an earlier one) whose
   // symbols all start with `prefix`, and returns the addresses of `functions`. Throws

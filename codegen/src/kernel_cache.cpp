@@ -1,11 +1,15 @@
 #include "kernel_cache.hpp"
 
 #include <fmt/format.h>
+#include <llvm/IR/Constants.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <array>
+#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "disk_cache.hpp"
 #include "emit.hpp"
@@ -34,46 +38,90 @@ Cache& cache() {
 
 std::atomic<uint64_t> g_module_counter{0};
 
-}  // namespace
+// The cache's key of a kernel: its own, under the options its code depends on.
+std::string cache_key(const KernelSpec& kernel, bool vector_math, Jit::Tier tier) {
+  return fmt::format("{}{}|{}", vector_math ? 'v' : 's', tier == Jit::Tier::full ? "" : "q", kernel.key);
+}
 
-std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool vector_math,
-                                    int& compiled) {
-  Cache& c = cache();
-  std::vector<KernelCode> out(kernels.size());
-  std::vector<std::size_t> missing;
-  std::vector<std::string> keys;
-  for (std::size_t i = 0; i < kernels.size(); ++i) {
-    keys.push_back((vector_math ? "v|" : "s|") + kernels[i].key);
-    auto it = c.entries.find(keys.back());
-    if (it != c.entries.end())
-      if (auto code = it->second.code.lock(); code.use_count() > 0) {  // (the handle's pointer is null)
-        out[i] = {it->second.fn, std::move(code)};
-        ++c.stats.hits;
-        continue;
-      }
-    missing.push_back(i);
-  }
-  compiled = static_cast<int>(missing.size());
-  if (missing.empty()) return out;
+// Kernels emitted into one module, to be optimised at one tier.
+struct Group {
+  std::unique_ptr<llvm::Module> module;
+  Jit::Tier tier;
+  std::vector<std::size_t> kernels;  // indices into get_kernels' list, in the module's order
+  std::vector<std::string> entries;  // each kernel's entry function
+};
 
+// Emits the listed kernels into one module at the full tier; with `optimization`
+// asking for it (CompileOptions), the straight-line ones (no function with a loop)
+// then move to a second module at the quick tier (emitted again there).
+std::array<Group, 2> emit_groups(llvm::LLVMContext& context, const std::vector<KernelSpec>& kernels,
+                                 const std::vector<std::size_t>& which, CompileOptions::Optimization optimization) {
   auto& jit = Jit::get();
-  llvm::LLVMContext context;
-  auto module = new_module(context, "reel_kernels", jit.data_layout(), jit.triple());
-  for (std::size_t j = 0; j < missing.size(); ++j) emit_kernel(*module, kernels[missing[j]], fmt::format("reel_kernel_{}", j));
-  verify_module(*module);
+  std::array<Group, 2> groups{Group{new_module(context, "reel_kernels", jit.data_layout(), jit.triple()),
+                                    Jit::Tier::full, {}, {}},
+                              Group{new_module(context, "reel_kernels_quick", jit.data_layout(), jit.triple()),
+                                    Jit::Tier::quick, {}, {}}};
+  Group& full = groups[0];
+  Group& quick = groups[1];
+  std::vector<std::vector<llvm::Function*>> made(which.size());  // each kernel's function definitions
+  std::vector<bool> straight(which.size());
+  int64_t straight_size = 0;  // LLVM instructions in straight-line kernels
+  for (std::size_t j = 0; j < which.size(); ++j) {
+    // The functions a kernel's emission defines (its entry, its body) are those not
+    // in the module before.
+    std::unordered_set<const llvm::Function*> before;
+    for (const llvm::Function& f : *full.module) before.insert(&f);
+    full.entries.push_back(fmt::format("reel_kernel_{}", j));
+    full.kernels.push_back(which[j]);
+    emit_kernel(*full.module, kernels[which[j]], full.entries.back());
+    for (llvm::Function& f : *full.module)
+      if (!f.isDeclaration() && !before.contains(&f)) made[j].push_back(&f);
+    straight[j] = std::all_of(made[j].begin(), made[j].end(), [](const llvm::Function* f) { return Jit::straight_line(*f); });
+    if (straight[j])
+      for (const llvm::Function* f : made[j]) straight_size += f->getInstructionCount();
+  }
+  const bool go_quick = optimization == CompileOptions::Optimization::quick ||
+                        (optimization == CompileOptions::Optimization::automatic &&
+                         straight_size > CompileOptions::kQuickStraightLine);
+  if (!go_quick) return groups;
+  Group kept{std::move(full.module), Jit::Tier::full, {}, {}};
+  for (std::size_t j = 0; j < which.size(); ++j) {
+    if (!straight[j]) {
+      kept.kernels.push_back(which[j]);
+      kept.entries.push_back(fmt::format("reel_kernel_{}", j));
+      continue;
+    }
+    for (llvm::Function* f : made[j]) f->replaceAllUsesWith(llvm::PoisonValue::get(f->getType()));
+    for (llvm::Function* f : made[j]) f->eraseFromParent();
+    quick.entries.push_back(fmt::format("reel_kernel_{}", j));
+    quick.kernels.push_back(which[j]);
+    emit_kernel(*quick.module, kernels[which[j]], quick.entries.back());
+  }
+  full = std::move(kept);
+  return groups;
+}
+
+// Optimises, compiles and adds a group's module (or finds its code in the JIT or on
+// disk), and enters its kernels in `out` and the cache.
+void add_group(Group& g, const std::vector<KernelSpec>& kernels, bool vector_math, std::vector<KernelCode>& out) {
+  Cache& c = cache();
+  auto& jit = Jit::get();
+  verify_module(*g.module);
   // Named by content: the same kernels give the same module, object file and symbols
   // in every process, which is what the disk cache keys on.
   std::string ir;
   {
     llvm::raw_string_ostream os(ir);
-    module->print(os, nullptr);
+    g.module->print(os, nullptr);
   }
-  const std::string descriptor = fmt::format("{}; ir {} bytes {}", jit.descriptor(vector_math), ir.size(), content_hash(ir));
+  const std::string descriptor = fmt::format("{}; tier {}; ir {} bytes {}", jit.descriptor(vector_math),
+                                             g.tier == Jit::Tier::full ? "full" : "quick", ir.size(), content_hash(ir));
   const std::string id = content_hash(descriptor);
+  const std::size_t count = g.kernels.size();
   std::vector<std::string> names;
-  for (std::size_t j = 0; j < missing.size(); ++j) {
+  for (std::size_t j = 0; j < count; ++j) {
     names.push_back(fmt::format("reel_{}_{}", id, j));
-    module->getFunction(fmt::format("reel_kernel_{}", j))->setName(names.back());
+    g.module->getFunction(g.entries[j])->setName(names.back());
   }
   DiskCache& disk = DiskCache::get();
   std::optional<Jit::Added> added = jit.live_object(id);  // kernels of other keys with this very code
@@ -81,26 +129,59 @@ std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool
   if (!added)
     if (std::optional<std::string> object = disk.load(id, descriptor)) try {
         added = jit.add_object(*object, id, names);
-        c.stats.loaded += compiled;
+        c.stats.loaded += static_cast<int64_t>(count);
       } catch (const Error&) {  // intact but unlinkable: compile it anew (and replace it)
         disk.reject(id);
       }
   if (!added) {
-    jit.optimize(*module, vector_math);
-    const std::string object = jit.emit_object(*module);
+    jit.optimize(*g.module, vector_math, g.tier);
+    const std::string object = jit.emit_object(*g.module, g.tier);
     added = jit.add_object(object, id, names);
     disk.store(id, descriptor, object);  // once it has linked
   }
-  for (std::size_t j = 0; j < missing.size(); ++j) {
-    const std::size_t i = missing[j];
+  for (std::size_t j = 0; j < count; ++j) {
+    const std::size_t i = g.kernels[j];
     const auto fn = reinterpret_cast<StepFn>(added->addresses[j]);
     out[i] = {fn, added->handle};
-    c.entries[std::move(keys[i])] = {fn, added->handle};
+    c.entries[cache_key(kernels[i], vector_math, g.tier)] = {fn, added->handle};
   }
   if (!shared) {  // (a shared object was neither built nor loaded)
-    c.stats.compiled += compiled;
+    c.stats.compiled += static_cast<int64_t>(count);
     c.stats.modules += 1;
   }
+}
+
+}  // namespace
+
+std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, const CompileOptions& options,
+                                    int& compiled) {
+  Cache& c = cache();
+  std::vector<KernelCode> out(kernels.size());
+  std::vector<std::size_t> missing;
+  // A kernel compiled at the full tier serves any request; one compiled at the quick
+  // tier serves the requests that allow it.
+  std::vector<Jit::Tier> tiers{Jit::Tier::full};
+  if (options.optimization != CompileOptions::Optimization::full) tiers.push_back(Jit::Tier::quick);
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    bool found = false;
+    for (Jit::Tier tier : tiers) {
+      auto it = c.entries.find(cache_key(kernels[i], options.vector_math, tier));
+      if (it == c.entries.end()) continue;
+      if (auto code = it->second.code.lock(); code.use_count() > 0) {  // (the handle's pointer is null)
+        out[i] = {it->second.fn, std::move(code)};
+        ++c.stats.hits;
+        found = true;
+        break;
+      }
+    }
+    if (!found) missing.push_back(i);
+  }
+  compiled = static_cast<int>(missing.size());
+  if (missing.empty()) return out;
+
+  llvm::LLVMContext context;
+  for (Group& g : emit_groups(context, kernels, missing, options.optimization))
+    if (!g.kernels.empty()) add_group(g, kernels, options.vector_math, out);
   // Forget entries whose code is gone, so the table does not grow without bound.
   if (c.entries.size() >= c.prune_at) {
     std::erase_if(c.entries, [](const auto& e) { return e.second.code.expired(); });
@@ -121,22 +202,28 @@ DriverCode make_driver(const std::vector<BoundStep>& calls) {
   return {reinterpret_cast<DriverFn>(added.addresses[0]), added.handle};
 }
 
-KernelsIr kernels_ir(const std::vector<KernelSpec>& kernels, bool vector_math) {
+KernelsIr kernels_ir(const std::vector<KernelSpec>& kernels, const CompileOptions& options) {
   auto& jit = Jit::get();
   llvm::LLVMContext context;
-  auto module = new_module(context, "reel_kernels", jit.data_layout(), jit.triple());
-  for (std::size_t i = 0; i < kernels.size(); ++i) emit_kernel(*module, kernels[i], fmt::format("reel_kernel_{}", i));
-  verify_module(*module);
+  std::vector<std::size_t> all(kernels.size());
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::array<Group, 2> groups = emit_groups(context, kernels, all, options.optimization);
   auto print = [&] {
     std::string s;
     llvm::raw_string_ostream os(s);
-    for (std::size_t i = 0; i < kernels.size(); ++i) os << "; kernel " << i << ": " << kernels[i].key << "\n";
-    module->print(os, nullptr);
+    for (const Group& g : groups) {
+      if (g.kernels.empty()) continue;
+      os << "; ---- " << (g.tier == Jit::Tier::full ? "full" : "quick") << " tier\n";
+      for (std::size_t j = 0; j < g.kernels.size(); ++j)
+        os << "; " << g.entries[j] << ": kernel " << g.kernels[j] << ": " << kernels[g.kernels[j]].key << "\n";
+      g.module->print(os, nullptr);
+    }
     return os.str();
   };
   KernelsIr ir;
+  for (Group& g : groups) verify_module(*g.module);
   ir.before = print();
-  jit.optimize(*module, vector_math);
+  for (Group& g : groups) jit.optimize(*g.module, options.vector_math, g.tier);
   ir.after = print();
   return ir;
 }

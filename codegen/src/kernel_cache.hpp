@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernel_spec.hpp"
+#include "reel/compile.hpp"
 #include "steps.hpp"
 
 namespace reel::codegen {
@@ -16,10 +17,10 @@ struct KernelCode {
   std::shared_ptr<void> code;  // keeps the module holding fn alive
 };
 
-// The code of each kernel (in order). The ones not cached are emitted into one module,
-// optimised and added to the JIT together; `compiled` counts them. Call with the
-// JIT's mutex held.
-std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, bool vector_math,
+// The code of each kernel (in order). The ones not cached are emitted into a module
+// per optimisation tier (Jit::Tier, chosen by options.optimization), optimised and
+// added to the JIT together; `compiled` counts them. Call with the JIT's mutex held.
+std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, const CompileOptions& options,
                                     int& compiled);
 
 // A driver for a schedule: `void driver(void* const* bases)` calling each step's
@@ -32,10 +33,11 @@ struct DriverCode {
 };
 DriverCode make_driver(const std::vector<BoundStep>& calls);
 
-// One module with every kernel, printed before and after optimisation, for inspection.
+// Every kernel in the modules get_kernels would make (one per tier), printed before
+// and after optimisation, for inspection.
 struct KernelsIr {
   std::string before, after;
 };
-KernelsIr kernels_ir(const std::vector<KernelSpec>& kernels, bool vector_math);
+KernelsIr kernels_ir(const std::vector<KernelSpec>& kernels, const CompileOptions& options);
 
 }  // namespace reel::codegen

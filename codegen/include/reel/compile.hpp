@@ -30,6 +30,17 @@ struct CompileOptions {
   // number of threads. 0: every kernel in one piece. (Smaller values exercise the
   // chunks on small programs; the default repays waking a thread.)
   int64_t chunk_elements = 32768;
+  // How hard LLVM optimises the kernels (docs/codegen.md, "Optimisation tiers").
+  // `full`: LLVM's O3 pipeline and aggressive instruction selection for every kernel.
+  // `quick`: kernels without loops (straight-line code, as a traced scalar program
+  // gives) get O1's simplification and the fast instruction selector instead, about
+  // 3x less compile time for 1.1-2x slower code; kernels with loops stay `full`.
+  // `automatic`: `quick` once one compile's straight-line kernels pass
+  // kQuickStraightLine LLVM instructions (about 2x10^4 traced scalar operations),
+  // where the compile costs more than the code saves over most runs; `full` below.
+  enum class Optimization { automatic, full, quick };
+  Optimization optimization = Optimization::automatic;
+  static constexpr int64_t kQuickStraightLine = 20000;
 };
 
 // The process-wide kernel cache (see docs/codegen.md): each fused loop, reduction or
@@ -38,7 +49,7 @@ struct CompileOptions {
 struct KernelCacheStats {
   int64_t compiled = 0;  // kernels not in memory when a compile needed them (built or loaded)
   int64_t hits = 0;      // kernels a compile found already compiled
-  int64_t modules = 0;   // modules made for them (one per compile that missed)
+  int64_t modules = 0;   // modules made for them (per compile that missed: one per optimisation tier)
   int64_t loaded = 0;    // of `compiled`, kernels whose module the disk cache supplied
   int64_t cached = 0;    // kernels whose code is alive now
 };

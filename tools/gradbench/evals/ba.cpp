@@ -82,7 +82,7 @@ Prepared ba_objective(const json& input) {
       [](const Tensor& cams, const Tensor& X, const Tensor& w, const Tensor& feat, bool zero_rotation) {
         return std::tuple{ba_reproj(cams, X, reel::expand_dims(w, 1), feat, zero_rotation), 1.0 - reel::square(w)};
       },
-      {.compile_after = 1});
+      kJitOptions);
   auto b = ba_input(input);
   auto out = std::make_shared<std::tuple<Tensor, Tensor>>();
   return {[=] { *out = f(b->cams, b->X, b->w, b->feat, b->zero_rotation); },

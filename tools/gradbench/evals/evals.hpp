@@ -63,6 +63,13 @@ Prepared each_run(Compute compute, ToJson to_json) {
 
 using Functions = std::map<std::string, Maker>;
 
+// How every function the tool answers is cached and compiled: on its first call (a
+// signature is seen once before it is timed), and at LLVM's full optimisation whatever
+// the program's size (CompileOptions::optimization), since GradBench times the calls
+// and not the preparation.
+inline const reel::JitOptions kJitOptions{.compile_after = 1,
+                                          .compile = {.optimization = reel::CompileOptions::Optimization::full}};
+
 // The input of an eval whose functions take a tensor and a count (llsq's x and n, ode's
 // x and s, det's A and ell).
 struct TensorAndCount {
@@ -77,8 +84,8 @@ struct TensorAndCount {
 template <class Primal, class Scalar, class PrimalJson>
 Functions primal_and_gradient(TensorAndCount (*read)(const json&), Primal primal, PrimalJson primal_json,
                               Scalar scalar) {
-  auto jitted = reel::jit(primal, {.compile_after = 1});
-  auto grad = reel::simplegrad(scalar, {.compile_after = 1});
+  auto jitted = reel::jit(primal, kJitOptions);
+  auto grad = reel::simplegrad(scalar, kJitOptions);
   auto f = std::make_shared<const decltype(jitted)>(std::move(jitted));
   auto g = std::make_shared<const decltype(grad)>(std::move(grad));
   return {{"primal",

@@ -73,13 +73,13 @@ json gmm_jacobian_json(const Tensor& alpha, const Tensor& mu, const Tensor& q, c
 namespace {
 
 Prepared gmm_objective(const json& input) {
-  static const auto f = reel::jit(gmm, {.compile_after = 1});
+  static const auto f = reel::jit(gmm, kJitOptions);
   auto g = gmm_input(input);
   return each_run([=] { return f(g->alpha, g->mu, g->q, g->l, g->x, g->gamma, g->m); }, scalar_json);
 }
 
 Prepared gmm_jacobian(const json& input) {
-  static const auto grad = reel::simplegrad(gmm, {.compile_after = 1});
+  static const auto grad = reel::simplegrad(gmm, kJitOptions);
   auto g = gmm_input(input);
   auto out = std::make_shared<std::array<Tensor, 8>>();
   return {[=] { *out = grad(g->alpha, g->mu, g->q, g->l, g->x, g->gamma, g->m); },

@@ -24,7 +24,7 @@ Tensor kmeans_cost(const Tensor& P, const Tensor& C) {
 }
 
 Prepared kmeans_cost_fn(const json& input) {
-  static const auto f = reel::jit(kmeans_cost, {.compile_after = 1});
+  static const auto f = reel::jit(kmeans_cost, kJitOptions);
   auto P = std::make_shared<Tensor>(input_tensor(input, "points"));
   auto C = std::make_shared<Tensor>(input_tensor(input, "centroids"));
   return each_run([=] { return f(*P, *C); }, scalar_json);

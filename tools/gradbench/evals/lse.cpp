@@ -10,13 +10,13 @@ namespace {
 Tensor lse(const Tensor& x) { return reel::logsumexp(x); }
 
 Prepared lse_primal(const json& input) {
-  static const auto f = reel::jit(lse, {.compile_after = 1});
+  static const auto f = reel::jit(lse, kJitOptions);
   auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
   return each_run([=] { return f(*x); }, scalar_json);
 }
 
 Prepared lse_gradient(const json& input) {
-  static const auto g = reel::simplegrad(lse, {.compile_after = 1});
+  static const auto g = reel::simplegrad(lse, kJitOptions);
   auto x = std::make_shared<Tensor>(input_tensor(input, "x"));
   return each_run([=] { return g(*x)[1]; }, vector_json);
 }

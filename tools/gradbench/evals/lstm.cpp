@@ -86,13 +86,13 @@ json lstm_jacobian_json(const Tensor& main, const Tensor& extra) {
 namespace {
 
 Prepared lstm_objective(const json& input) {
-  static const auto f = reel::jit(lstm, {.compile_after = 1});
+  static const auto f = reel::jit(lstm, kJitOptions);
   auto in = lstm_input(input);
   return each_run([=] { return f(in->main, in->extra, in->state, in->sequence); }, scalar_json);
 }
 
 Prepared lstm_jacobian(const json& input) {
-  static const auto grad = reel::simplegrad(lstm, {.compile_after = 1});
+  static const auto grad = reel::simplegrad(lstm, kJitOptions);
   auto in = lstm_input(input);
   auto out = std::make_shared<std::array<Tensor, 5>>();
   return {[=] { *out = grad(in->main, in->extra, in->state, in->sequence); },

@@ -39,14 +39,14 @@ std::shared_ptr<const GmmArgs> gmm_args(const json& input) {
 }
 
 Prepared gmm_objective(const json& input) {
-  static const auto f = reel::jit(gmm_of, {.compile_after = 1});
+  static const auto f = reel::jit(gmm_of, evals::kJitOptions);
   auto a = gmm_args(input);
   return evals::each_run([=] { return f(a->in->alpha, a->in->mu, a->in->q, a->in->l, a->x, a->d, a->in->gamma, a->in->m); },
                          real_json);
 }
 
 Prepared gmm_jacobian(const json& input) {
-  static const auto grad = reel::simplegrad(gmm_of, {.compile_after = 1});
+  static const auto grad = reel::simplegrad(gmm_of, evals::kJitOptions);
   auto a = gmm_args(input);
   auto out = std::make_shared<decltype(grad(a->in->alpha, a->in->mu, a->in->q, a->in->l, a->x, a->d, 0.0, int64_t{0}))>();
   return {[=] { *out = grad(a->in->alpha, a->in->mu, a->in->q, a->in->l, a->x, a->d, a->in->gamma, a->in->m); },

@@ -18,13 +18,13 @@ Real lse_of(const std::vector<Real>& x) {
 }
 
 Prepared lse_primal(const json& input) {
-  static const auto f = reel::jit(lse_of, {.compile_after = 1});
+  static const auto f = reel::jit(lse_of, evals::kJitOptions);
   auto x = std::make_shared<const Tensor>(evals::input_tensor(input, "x"));
   return evals::each_run([=] { return f(*x); }, real_json);
 }
 
 Prepared lse_gradient(const json& input) {
-  static const auto g = reel::simplegrad(lse_of, {.compile_after = 1});
+  static const auto g = reel::simplegrad(lse_of, evals::kJitOptions);
   auto x = std::make_shared<const Tensor>(evals::input_tensor(input, "x"));
   return evals::each_run([=] { return g(*x)[1]; }, evals::vector_json);
 }

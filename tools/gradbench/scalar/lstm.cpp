@@ -25,13 +25,13 @@ Real lstm_of(const std::vector<Real>& main, const std::vector<Real>& extra, cons
 }
 
 Prepared lstm_objective(const json& input) {
-  static const auto f = reel::jit(lstm_of, {.compile_after = 1});
+  static const auto f = reel::jit(lstm_of, evals::kJitOptions);
   auto in = evals::lstm_input(input);
   return evals::each_run([=] { return f(in->main, in->extra, in->state, in->sequence); }, real_json);
 }
 
 Prepared lstm_jacobian(const json& input) {
-  static const auto grad = reel::simplegrad(lstm_of, {.compile_after = 1});
+  static const auto grad = reel::simplegrad(lstm_of, evals::kJitOptions);
   auto in = evals::lstm_input(input);
   auto out = std::make_shared<decltype(grad(in->main, in->extra, in->state, in->sequence))>();
   return {[=] { *out = grad(in->main, in->extra, in->state, in->sequence); },
