@@ -176,7 +176,7 @@ MemoryPlan plan_memory(const Tape& t, Plan& p, bool reuse) {
       step_row(p.steps[static_cast<std::size_t>(s)]).accesses(t, p, p.steps[static_cast<std::size_t>(s)], [&](Var v, bool written) {
         const int slot = live_slot(v);
         if (written || slot < 0) return;
-        if (loop_shape(t.type(v).shape) != loop->shape || last[slot] != s) disqualified.push_back(slot);
+        if (!has_loop_shape(t.type(v).shape, loop->shape) || last[slot] != s) disqualified.push_back(slot);
         else candidates.emplace_back(slot, v);
       });
       for (Var m : loop->members)  // a gather's or strided read's source is not read element for element

@@ -56,9 +56,11 @@ std::vector<Var> placement_order(const Tape& t, const std::vector<bool>& folded)
     // Operations of one shape (one loop_shape) keep the tape's order among themselves:
     // one waits only while operations of other shapes come (which would end its loop
     // anyway).
-    if (op.kind == OpKind::call)
+    if (op.kind == OpKind::call && oldest < queue.size()) {
+      const Shape loop = loop_shape(op.type.shape);
       for (std::size_t q = oldest; q < queue.size(); ++q)
-        if (!placed[queue[q]] && loop_shape(t.type(queue[q]).shape) == loop_shape(op.type.shape)) emit(queue[q]);
+        if (!placed[queue[q]] && has_loop_shape(t.type(queue[q]).shape, loop)) emit(queue[q]);
+    }
     const bool deferred = op.kind == OpKind::call && op.results == 1 && !output[v] && op.prim->pure && !op.prim->effect &&
                           (op.prim->structure == Structure::elementwise || op.prim->structure == Structure::broadcast);
     if (deferred) {

@@ -99,7 +99,7 @@ class Planner {
         // A reshape of a member (or of such a view) that keeps the loop's iteration space
         // (an element read's f64[1] -> f64[]) is the member's value: its consumers join
         // the loop.
-        if (is_member(op.args[0]) && current_loop().shape == loop_shape(op.type.shape)) {
+        if (is_member(op.args[0]) && has_loop_shape(op.type.shape, current_loop().shape)) {
           current_loop().views.push_back(v);
           loop_of_[v] = current_;
         }
@@ -217,7 +217,7 @@ class Planner {
   // Whether a value of this shape may join the open loop by its iteration space and room
   // (what it reads is the caller's to check).
   bool open_loop_takes(const Shape& shape) const {
-    return current_ >= 0 && current_loop().shape == loop_shape(shape) && current_loop().members.size() < kMaxLoopMembers;
+    return current_ >= 0 && has_loop_shape(shape, current_loop().shape) && current_loop().members.size() < kMaxLoopMembers;
   }
   void open_loop(const Shape& shape) {
     plan_.steps.push_back(LoopStep{shape, {}, {}, {}, {}});

@@ -44,6 +44,11 @@ struct Slot {
 // element is iterated as a 0-d one, so that the element reads of a scalar trace (f64[1]
 // slices) and the scalars that use them ([]) fuse into one loop.
 inline Shape loop_shape(const Shape& shape) { return numel(shape) == 1 ? Shape{} : shape; }
+// Whether `shape`'s loop_shape is `loop` (without making it: planning asks once per
+// operation and more).
+inline bool has_loop_shape(const Shape& shape, const Shape& loop) {
+  return numel(shape) == 1 ? loop.empty() : shape == loop;
+}
 
 // Operations fused into one loop at most; see the comment above.
 constexpr std::size_t kMaxLoopMembers = 32;

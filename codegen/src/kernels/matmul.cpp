@@ -28,25 +28,19 @@ bool swaps_last_two(const Tape& t, const Op& op) {
 // A transpose (or a swap of the last two axes) is folded into the matrix products
 // reading it if nothing else reads it but other such transposes, themselves folded
 // (the transpose of a transpose: the matrix as stored). Decided from the last
-// variable back, so a transpose's readers are decided before it.
+// variable back, so a transpose's readers are decided before it: each marks its
+// arguments as read by something else unless it is a product or folded.
 std::vector<bool> folded_transposes(const Tape& t) {
   const Var n = t.size();
-  std::vector<bool> folded(n + 1, false);
-  std::vector<std::vector<Var>> readers(n + 1);
-  for (Var v = 1; v <= n; ++v)
-    if (t.op(v).kind == OpKind::call)
-      for (Var a : t.op(v).args) readers[a].push_back(v);
-  std::vector<bool> output(n + 1, false);
-  for (Var o : t.outputs) output[o] = true;
+  std::vector<bool> folded(n + 1, false), read_otherwise(n + 1, false);
+  for (Var o : t.outputs) read_otherwise[o] = true;
   for (Var v = n; v >= 1; --v) {
     const Op& op = t.op(v);
-    if (op.kind != OpKind::call || output[v] || !is_float(op.type.dtype) ||
-        (op.prim->structure != Structure::permutation && !swaps_last_two(t, op)))
-      continue;
-    bool only_products = true;
-    for (Var r : readers[v])
-      only_products = only_products && (t.op(r).prim->structure == Structure::contraction || folded[r]);
-    folded[v] = only_products;
+    if (op.kind != OpKind::call) continue;
+    folded[v] = !read_otherwise[v] && is_float(op.type.dtype) &&
+                (op.prim->structure == Structure::permutation || swaps_last_two(t, op));
+    if (op.prim->structure == Structure::contraction || folded[v]) continue;
+    for (Var a : op.args) read_otherwise[a] = true;
   }
   return folded;
 }
