@@ -129,7 +129,8 @@ def hvp(f, primals, v):
     return HvpResult(*_reel._hvp(f, primals, v))
 
 
-_OPTIONS = dict(compile_after=2, max_entries=256, max_paths=8, vector_math=True, reuse_memory=True)
+_OPTIONS = dict(compile_after=2, max_entries=256, max_paths=8, vector_math=True, reuse_memory=True,
+                optimization="automatic")
 
 
 def _options(what, options):
@@ -144,7 +145,8 @@ def jit(f=None, **options):
     returns. Keyed by the tensors' dtypes and shapes and the plain arguments' values
     (ints, floats, bools, strings, None) and types; a Python `if` on a one-element tensor
     is a guard. Options: compile_after (2), max_entries (256), max_paths (8),
-    vector_math, reuse_memory. Also a decorator: @reel.jit or @reel.jit(compile_after=1).
+    vector_math, reuse_memory, optimization ("automatic", "full" or "quick": C++
+    CompileOptions::optimization, docs/codegen.md). Also a decorator: @reel.jit or @reel.jit(compile_after=1).
     A call that misses while another thread traces f runs f uncached instead of waiting
     (that thread may be waiting for it: f calling itself on a thread it joins)."""
     if f is None:

@@ -120,7 +120,7 @@ namespace {
 // The options as reel.jit and reel.simplegrad(f) take them (`op`), each count an
 // integer from 1 to the most its C++ field holds.
 JitOptions jit_options(const char* op, py::handle compile_after, py::handle max_entries, py::handle max_paths,
-                       bool vector_math, bool reuse_memory) {
+                       bool vector_math, bool reuse_memory, const std::string& optimization) {
   const auto count = [op](py::handle h, const char* what, int64_t most) {
     const int64_t v = to_int(h, op, what);
     if (v < 1 || v > most) throw Error(fmt::format("{}: expected {} from 1 to {}, got {}", op, what, most, v));
@@ -130,7 +130,7 @@ JitOptions jit_options(const char* op, py::handle compile_after, py::handle max_
   o.compile_after = static_cast<int>(count(compile_after, "compile_after", std::numeric_limits<int>::max()));
   o.max_entries = static_cast<std::size_t>(count(max_entries, "max_entries", INT64_MAX));
   o.max_paths = static_cast<std::size_t>(count(max_paths, "max_paths", INT64_MAX));
-  o.compile = compile_options(vector_math, reuse_memory);
+  o.compile = compile_options(vector_math, reuse_memory, optimization);
   return o;
 }
 
@@ -154,13 +154,15 @@ void bind_jit(py::module_& m) {
   m.def(
       "_jit",
       [](py::object f, bool grad, py::handle compile_after, py::handle max_entries, py::handle max_paths,
-         bool vector_math, bool reuse_memory) {
+         bool vector_math, bool reuse_memory, const std::string& optimization) {
         const char* op = grad ? "simplegrad" : "jit";
-        return PyJit(std::move(f), jit_options(op, compile_after, max_entries, max_paths, vector_math, reuse_memory),
+        return PyJit(std::move(f),
+                     jit_options(op, compile_after, max_entries, max_paths, vector_math, reuse_memory, optimization),
                      grad);
       },
       py::arg("f"), py::arg("grad"), py::arg("compile_after") = 2, py::arg("max_entries") = 256,
-      py::arg("max_paths") = 8, py::arg("vector_math") = true, py::arg("reuse_memory") = true);
+      py::arg("max_paths") = 8, py::arg("vector_math") = true, py::arg("reuse_memory") = true,
+      py::arg("optimization") = "automatic");
 }
 
 }  // namespace reel::py_bind

@@ -32,10 +32,17 @@ PyTrace trace_py(py::handle f, const py::tuple& args, bool lift, bool value_guar
   return out;
 }
 
-CompileOptions compile_options(bool vector_math, bool reuse_memory) {
+CompileOptions compile_options(bool vector_math, bool reuse_memory, const std::string& optimization) {
   CompileOptions o;
   o.vector_math = vector_math;
   o.reuse_memory = reuse_memory;
+  using O = CompileOptions::Optimization;
+  if (optimization == "automatic") o.optimization = O::automatic;
+  else if (optimization == "full") o.optimization = O::full;
+  else if (optimization == "quick") o.optimization = O::quick;
+  else
+    throw Error(fmt::format("compile: expected optimization \"automatic\", \"full\" or \"quick\", got \"{}\"",
+                            optimization));
   return o;
 }
 
@@ -280,11 +287,13 @@ void bind_transforms(py::module_& m) {
       .def("kernels_compiled", &CompiledFunction::kernels_compiled)
       .def("num_outputs", &CompiledFunction::num_outputs);
   m.def("compile",
-        [](const Tape& tape, bool vector_math, bool reuse_memory) {
+        [](const Tape& tape, bool vector_math, bool reuse_memory, const std::string& optimization) {
+          const CompileOptions options = compile_options(vector_math, reuse_memory, optimization);
           ReleaseGil release;
-          return compile(tape, compile_options(vector_math, reuse_memory));
+          return compile(tape, options);
         },
-        py::arg("tape"), py::arg("vector_math") = true, py::arg("reuse_memory") = true);
+        py::arg("tape"), py::arg("vector_math") = true, py::arg("reuse_memory") = true,
+        py::arg("optimization") = "automatic");
 
   py::class_<CompiledGrad>(m, "CompiledGrad",
                            "reel.compile_grad(f, *args): g(*args) returns (value, gradient of each argument).")

@@ -19,7 +19,9 @@ PyTrace trace_py(py::handle f, const py::tuple& args, bool lift, bool value_guar
                  bool plain_results = false);
 
 // CompileOptions as reel.compile and reel.jit take them.
-CompileOptions compile_options(bool vector_math, bool reuse_memory);
+// CompileOptions from Python's keywords; `optimization` is "automatic", "full" or
+// "quick" (CompileOptions::Optimization), anything else a reel.Error.
+CompileOptions compile_options(bool vector_math, bool reuse_memory, const std::string& optimization);
 
 std::vector<Tensor> detached(std::span<const Tensor> ts);
 

@@ -564,3 +564,27 @@ def test_exit_with_daemon_threads_calling_compiled_code(tmp_path):
     for _ in range(5):
         r = subprocess.run([sys.executable, str(script)], env=dict(os.environ), capture_output=True, timeout=60)
         assert r.returncode == 0, r.stderr.decode()
+
+
+def test_optimization_tiers_give_the_same_values():
+    # A chain of scalar operations: its gradient's kernels are straight-line code, which
+    # optimization="quick" compiles with the fast tier (docs/codegen.md).
+    def f(x):
+        s = x[0]
+        for i in range(40):
+            s = s * 0.5 + reel.sin(x[(i * 7) % 5]) * (0.3 + 0.1 * s)
+        return s
+
+    x = reel.tensor(X)
+    g = reel.grad_tape(reel.trace(f, x))
+    want = reel.play(g, [x])
+    for optimization in ("automatic", "full", "quick"):
+        got = reel.compile(g, optimization=optimization)(x)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)
+    cached = reel.jit_grad(f, optimization="quick", compile_after=1)
+    np.testing.assert_allclose(cached(x)[1].numpy(), want[1].numpy(), rtol=1e-12, atol=1e-12)
+    with pytest.raises(reel.Error, match='expected optimization "automatic", "full" or "quick", got "fast"'):
+        reel.compile(g, optimization="fast")
+    with pytest.raises(reel.Error, match='got "O3"'):
+        reel.jit(f, optimization="O3")(x)
