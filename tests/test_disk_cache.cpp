@@ -285,3 +285,26 @@ TEST_CASE("disk cache: the size bound's scan leaves what is not a regular file o
   CHECK(cache.files().size() == 2);  // the real entry is gone (over the bound): the FIFOs stay
   CHECK(code_cache_info().bytes == 0);
 }
+
+TEST_CASE("disk cache: code made at the quick tier leaves later full-tier code as it was") {
+  // LLVM turns FastISel on for good in a target machine it generates code with at
+  // CodeGenOptLevel::None: the quick tier has a machine of its own, or every full-tier
+  // compile after it would be made (and stored) with the fast instruction selector.
+  const Tape loop =
+      trace([](const Tensor& v) { return sum(exp(v) * tanh(v * 2.0 + 1.0)); }, zeros({4099}));
+  auto object = [&](const std::string& name) {
+    ScopedCacheDir dir(name);
+    { const CompiledFunction f = compile(loop, {.optimization = CompileOptions::Optimization::full}); }
+    const std::vector<fs::path> files = dir.files();
+    REQUIRE(files.size() == 1);
+    return read_file(files[0]);
+  };
+  const std::string before = object("tier-before");
+  {
+    ScopedCacheDir dir("tier-quick");
+    const Tape chain = test::scalar_chain(200, test::sine);
+    const CompiledFunction quick = compile(chain, {.optimization = CompileOptions::Optimization::quick});
+    CHECK(quick.llvm_ir().find("; ---- quick tier") != std::string::npos);
+  }
+  CHECK(object("tier-after") == before);
+}

@@ -153,4 +153,22 @@ inline Tape tape_calling(const Primitive& prim) {
   return t;
 }
 
+// A chain of `n` scalar operations on elements of x read in no order a loop could
+// follow: every kernel of its gradient is straight-line code (fused 0-d loops), which
+// the quick tier takes. `wave` (sin or cos) makes chains whose kernels differ.
+template <class Wave>
+inline Tape scalar_chain(int n, Wave wave) {
+  std::vector<double> x(101);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = 0.01 * static_cast<double>(i);
+  return grad_tape(trace(
+      [n, wave](const std::vector<Real>& v) {
+        Real s = v[0];
+        for (int i = 0; i < n; ++i) s = s * 0.5 + wave(v[(static_cast<unsigned>(i) * 2654435761u >> 7) % 101]) * (0.3 + 0.1 * s);
+        return s;
+      },
+      x));
+}
+inline Real sine(const Real& t) { return sin(t); }
+inline Real cosine(const Real& t) { return cos(t); }
+
 }  // namespace reel::test

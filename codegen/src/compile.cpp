@@ -29,6 +29,7 @@ struct CompiledFunction::Impl {
   std::shared_ptr<codegen::Program> program;
   codegen::DriverFn driver = nullptr;     // runs the program's calls in order, when chosen
   std::vector<codegen::KernelSpec> kernels;  // loops' bodies' included
+  std::vector<bool> quick;                   // each kernel's code made at the quick tier
   std::vector<std::shared_ptr<void>> code;  // keeps the kernels' code alive
   int kernels_compiled = 0;
   int64_t workspace_bytes = 0, workspace_lower_bound = 0;
@@ -72,6 +73,7 @@ void bind_steps(CompiledFunction::Impl& impl, codegen::Schedule schedule, std::v
   std::vector<std::size_t> params;
   for (std::size_t k = 0; k < kernels.size(); ++k) {
     code.push_back(kernels[k].fn);
+    impl.quick.push_back(kernels[k].quick);
     params.push_back(schedule.kernels[k].params.size());
     impl.code.push_back(std::move(kernels[k].code));
   }
@@ -260,7 +262,7 @@ const std::string& CompiledFunction::llvm_ir() const {
   const Impl& impl = checked();
   std::call_once(impl.ir_once, [&] {
     std::lock_guard<std::recursive_mutex> lock(codegen::Jit::get().mutex());
-    impl.ir = codegen::kernels_ir(impl.kernels, impl.options).after;
+    impl.ir = codegen::kernels_ir(impl.kernels, impl.options, impl.quick).after;
   });
   return impl.ir;
 }

@@ -10,6 +10,7 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Transforms/IPO/AlwaysInliner.h>
 #include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
@@ -77,6 +78,10 @@ void add_libmvec_extras(llvm::TargetLibraryInfoImpl& tli, bool avx2, bool avx512
 struct Jit::State {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> tm;  // for the optimisation pipeline's cost model
+  // The quick tier's code generator: a target machine of its own, made at
+  // CodeGenOptLevel::None (LLVM sets FastISel on a target machine it generates code
+  // with at that level and never unsets it, so one machine cannot serve both tiers).
+  std::unique_ptr<llvm::TargetMachine> quick_tm;
   bool avx2 = false, avx512 = false;
   // Each object added by add_object, by symbol prefix, until its code is freed. The
   // same object (the same IR: kernels with different keys can have equal code, e.g.
@@ -124,6 +129,11 @@ Jit::Jit() : state_(std::make_unique<State>()) {
   features_ = jtmb.getFeatures().getString();
   triple_ = jtmb.getTargetTriple().str();
   state_->tm = unwrap(jtmb.createTargetMachine(), "creating the target machine");
+  {
+    llvm::orc::JITTargetMachineBuilder quick = jtmb;
+    quick.setCodeGenOptLevel(llvm::CodeGenOptLevel::None);
+    state_->quick_tm = unwrap(quick.createTargetMachine(), "creating the target machine");
+  }
   state_->jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(),
                        "creating the JIT");
 
@@ -171,6 +181,7 @@ void Jit::optimize(llvm::Module& module, bool vector_math, Tier tier) {
     return;
   }
   llvm::ModulePassManager mpm;
+  mpm.addPass(llvm::AlwaysInlinerPass());  // (a kernel's body into its entry)
   mpm.addPass(llvm::createModuleToFunctionPassAdaptor(
       pb.buildFunctionSimplificationPipeline(llvm::OptimizationLevel::O1, llvm::ThinOrFullLTOPhase::None)));
   mpm.run(module, mam);
@@ -189,15 +200,7 @@ std::string Jit::descriptor(bool vector_math) const {
 }
 
 std::string Jit::emit_object(llvm::Module& module, Tier tier) {
-  // (The target machine is the JIT's own and callers hold its mutex; its level is
-  // restored even if code generation throws.)
-  struct Level {
-    llvm::TargetMachine& tm;
-    llvm::CodeGenOptLevel saved = tm.getOptLevel();
-    ~Level() { tm.setOptLevel(saved); }
-  } level{*state_->tm};
-  state_->tm->setOptLevel(tier == Tier::full ? llvm::CodeGenOptLevel::Aggressive : llvm::CodeGenOptLevel::None);
-  llvm::orc::SimpleCompiler compiler(*state_->tm);
+  llvm::orc::SimpleCompiler compiler(tier == Tier::full ? *state_->tm : *state_->quick_tm);
   auto object = unwrap(compiler(module), "generating machine code");
   return std::string(object->getBuffer());
 }

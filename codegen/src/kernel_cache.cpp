@@ -4,12 +4,11 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/Support/raw_ostream.h>
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "disk_cache.hpp"
 #include "emit.hpp"
@@ -26,7 +25,7 @@ struct Entry {
 };
 
 struct Cache {
-  std::unordered_map<std::string, Entry> entries;  // "v|key" or "s|key" (vector math or not)
+  std::unordered_map<std::string, Entry> entries;  // cache_key: "v|key", "s|key", "vq|key", "sq|key"
   KernelCacheStats stats;
   std::size_t prune_at = 256;  // forget expired entries when the table reaches this size
 };
@@ -51,11 +50,47 @@ struct Group {
   std::vector<std::string> entries;  // each kernel's entry function
 };
 
-// Emits the listed kernels into one module at the full tier; with `optimization`
-// asking for it (CompileOptions), the straight-line ones (no function with a loop)
-// then move to a second module at the quick tier (emitted again there).
+// The tier a fresh compile gives each of the listed kernels: straight-line ones (no
+// function with a loop, found by emitting them into `module`) at the quick tier if
+// `optimization` asks for it, by its choice or, for `automatic`, by their size
+// (CompileOptions::kQuickStraightLine). Fills `module` with every listed kernel, each
+// one's functions listed in `made` (for emit_groups to move).
+std::vector<Jit::Tier> choose_tiers(llvm::Module& module, const std::vector<KernelSpec>& kernels,
+                                    const std::vector<std::size_t>& which, CompileOptions::Optimization optimization,
+                                    std::vector<std::vector<llvm::Function*>>& made) {
+  std::vector<Jit::Tier> tiers(which.size(), Jit::Tier::full);
+  made.assign(which.size(), {});
+  std::vector<bool> straight(which.size());
+  int64_t straight_size = 0;  // LLVM instructions in straight-line kernels
+  for (std::size_t j = 0; j < which.size(); ++j) {
+    // A kernel's functions (its entry, its body) are appended to the module: those
+    // after the last one before it that are definitions.
+    llvm::Module::FunctionListType& functions = module.getFunctionList();
+    llvm::Function* last = functions.empty() ? nullptr : &functions.back();
+    emit_kernel(module, kernels[which[j]], fmt::format("reel_kernel_{}", j));
+    if (optimization == CompileOptions::Optimization::full) continue;
+    for (auto it = last != nullptr ? std::next(last->getIterator()) : functions.begin(); it != functions.end(); ++it)
+      if (!it->isDeclaration()) made[j].push_back(&*it);
+    straight[j] = std::all_of(made[j].begin(), made[j].end(), [](const llvm::Function* f) { return Jit::straight_line(*f); });
+    if (straight[j])
+      for (const llvm::Function* f : made[j]) straight_size += f->getInstructionCount();
+  }
+  const bool quick = optimization == CompileOptions::Optimization::quick ||
+                     (optimization == CompileOptions::Optimization::automatic &&
+                      straight_size > CompileOptions::kQuickStraightLine);
+  if (quick)
+    for (std::size_t j = 0; j < which.size(); ++j)
+      if (straight[j]) tiers[j] = Jit::Tier::quick;
+  return tiers;
+}
+
+// The listed kernels in a module per tier: `tiers` given (one per listed kernel), or
+// chosen as a fresh compile would (choose_tiers). The kernels go into the full tier's
+// module first; those at the quick tier then move to the second one (emitted again
+// there).
 std::array<Group, 2> emit_groups(llvm::LLVMContext& context, const std::vector<KernelSpec>& kernels,
-                                 const std::vector<std::size_t>& which, CompileOptions::Optimization optimization) {
+                                 const std::vector<std::size_t>& which, CompileOptions::Optimization optimization,
+                                 std::optional<std::vector<Jit::Tier>> tiers = std::nullopt) {
   auto& jit = Jit::get();
   std::array<Group, 2> groups{Group{new_module(context, "reel_kernels", jit.data_layout(), jit.triple()),
                                     Jit::Tier::full, {}, {}},
@@ -63,41 +98,23 @@ std::array<Group, 2> emit_groups(llvm::LLVMContext& context, const std::vector<K
                                     Jit::Tier::quick, {}, {}}};
   Group& full = groups[0];
   Group& quick = groups[1];
-  std::vector<std::vector<llvm::Function*>> made(which.size());  // each kernel's function definitions
-  std::vector<bool> straight(which.size());
-  int64_t straight_size = 0;  // LLVM instructions in straight-line kernels
+  std::vector<std::vector<llvm::Function*>> made;
+  if (!tiers) tiers = choose_tiers(*full.module, kernels, which, optimization, made);
+  else
+    for (std::size_t j = 0; j < which.size(); ++j)
+      if ((*tiers)[j] == Jit::Tier::full) emit_kernel(*full.module, kernels[which[j]], fmt::format("reel_kernel_{}", j));
   for (std::size_t j = 0; j < which.size(); ++j) {
-    // The functions a kernel's emission defines (its entry, its body) are those not
-    // in the module before.
-    std::unordered_set<const llvm::Function*> before;
-    for (const llvm::Function& f : *full.module) before.insert(&f);
-    full.entries.push_back(fmt::format("reel_kernel_{}", j));
-    full.kernels.push_back(which[j]);
-    emit_kernel(*full.module, kernels[which[j]], full.entries.back());
-    for (llvm::Function& f : *full.module)
-      if (!f.isDeclaration() && !before.contains(&f)) made[j].push_back(&f);
-    straight[j] = std::all_of(made[j].begin(), made[j].end(), [](const llvm::Function* f) { return Jit::straight_line(*f); });
-    if (straight[j])
-      for (const llvm::Function* f : made[j]) straight_size += f->getInstructionCount();
-  }
-  const bool go_quick = optimization == CompileOptions::Optimization::quick ||
-                        (optimization == CompileOptions::Optimization::automatic &&
-                         straight_size > CompileOptions::kQuickStraightLine);
-  if (!go_quick) return groups;
-  Group kept{std::move(full.module), Jit::Tier::full, {}, {}};
-  for (std::size_t j = 0; j < which.size(); ++j) {
-    if (!straight[j]) {
-      kept.kernels.push_back(which[j]);
-      kept.entries.push_back(fmt::format("reel_kernel_{}", j));
-      continue;
+    const std::string name = fmt::format("reel_kernel_{}", j);
+    Group& g = (*tiers)[j] == Jit::Tier::full ? full : quick;
+    g.kernels.push_back(which[j]);
+    g.entries.push_back(name);
+    if (&g == &full) continue;
+    if (!made.empty()) {  // (emitted into the full tier's module by choose_tiers)
+      for (llvm::Function* f : made[j]) f->replaceAllUsesWith(llvm::PoisonValue::get(f->getType()));
+      for (llvm::Function* f : made[j]) f->eraseFromParent();
     }
-    for (llvm::Function* f : made[j]) f->replaceAllUsesWith(llvm::PoisonValue::get(f->getType()));
-    for (llvm::Function* f : made[j]) f->eraseFromParent();
-    quick.entries.push_back(fmt::format("reel_kernel_{}", j));
-    quick.kernels.push_back(which[j]);
-    emit_kernel(*quick.module, kernels[which[j]], quick.entries.back());
+    emit_kernel(*quick.module, kernels[which[j]], name);
   }
-  full = std::move(kept);
   return groups;
 }
 
@@ -142,7 +159,7 @@ void add_group(Group& g, const std::vector<KernelSpec>& kernels, bool vector_mat
   for (std::size_t j = 0; j < count; ++j) {
     const std::size_t i = g.kernels[j];
     const auto fn = reinterpret_cast<StepFn>(added->addresses[j]);
-    out[i] = {fn, added->handle};
+    out[i] = {fn, added->handle, g.tier == Jit::Tier::quick};
     c.entries[cache_key(kernels[i], vector_math, g.tier)] = {fn, added->handle};
   }
   if (!shared) {  // (a shared object was neither built nor loaded)
@@ -168,7 +185,7 @@ std::vector<KernelCode> get_kernels(const std::vector<KernelSpec>& kernels, cons
       auto it = c.entries.find(cache_key(kernels[i], options.vector_math, tier));
       if (it == c.entries.end()) continue;
       if (auto code = it->second.code.lock(); code.use_count() > 0) {  // (the handle's pointer is null)
-        out[i] = {it->second.fn, std::move(code)};
+        out[i] = {it->second.fn, std::move(code), tier == Jit::Tier::quick};
         ++c.stats.hits;
         found = true;
         break;
@@ -202,12 +219,18 @@ DriverCode make_driver(const std::vector<BoundStep>& calls) {
   return {reinterpret_cast<DriverFn>(added.addresses[0]), added.handle};
 }
 
-KernelsIr kernels_ir(const std::vector<KernelSpec>& kernels, const CompileOptions& options) {
+KernelsIr kernels_ir(const std::vector<KernelSpec>& kernels, const CompileOptions& options,
+                     const std::vector<bool>& quick) {
   auto& jit = Jit::get();
   llvm::LLVMContext context;
   std::vector<std::size_t> all(kernels.size());
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-  std::array<Group, 2> groups = emit_groups(context, kernels, all, options.optimization);
+  std::optional<std::vector<Jit::Tier>> tiers;
+  if (!quick.empty()) {
+    tiers.emplace();
+    for (bool q : quick) tiers->push_back(q ? Jit::Tier::quick : Jit::Tier::full);
+  }
+  std::array<Group, 2> groups = emit_groups(context, kernels, all, options.optimization, tiers);
   auto print = [&] {
     std::string s;
     llvm::raw_string_ostream os(s);

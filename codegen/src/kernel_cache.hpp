@@ -15,6 +15,7 @@ namespace reel::codegen {
 struct KernelCode {
   StepFn fn;  // called with the kernel's buffers: a BufferRef per parameter
   std::shared_ptr<void> code;  // keeps the module holding fn alive
+  bool quick = false;          // compiled at the quick tier (Jit::Tier)
 };
 
 // The code of each kernel (in order). The ones not cached are emitted into a module
@@ -33,11 +34,13 @@ struct DriverCode {
 };
 DriverCode make_driver(const std::vector<BoundStep>& calls);
 
-// Every kernel in the modules get_kernels would make (one per tier), printed before
-// and after optimisation, for inspection.
+// The kernels in a module per tier, printed before and after optimisation, for
+// inspection: at the tiers `quick` says (KernelCode::quick, one per kernel), or when it
+// is empty at those a compile that builds them all would choose.
 struct KernelsIr {
   std::string before, after;
 };
-KernelsIr kernels_ir(const std::vector<KernelSpec>& kernels, const CompileOptions& options);
+KernelsIr kernels_ir(const std::vector<KernelSpec>& kernels, const CompileOptions& options,
+                     const std::vector<bool>& quick = {});
 
 }  // namespace reel::codegen

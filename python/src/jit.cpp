@@ -130,7 +130,7 @@ JitOptions jit_options(const char* op, py::handle compile_after, py::handle max_
   o.compile_after = static_cast<int>(count(compile_after, "compile_after", std::numeric_limits<int>::max()));
   o.max_entries = static_cast<std::size_t>(count(max_entries, "max_entries", INT64_MAX));
   o.max_paths = static_cast<std::size_t>(count(max_paths, "max_paths", INT64_MAX));
-  o.compile = compile_options(vector_math, reuse_memory, optimization);
+  o.compile = compile_options(op, vector_math, reuse_memory, optimization);
   return o;
 }
 

@@ -32,7 +32,7 @@ PyTrace trace_py(py::handle f, const py::tuple& args, bool lift, bool value_guar
   return out;
 }
 
-CompileOptions compile_options(bool vector_math, bool reuse_memory, const std::string& optimization) {
+CompileOptions compile_options(const char* op, bool vector_math, bool reuse_memory, const std::string& optimization) {
   CompileOptions o;
   o.vector_math = vector_math;
   o.reuse_memory = reuse_memory;
@@ -41,7 +41,7 @@ CompileOptions compile_options(bool vector_math, bool reuse_memory, const std::s
   else if (optimization == "full") o.optimization = O::full;
   else if (optimization == "quick") o.optimization = O::quick;
   else
-    throw Error(fmt::format("compile: expected optimization \"automatic\", \"full\" or \"quick\", got \"{}\"",
+    throw Error(fmt::format("{}: expected optimization \"automatic\", \"full\" or \"quick\", got \"{}\"", op,
                             optimization));
   return o;
 }
@@ -288,7 +288,7 @@ void bind_transforms(py::module_& m) {
       .def("num_outputs", &CompiledFunction::num_outputs);
   m.def("compile",
         [](const Tape& tape, bool vector_math, bool reuse_memory, const std::string& optimization) {
-          const CompileOptions options = compile_options(vector_math, reuse_memory, optimization);
+          const CompileOptions options = compile_options("compile", vector_math, reuse_memory, optimization);
           ReleaseGil release;
           return compile(tape, options);
         },

@@ -20,8 +20,8 @@ PyTrace trace_py(py::handle f, const py::tuple& args, bool lift, bool value_guar
 
 // CompileOptions as reel.compile and reel.jit take them.
 // CompileOptions from Python's keywords; `optimization` is "automatic", "full" or
-// "quick" (CompileOptions::Optimization), anything else a reel.Error.
-CompileOptions compile_options(bool vector_math, bool reuse_memory, const std::string& optimization);
+// "quick" (CompileOptions::Optimization), anything else a reel.Error naming `op`.
+CompileOptions compile_options(const char* op, bool vector_math, bool reuse_memory, const std::string& optimization);
 
 std::vector<Tensor> detached(std::span<const Tensor> ts);
 

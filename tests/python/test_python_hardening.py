@@ -322,7 +322,7 @@ def test_33_6_seeds_and_options_out_of_range_are_errors():
     with pytest.raises(reel.Error, match=r"^jit: expected max_entries to fit in 64 bits"):
         reel.jit(f, max_entries=2**64)
     with pytest.raises(reel.Error, match=r"^jit: expected options among compile_after, max_entries, max_paths, "
-                                         r"vector_math, reuse_memory, got max_entrie$"):
+                                         r"vector_math, reuse_memory, optimization, got max_entrie$"):
         reel.jit(f, max_entrie=3)
     assert reel.jit(f, max_entries=np.int64(3))(reel.tensor([1.0])).tolist() == [1.0]
 

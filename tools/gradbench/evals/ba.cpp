@@ -198,7 +198,7 @@ Prepared ba_jacobian(const json& input) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto [it, is_new] = compiled.try_emplace({b->p, b->zero_rotation});
-    if (is_new) it->second = reel::compile(ba_jacobian_tape(b->p, b->zero_rotation));
+    if (is_new) it->second = reel::compile(ba_jacobian_tape(b->p, b->zero_rotation), kJitOptions.compile);
     fn = it->second;
   }
   auto blocks = std::make_shared<std::vector<Tensor>>();  // [p / c, 15, 2, c] (and [15, 2, r])

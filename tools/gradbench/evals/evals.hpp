@@ -66,7 +66,8 @@ using Functions = std::map<std::string, Maker>;
 // How every function the tool answers is cached and compiled: on its first call (a
 // signature is seen once before it is timed), and at LLVM's full optimisation whatever
 // the program's size (CompileOptions::optimization), since GradBench times the calls
-// and not the preparation.
+// and not the preparation. Functions compiled directly (reel::compile) take
+// kJitOptions.compile.
 inline const reel::JitOptions kJitOptions{.compile_after = 1,
                                           .compile = {.optimization = reel::CompileOptions::Optimization::full}};
 

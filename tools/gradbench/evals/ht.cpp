@@ -218,7 +218,8 @@ Prepared ht_objective(const json& input) {
   auto in = ht_input(input);
   auto f = std::make_shared<reel::CompiledFunction>(reel::compile(
       reel::trace([m = &in->model](const Tensor& theta, const Tensor& us) { return hand_residuals(*m, theta, us); },
-                  in->theta, in->us)));
+                  in->theta, in->us),
+      kJitOptions.compile));
   return each_run([=] { return (*f)({in->theta, in->us}).at(0); }, vector_json);
 }
 
@@ -232,7 +233,8 @@ Prepared ht_jacobian(const json& input) {
   auto f = std::make_shared<reel::CompiledFunction>(reel::compile(reel::jvp_tape(
       reel::trace([m = &in->model](const Tensor& theta, const Tensor& us) { return hand_residuals(*m, theta, us); },
                   in->theta, in->us),
-      cols)));
+      cols),
+      kJitOptions.compile));
   // The k tangents of theta [cols, 26] and us [cols, c, 2], made before the timed runs.
   Tensor tt = reel::zeros({cols, 26}), tu = reel::zeros({cols, in->c, 2});
   for (int64_t k = 0; k < cols; ++k) {

@@ -66,7 +66,7 @@ Prepared kmeans_dir(const json& input) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto [it, is_new] = compiled.try_emplace({P->shape(), C->shape()});
-    if (is_new) it->second = reel::compile(kmeans_dir_tape(*P, *C));
+    if (is_new) it->second = reel::compile(kmeans_dir_tape(*P, *C), kJitOptions.compile);
     fn = it->second;
   }
   auto args = std::make_shared<std::vector<Tensor>>(std::vector<Tensor>{*P, *C});
