@@ -93,17 +93,7 @@ std::size_t small_class(std::size_t bytes) { return (bytes + 63) / 64 - 1; }
 
 // Under AddressSanitizer blocks go straight back to the allocator, which then catches a
 // use after free of a small tensor.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kPooled = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kPooled = false;
-#else
-constexpr bool kPooled = true;
-#endif
-#else
-constexpr bool kPooled = true;
-#endif
+constexpr bool kPooled = !kAddressSanitizer;
 
 void* take_small(std::size_t bytes) {
   const std::size_t c = small_class(bytes);

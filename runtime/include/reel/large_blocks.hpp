@@ -16,17 +16,21 @@
 namespace reel::detail {
 
 constexpr std::size_t kLargeBlockMin = std::size_t{4} << 20;
+// Whether this is an AddressSanitizer build (gcc's macro, clang's feature test): the
+// runtime's own block reuse (mapped tape arrays, the small-tensor pool) is then off,
+// so that ASan sees every free and catches a use after it.
 #if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kMapLargeBlocks = false;
+inline constexpr bool kAddressSanitizer = true;
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-inline constexpr bool kMapLargeBlocks = false;
+inline constexpr bool kAddressSanitizer = true;
 #else
-inline constexpr bool kMapLargeBlocks = true;
+inline constexpr bool kAddressSanitizer = false;
 #endif
 #else
-inline constexpr bool kMapLargeBlocks = true;
+inline constexpr bool kAddressSanitizer = false;
 #endif
+inline constexpr bool kMapLargeBlocks = !kAddressSanitizer;
 
 void* map_large_block(std::size_t bytes);  // throws std::bad_alloc
 void unmap_large_block(void* p, std::size_t bytes) noexcept;
