@@ -290,6 +290,8 @@ TEST_CASE("disk cache: code made at the quick tier leaves later full-tier code a
   // LLVM turns FastISel on for good in a target machine it generates code with at
   // CodeGenOptLevel::None: the quick tier has a machine of its own, or every full-tier
   // compile after it would be made (and stored) with the fast instruction selector.
+  // (This compares code made before and after a quick compile, so it catches that in a
+  // process of its own, as ctest runs each case; Jit::emit_object also checks it.)
   const Tape loop =
       trace([](const Tensor& v) { return sum(exp(v) * tanh(v * 2.0 + 1.0)); }, zeros({4099}));
   auto object = [&](const std::string& name) {

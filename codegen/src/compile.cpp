@@ -54,8 +54,11 @@ Planned plan_tape(const Tape& input, const CompileOptions& options) {
   return p;
 }
 
-std::string ir_text(const std::vector<codegen::KernelSpec>& kernels, const CompileOptions& options) {
-  const codegen::KernelsIr ir = codegen::kernels_ir(kernels, options);
+// (At the tiers `quick` says, or with it empty at those a compile building them all
+// would choose: kernels_ir.)
+std::string ir_text(const std::vector<codegen::KernelSpec>& kernels, const CompileOptions& options,
+                    const std::vector<bool>& quick = {}) {
+  const codegen::KernelsIr ir = codegen::kernels_ir(kernels, options, quick);
   return fmt::format("; ---- before optimisation ----\n{}\n; ---- after optimisation ----\n{}", ir.before,
                      ir.after);
 }
@@ -114,7 +117,7 @@ CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
   impl->tape = std::move(p.tape);
   if (std::getenv("REEL_DUMP_IR") != nullptr) {
     std::lock_guard<std::recursive_mutex> lock(codegen::Jit::get().mutex());
-    fmt::print(stderr, "{}\n", ir_text(impl->kernels, options));
+    fmt::print(stderr, "{}\n", ir_text(impl->kernels, options, impl->quick));
   }
   CompiledFunction f;
   f.impl_ = std::move(impl);

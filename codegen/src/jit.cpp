@@ -200,6 +200,8 @@ std::string Jit::descriptor(bool vector_math) const {
 }
 
 std::string Jit::emit_object(llvm::Module& module, Tier tier) {
+  if (state_->tm->Options.EnableFastISel)  // (the quick tier's setting, leaked: see State::quick_tm)
+    throw Error("compile: internal error: the full tier's target machine has FastISel on");
   llvm::orc::SimpleCompiler compiler(tier == Tier::full ? *state_->tm : *state_->quick_tm);
   auto object = unwrap(compiler(module), "generating machine code");
   return std::string(object->getBuffer());

@@ -226,6 +226,8 @@ KernelsIr kernels_ir(const std::vector<KernelSpec>& kernels, const CompileOption
   std::vector<std::size_t> all(kernels.size());
   for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
   std::optional<std::vector<Jit::Tier>> tiers;
+  if (!quick.empty() && quick.size() != kernels.size())
+    throw Error(fmt::format("compile: internal error: {} kernels but {} tiers", kernels.size(), quick.size()));
   if (!quick.empty()) {
     tiers.emplace();
     for (bool q : quick) tiers->push_back(q ? Jit::Tier::quick : Jit::Tier::full);
