@@ -268,6 +268,99 @@ TEST_CASE("values of one element fuse into one loop whatever their shape") {
   for (std::size_t k = 0; k < interpreted.size(); ++k) test::check_close(compiled[k], interpreted[k], 1e-14, 1e-14, "chain");
 }
 
+// A value a fused loop computes is written by that loop straight into its place in a
+// covering placement (concat, a Jacobian's columns): the placement's step copies only
+// the others. sin and cos of one value in a loop over no dimensions are one sincos
+// call. Compiled as interpreted, in f64 and f32, on one thread and in chunks.
+TEST_CASE("a loop writes the values it computes into their places in a concatenation") {
+  auto count = [](const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  for (const std::string dt : {"f64", "f32"}) {
+    const DType dtype = dt == "f64" ? DType::f64 : DType::f32;
+    // Scalars of one loop (a sine of a sine and its cosine, an element read) and an input
+    // of the tape, which is copied.
+    const Tape scalars = parse_tape(fmt::format(
+        "inp %1::{0}[3]\n"
+        "%2 = slice(%1, axis=0, start=0, stop=1, step=1)::{0}[1]\n"
+        "%3 = reshape(%2, shape=[])::{0}[]\n"
+        "%4 = sin(%3)::{0}[]\n"
+        "%5 = cos(%3)::{0}[]\n"
+        "%6 = sin(%4)::{0}[]\n"
+        "%7 = cos(%4)::{0}[]\n"
+        "%8 = mul(%5, %7)::{0}[]\n"
+        "%9 = reshape(%6, shape=[1])::{0}[1]\n"
+        "%10 = reshape(%8, shape=[1])::{0}[1]\n"
+        "%11 = slice(%1, axis=0, start=2, stop=3, step=1)::{0}[1]\n"
+        "%12 = concat(%9, %10, %11, %1, %9, axis=0)::{0}[7]\n"
+        "out %12, %5\n",
+        dt));
+    const std::string plan = plan_text(scalars);
+    CHECK_MESSAGE(plan.find("places [%6 into %12, %8 into %12, %11 into %12, %6 into %12]") != std::string::npos, plan);
+    CHECK_MESSAGE(plan.find("4 arguments written by their loops, a loop per other") != std::string::npos, plan);
+    const Tensor x = randn({3}, 21, dtype);
+    const std::vector<Tensor> got = test::run_checked(scalars, {x});
+    const std::vector<double> v = x.values();
+    const double a = std::sin(std::sin(v[0])), b = std::cos(v[0]) * std::cos(std::sin(v[0]));
+    test::check_close(got[0], tensor({a, b, v[2], v[0], v[1], v[2], a}, {7}, dtype), 1e-6, 1e-6, dt + " concat");
+    // Columns of a matrix from a loop over [2] (strided stores), one of them twice, and a
+    // value also needed as itself (an output).
+    const Tape columns = parse_tape(fmt::format(
+        "inp %1::{0}[2]\n"
+        "%2 = exp(%1)::{0}[2]\n"
+        "%3 = mul(%2, %1)::{0}[2]\n"
+        "%4 = reshape(%2, shape=[2,1])::{0}[2,1]\n"
+        "%5 = reshape(%3, shape=[2,1])::{0}[2,1]\n"
+        "%6 = place(%4, %5, %4, axis=1, starts=[2,1,0], step=1, size=3)::{0}[2,3]\n"
+        "out %6, %2\n",
+        dt));
+    const std::string cplan = plan_text(columns);
+    CHECK_MESSAGE(cplan.find("every argument written by its loop") != std::string::npos, cplan);
+    CHECK_MESSAGE(count(cplan, "loop ") == 1, cplan);
+    const Tensor y = randn({2}, 22, dtype);
+    const std::vector<Tensor> cols = test::run_checked(columns, {y});
+    const std::vector<double> w = y.values();
+    test::check_close(cols[0], tensor({std::exp(w[0]), std::exp(w[0]) * w[0], std::exp(w[0]), std::exp(w[1]),
+                                       std::exp(w[1]) * w[1], std::exp(w[1])}, {2, 3}, dtype),
+                      1e-6, 1e-6, dt + " columns");
+  }
+  // A long loop writes a contiguous place (a concat along the rows) but not a strided one
+  // (columns), which would cost its vector stores; a placement that does not cover its
+  // result (unslice) is zeroed, then copied.
+  const Tape long_loop = parse_tape(
+      "inp %1::f64[100]\n"
+      "%2 = exp(%1)::f64[100]\n"
+      "%3 = concat(%2, %1, axis=0)::f64[200]\n"
+      "%4 = reshape(%2, shape=[100,1])::f64[100,1]\n"
+      "%5 = place(%4, %4, axis=1, starts=[0,1], step=1, size=2)::f64[100,2]\n"
+      "%6 = unslice(%2, axis=0, start=1, step=2, size=200)::f64[200]\n"
+      "out %3, %5, %6\n");
+  const std::string lplan = plan_text(long_loop);
+  CHECK_MESSAGE(lplan.find("places [%2 into %3]") != std::string::npos, lplan);
+  CHECK_MESSAGE(lplan.find("place %5 = place(%4, %4) (a loop per argument)") != std::string::npos, lplan);
+  CHECK_MESSAGE(lplan.find("(zeros, then a loop per argument)") != std::string::npos, lplan);
+  test::run_checked(long_loop, {randn({100}, 23)});
+  // A scan whose carry is a concatenation of scalars its body's loop computes: the loop
+  // reads the carry's elements and writes the new ones into their places, so the carry is
+  // not updated in place. Over many steps, compiled as interpreted, and its gradient.
+  const auto rotate = [](const Tensor& c0) {
+    const auto [c, ys] = scan(
+        [](const Tensor& c, const Tensor&) {
+          const Tensor p = reshape(slice(c, 0, 0, 1), {}), q = reshape(slice(c, 0, 1, 2), {});
+          const Tensor next = concat({reshape(sin(p) * q + 0.5, {1}), reshape(cos(p) - q * 0.25, {1})}, 0);
+          return std::pair{next, sum(next)};
+        },
+        c0, zeros({25, 1}));
+    return sum(c * c) + sum(ys);
+  };
+  const Tensor c0 = tensor({0.3, -0.7});
+  const Tape r = trace(rotate, c0);
+  test::run_checked(r, {c0});
+  test::check_gradient([&](const std::vector<Tensor>& v) { return rotate(v[0]); }, {c0}, "rotated scalars", 1e-6, 1e-7);
+}
+
 // A cast between f32 and f64, or from i64, converts inside the loop that reads it (no
 // eager step); one to i64 calls cast_eager, which checks the range (an error compiled too).
 TEST_CASE("casts to floats compile into loops; casts to i64 keep their range check") {

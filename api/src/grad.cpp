@@ -1,4 +1,5 @@
 #include "reel/grad.hpp"
+#include "reel/simplegrad.hpp"
 
 #include <fmt/format.h>
 
@@ -93,5 +94,15 @@ std::vector<Tensor> play_forward(const Tape& tape, std::span<const Tensor> args,
                                  std::span<const Tensor> tangents, int64_t k) {
   return play(k < 0 ? jvp_tape(tape) : jvp_tape(tape, k), detail::jvp_inputs(args, captured, tangents, k));
 }
+
+namespace detail {
+
+CompiledFunction compile_gradient(Tape traced) {
+  Tape gradient = grad_tape(traced);
+  traced = Tape();
+  return compile(gradient);
+}
+
+}  // namespace detail
 
 }  // namespace reel

@@ -86,13 +86,7 @@ class Planner {
                                     : op.prim->structure;
     // (A strided read or placement of i64 values calls its eager function.)
     if (op.prim->lowering.strided_read && !touches_i64(op)) return fuse_strided(v);
-    if (op.prim->lowering.strided_place && !touches_i64(op)) {
-      close_loop();
-      for (Var a : op.args) need(a);
-      needs_memory_[v] = true;
-      plan_.steps.push_back(PlaceStep{v});
-      return;
-    }
+    if (op.prim->lowering.strided_place && !touches_i64(op)) return place_strided(v);
     switch (structure) {
       case Structure::view:
         view_src_[v] = op.args[0];
@@ -182,6 +176,32 @@ class Planner {
     throw Error(fmt::format("compile: primitive '{}' has no code generation", op.prim->name));
   }
 
+  // A strided placement: a step copying its arguments into their places, except those
+  // a fused loop computes, which that loop writes there itself if the arguments cover
+  // the result (else the step zeroes it first, after the loops).
+  void place_strided(Var v) {
+    close_loop();
+    const Op& op = t_.op(v);
+    PlaceStep step{v, std::vector<bool>(op.args.size(), false)};
+    std::vector<StridedMap> maps;
+    if (place_covers(t_, v)) maps = place_maps(t_, v);
+    for (std::size_t i = 0; i < op.args.size(); ++i) {
+      const Var a = op.args[i], m = storage_of(a);
+      const int loop = loop_of_[m];
+      if (!maps.empty() && loop >= 0 && t_.op(m).prim->structure != Structure::reduction) {
+        LoopStep& l = std::get<LoopStep>(plan_.steps[static_cast<std::size_t>(loop)]);
+        if (auto strides = place_in_loop(maps[i], t_.type(a).shape, l.shape)) {
+          l.placed.push_back({m, v, maps[i].offset, std::move(*strides)});
+          step.by_loop[i] = true;
+          continue;
+        }
+      }
+      need(a);
+    }
+    needs_memory_[v] = true;
+    plan_.steps.push_back(std::move(step));
+  }
+
   // A gather joins the open loop (or opens one) as an indexed load of its source, which
   // must be in memory before the loop: no kernel and no buffer of its own, and its
   // consumers read it in a register. Constant indices are checked here, once; a constant
@@ -220,7 +240,7 @@ class Planner {
     return current_ >= 0 && has_loop_shape(shape, current_loop().shape) && current_loop().members.size() < kMaxLoopMembers;
   }
   void open_loop(const Shape& shape) {
-    plan_.steps.push_back(LoopStep{shape, {}, {}, {}, {}});
+    plan_.steps.push_back(LoopStep{shape, {}, {}, {}, {}, {}});
     current_ = static_cast<int>(plan_.steps.size()) - 1;
   }
   void close_loop() { current_ = -1; }

@@ -3,6 +3,7 @@
 #include "kernels/loop.hpp"
 
 #include <fmt/format.h>
+#include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/Intrinsics.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@ struct LoopLoads {
   std::unordered_map<Var, int> value;           // tape variable -> local value
   std::map<std::size_t, Var> gathered_indices;  // a gather's load -> its indices
   std::map<std::size_t, Var> constant_loads;    // a constant's load -> the constant
+  std::vector<int> placed_params;               // per LoopStep::placed: its parameter
 };
 
 void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k, LoopSpec& s, LoopLoads& ls) {
@@ -98,6 +100,9 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
   for (Var m : loop.members)
     if (p.stored[m]) param(m);
   for (Var r : loop.reductions) param(r);
+  // Places in a placement's result: the place's first element moves the pointer (a
+  // runtime argument), so loops differing only in where they write share a kernel.
+  for (const LoopStep::Placed& pl : loop.placed) ls.placed_params.push_back(param(pl.out, pl.offset));
 }
 
 // The slot's parameter among the loop's (every stored value and sum has one: add_loads).
@@ -203,6 +208,8 @@ void schedule_loop(Scheduler& sch, const LoopStep& loop) {
   }
   for (Var m : loop.members)
     if (p.stored[m]) s.stores.push_back({ls.value.at(m), param_of(p, ls, m), contiguous(loop.shape)});
+  for (std::size_t i = 0; i < loop.placed.size(); ++i)
+    s.stores.push_back({value_of(loop.placed[i].value), ls.placed_params[i], loop.placed[i].strides});
   for (Var r : loop.reductions) {
     const Op& op = t.op(r);
     LoopSpec::Sum sum{value_of(op.args[0]), param_of(p, ls, r), op.prim->lowering.reduce_scale(t.type(op.args[0]), op.attrs),
@@ -289,6 +296,57 @@ class ElementEmitter {
 };
 static_assert(ElementMachine<ElementEmitter>, "ElementEmitter lacks an operation of reel/element_ops.def");
 
+// sin(x) and cos(x) of one x, computed in one block of a kernel over no dimensions: one
+// call of libm's sincos, which costs about what one of them does (a rotation's sine and
+// cosine, everywhere in kinematics). Not in a loop over elements, where the vectorizer
+// replaces each call with libmvec's vector form, which has no sincos. `values` (the
+// kernel's values so far) are updated.
+void fuse_sincos(KernelEmitter& e, llvm::BasicBlock& block, std::vector<Value*>& values) {
+  llvm::Module& m = e.module;
+  struct Pair {
+    Value* x;
+    llvm::CallInst *sin = nullptr, *cos = nullptr;  // the first of each
+  };
+  std::vector<Pair> pairs;  // in order of first use
+  for (llvm::Instruction& i : block)
+    if (auto* call = llvm::dyn_cast<llvm::IntrinsicInst>(&i)) {
+      const bool sin = call->getIntrinsicID() == llvm::Intrinsic::sin, cos = call->getIntrinsicID() == llvm::Intrinsic::cos;
+      if (!sin && !cos) continue;
+      Value* x = call->getArgOperand(0);
+      auto p = std::find_if(pairs.begin(), pairs.end(), [&](const Pair& q) { return q.x == x; });
+      if (p == pairs.end()) p = pairs.insert(pairs.end(), Pair{x});
+      if (sin && p->sin == nullptr) p->sin = call;
+      if (cos && p->cos == nullptr) p->cos = call;
+    }
+  for (std::size_t k = 0; k < pairs.size(); ++k) {
+    const auto [x, s, c] = pairs[k];
+    if (s == nullptr || c == nullptr) continue;
+    Type* t = x->getType();
+    llvm::PointerType* ptr = llvm::PointerType::getUnqual(m.getContext());
+    llvm::FunctionCallee fn = m.getOrInsertFunction(
+        t->isDoubleTy() ? "sincos" : "sincosf",
+        llvm::FunctionType::get(llvm::Type::getVoidTy(m.getContext()), {t, ptr, ptr}, false));
+    if (auto* f = llvm::dyn_cast<llvm::Function>(fn.getCallee())) {
+      f->setOnlyAccessesArgMemory();
+      f->setOnlyWritesMemory();
+      f->setDoesNotThrow();
+      f->setWillReturn();
+    }
+    llvm::AllocaInst* sin_at = e.entry_alloca(t);
+    llvm::AllocaInst* cos_at = e.entry_alloca(t);
+    IRBuilder<> b(s->comesBefore(c) ? s : c);
+    b.CreateCall(fn, {x, sin_at, cos_at});
+    Value* sin = b.CreateLoad(t, sin_at);
+    Value* cos = b.CreateLoad(t, cos_at);
+    for (auto [old, now] : {std::pair{s, sin}, std::pair{c, cos}}) {
+      old->replaceAllUsesWith(now);
+      std::replace(values.begin(), values.end(), static_cast<Value*>(old), now);
+      for (std::size_t later = k + 1; later < pairs.size(); ++later)
+        if (pairs[later].x == old) pairs[later].x = now;  // (the sine of a sine)
+      old->eraseFromParent();
+    }
+  }
+}
 
 void emit_loop(KernelEmitter& e) {
   IRBuilder<>& b = e.b;
@@ -329,6 +387,7 @@ void emit_loop(KernelEmitter& e) {
         }
         value.push_back(ElementEmitter(b, e.module, e.elem(inst.dtype)).emit(inst.element->program, args));
       }
+      if (s.dims.empty()) fuse_sincos(e, *b.GetInsertBlock(), value);
       for (const auto& st : s.stores) {
         Value* at = e.offset(idx, st.strides);
         if (st.offset != 0) at = b.CreateAdd(at, b.getInt64(st.offset), "", true, true);
@@ -411,6 +470,7 @@ void loop_accesses(const Tape& t, const Plan& p, const Step& step, const AccessF
   for (Var m : loop.members)
     if (p.stored[m]) f(m, true);
   for (Var r : loop.reductions) f(r, true);
+  for (const LoopStep::Placed& pl : loop.placed) f(pl.out, true);
 }
 
 StepCost loop_cost(const Tape&, const Step& step, int64_t chunk_elements) {
@@ -429,6 +489,11 @@ std::string loop_text(const Tape& t, const Plan& p, const Step& step) {
                                 dtype_name(t.type(loop.members[0]).dtype), shape_str(loop.shape), var_list(reads),
                                 var_list(loop.members), var_list(stores));
   if (!loop.reductions.empty()) out += fmt::format(" sums [{}]", var_list(loop.reductions));
+  if (!loop.placed.empty()) {
+    std::vector<std::string> placed;
+    for (const LoopStep::Placed& pl : loop.placed) placed.push_back(fmt::format("%{} into %{}", pl.value, pl.out));
+    out += fmt::format(" places [{}]", fmt::join(placed, ", "));
+  }
   std::vector<std::string> gathers;
   for (Var m : loop.members)
     if (is_gather_member(t, m)) gathers.push_back(fmt::format("%{} = %{} at %{}", m, t.op(m).args[0], t.op(m).args[1]));

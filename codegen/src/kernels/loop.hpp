@@ -17,6 +17,16 @@ struct LoopStep {
   std::vector<Var> reductions;  // full or leading (column) sums of members, accumulated over the loop
   std::vector<Var> checks;      // member gathers whose indices are checked before the loop, each call
   std::vector<Var> views;       // views of members with the loop's iteration space: the member's value
+  // Members (or views of them) that are arguments of a covering placement, written
+  // straight into their place in its result (kernels/place.hpp) rather than copied there
+  // by the placement's step: the result's first element of the place, and element
+  // strides over `shape`.
+  struct Placed {
+    Var value, out;
+    int64_t offset;
+    std::vector<int64_t> strides;
+  };
+  std::vector<Placed> placed;
 };
 
 // An elementwise operation's element program and its text (as kernel keys spell it),

@@ -103,9 +103,16 @@ bool update_in_place(LoopKernel& lk, std::vector<KernelSpec>& kernels, std::size
              std::any_of(s->sums.begin(), s->sums.end(), [&](const auto& x) { return x.param == p; });
     return static_cast<std::size_t>(p) + 1 == k.params.size();  // (a scan: not asked)
   };
+  // A step with two parameters in the carry's input or output (elements at different
+  // offsets: a loop writing a carry's elements into their places, reading others) is
+  // left alone: merging one pair would leave noalias pointers to the same memory.
+  auto several = [](const LoopKernel::Step& st, int64_t base) {
+    return std::count_if(st.buffers.begin(), st.buffers.end(), [&](const BufferRef& b) { return b.base == base; }) > 1;
+  };
   std::size_t writer = lk.steps.size();
   for (std::size_t s = 0; s < lk.steps.size(); ++s) {
     const LoopKernel::Step& st = lk.steps[s];
+    if (st.kernel >= 0 && (several(st, in) || several(st, out))) return false;
     const int r = find(st, in), w = find(st, out);
     if (st.kernel >= 0 && std::holds_alternative<ScanSpec>(kernels[static_cast<std::size_t>(st.kernel)].body) &&
         (r >= 0 || w >= 0))
