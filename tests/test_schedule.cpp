@@ -1,6 +1,7 @@
 // Kernels, the schedule and the memory plan: the kernel cache compiles each key once,
 // buffer reuse and in-place updates never change a result, and sizes that overflow or
 // empty reductions behave the same interpreted and compiled.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -359,6 +360,58 @@ TEST_CASE("a loop writes the values it computes into their places in a concatena
   const Tape r = trace(rotate, c0);
   test::run_checked(r, {c0});
   test::check_gradient([&](const std::vector<Tensor>& v) { return rotate(v[0]); }, {c0}, "rotated scalars", 1e-6, 1e-7);
+}
+
+// A strided read (a slice, a permutation) that one loop computes and later loops or a
+// reduction read is read again from its source at its offset and strides, not copied:
+// lse's maximum over x[1:] read x in place. Compiled as interpreted, f64 and f32.
+TEST_CASE("slices read by several loops and reductions are read from their sources, not copied") {
+  for (const std::string dt : {"f64", "f32"}) {
+    const DType dtype = dt == "f64" ? DType::f64 : DType::f32;
+    const Tape t = parse_tape(fmt::format(
+        "inp %1::{0}[6]\n"
+        "inp %2::{0}[3,4]\n"
+        "%3 = slice(%1, axis=0, start=1, stop=6, step=1)::{0}[5]\n"
+        "%4 = sum(%3, axes=[0])::{0}[]\n"
+        "%5 = max(%3, axes=[0])::{0}[]\n"
+        "%6 = broadcast_to(%4, shape=[5])::{0}[5]\n"
+        "%7 = mul(%3, %6)::{0}[5]\n"
+        "%8 = permute(%2, perm=[1,0])::{0}[4,3]\n"
+        "%9 = sum(%8, axes=[0,1])::{0}[]\n"
+        "%10 = max(%8, axes=[1])::{0}[4]\n"
+        "%11 = broadcast_to(%9, shape=[4,3])::{0}[4,3]\n"
+        "%12 = sub(%8, %11)::{0}[4,3]\n"
+        "out %7, %5, %10, %12\n",
+        dt));
+    const std::string plan = plan_text(t);
+    CHECK_MESSAGE(plan.find("strided reads [%3 again]") != std::string::npos, plan);
+    CHECK_MESSAGE(plan.find("strided reads [%8 again]") != std::string::npos, plan);
+    CHECK_MESSAGE(plan.find("reduce %5 = max(%3) reading %1 in place") != std::string::npos, plan);
+    CHECK_MESSAGE(plan.find("reduce %10 = max(%8) reading %2 in place") != std::string::npos, plan);
+    CHECK_MESSAGE(plan.find("stores [%3") == std::string::npos, plan);
+    CHECK_MESSAGE(plan.find("stores [%8") == std::string::npos, plan);
+    const Tensor x = randn({6}, 31, dtype), y = randn({3, 4}, 32, dtype);
+    const std::vector<Tensor> got = test::run_checked(t, {x, y});
+    const std::vector<double> v = x.values();
+    test::check_close(got[1], tensor({*std::max_element(v.begin() + 1, v.end())}, {}, dtype), 0, 0, dt + " max of x[1:]");
+  }
+  // lse written with scalars (GradBench's C++: the maximum of x[0] and of x[1:]): its
+  // gradient, compiled as interpreted and against finite differences.
+  const auto lse = [](const std::vector<Real>& x) {
+    Real a = x[0];
+    for (std::size_t i = 1; i < x.size(); ++i) a = std::max(a, x[i]);
+    Real s = 0;
+    for (const Real& e : x) s += exp(e - a);
+    return log(s) + a;
+  };
+  std::vector<double> x(50);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(static_cast<double>(i));
+  const Tape traced = trace(lse, x);
+  const Tape g = grad_tape(traced);
+  CHECK_MESSAGE(plan_text(g).find("reading %1 in place") != std::string::npos, plan_text(g));
+  test::run_checked(g, {tensor(x)});
+  test::check_gradient([&](const std::vector<Tensor>& v) { return play(traced, v)[0]; }, {tensor(x)}, "scalar lse", 1e-6,
+                       1e-8);
 }
 
 // A cast between f32 and f64, or from i64, converts inside the loop that reads it (no

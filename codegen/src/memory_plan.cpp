@@ -181,6 +181,8 @@ MemoryPlan plan_memory(const Tape& t, Plan& p, bool reuse) {
       });
       for (Var m : loop->members)  // a gather's or strided read's source is not read element for element
         if (is_indexed_member(t, m) && live_slot(t.op(m).args[0]) >= 0) disqualified.push_back(live_slot(t.op(m).args[0]));
+      for (Var m : loop->rereads)
+        if (live_slot(t.op(m).args[0]) >= 0) disqualified.push_back(live_slot(t.op(m).args[0]));
       std::vector<int> taken;
       for (Var m : loop->members) {
         const int ms = workspace(m);

@@ -118,9 +118,10 @@ class Planner {
           return;
         }
         close_loop();
-        need(in);
+        const bool strided = is_strided_read(in);
+        need(strided ? t_.op(in).args[0] : in);
         needs_memory_[v] = true;
-        plan_.steps.push_back(ReduceStep{v, in});
+        plan_.steps.push_back(ReduceStep{v, in, strided});
         return;
       }
       case Structure::contraction: {
@@ -240,7 +241,7 @@ class Planner {
     return current_ >= 0 && has_loop_shape(shape, current_loop().shape) && current_loop().members.size() < kMaxLoopMembers;
   }
   void open_loop(const Shape& shape) {
-    plan_.steps.push_back(LoopStep{shape, {}, {}, {}, {}, {}});
+    plan_.steps.push_back(LoopStep{shape, {}, {}, {}, {}, {}, {}});
     current_ = static_cast<int>(plan_.steps.size()) - 1;
   }
   void close_loop() { current_ = -1; }
@@ -252,9 +253,22 @@ class Planner {
   // Constants, 0-d ones included, are read from the constants table rather than
   // written into the code, so that loops differing only in a constant's value (a
   // time step, a learning rate) share one kernel.
+  // A strided read computed by another loop is read again from its source, at its
+  // offset and strides, if it has the loop's iteration space: no copy of it is needed.
   void read_in_loop(Var a) {
     if (is_member(a)) return;
+    if (is_strided_read(a) && loop_shape(t_.type(a).shape) == current_loop().shape &&
+        loop_of_[storage_of(t_.op(a).args[0])] != current_) {
+      auto& rereads = current_loop().rereads;
+      if (std::find(rereads.begin(), rereads.end(), a) == rereads.end()) rereads.push_back(a);
+      need(t_.op(a).args[0]);
+      return;
+    }
     need(a);
+  }
+  // A strided read that a loop computes (its source is a float tensor in memory).
+  bool is_strided_read(Var v) const {
+    return t_.op(v).kind == OpKind::call && loop_of_[v] >= 0 && is_strided_member(t_, v);
   }
   void need(Var v) { needs_memory_[storage_of(v)] = true; }
 

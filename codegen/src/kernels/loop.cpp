@@ -67,11 +67,14 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
         loop.shape.empty() ? std::vector<int64_t>{} : broadcast_strides(t.type(a).shape, loop.shape);
     s.loads.push_back({param(a), t.type(a).dtype, strides, -1, {}, 0, {}, {}});
   }
-  for (Var m : loop.members) {  // strided reads: loads at their source's offset and strides
-    if (!is_strided_member(t, m)) continue;
-    const Op& op = t.op(m);
-    const Var x = op.args[0];
-    StridedMap sm = op.prim->lowering.strided_read(t.type(x), op.attrs);
+  // Strided reads, members or read again: loads at their source's offset and strides.
+  std::vector<Var> strided;
+  for (Var m : loop.members)
+    if (is_strided_member(t, m)) strided.push_back(m);
+  strided.insert(strided.end(), loop.rereads.begin(), loop.rereads.end());
+  for (Var m : strided) {
+    const Var x = t.op(m).args[0];
+    StridedMap sm = strided_map(t, m);
     if (loop.shape.empty()) sm.strides.clear();
     ls.value[m] = static_cast<int>(s.loads.size());
     if (sm.offset > 0 && std::find(written.begin(), written.end(), p.slot_of[x]) == written.end())
@@ -187,6 +190,11 @@ void split_innermost(const Tape& t, LoopSpec& s, const LoopLoads& ls) {
 void schedule_loop(Scheduler& sch, const LoopStep& loop) {
   const Tape& t = sch.tape();
   const Plan& p = sch.plan();
+  // A loop that writes nothing (its strided reads all read again where they are used)
+  // and checks no indices is no step at all.
+  if (loop.reductions.empty() && loop.placed.empty() && loop.checks.empty() &&
+      std::none_of(loop.members.begin(), loop.members.end(), [&](Var m) { return p.stored[m]; }))
+    return;
   KernelSpec k;
   LoopSpec s;
   LoopLoads ls;
@@ -501,6 +509,7 @@ std::string loop_text(const Tape& t, const Plan& p, const Step& step) {
   std::vector<std::string> strided;
   for (Var m : loop.members)
     if (is_strided_member(t, m)) strided.push_back(fmt::format("%{} = {}(%{})", m, t.op(m).prim->name, t.op(m).args[0]));
+  for (Var m : loop.rereads) strided.push_back(fmt::format("%{} again", m));
   if (!strided.empty()) out += fmt::format(" strided reads [{}]", fmt::join(strided, ", "));
   if (!loop.checks.empty()) out += fmt::format(" after checking the indices of [{}]", var_list(loop.checks));
   return out;
@@ -528,9 +537,16 @@ std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop) {
   auto has = [](const std::vector<Var>& vs, Var v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };
   std::vector<Var> inputs;
   for (Var m : loop.members)
-    for (Var a : tape.op(m).args)
-      if (!has(loop.members, a) && !has(loop.views, a) && !has(inputs, a)) inputs.push_back(a);
+    for (Var a : tape.op(m).args) {
+      const Var read = has(loop.rereads, a) ? tape.op(a).args[0] : a;  // (a strided read again: its source)
+      if (!has(loop.members, a) && !has(loop.views, a) && !has(inputs, read)) inputs.push_back(read);
+    }
   return inputs;
+}
+
+StridedMap strided_map(const Tape& tape, Var read) {
+  const Op& op = tape.op(read);
+  return op.prim->lowering.strided_read(tape.type(op.args[0]), op.attrs);
 }
 
 bool is_gather_member(const Tape& tape, Var member) { return tape.op(member).prim->structure == Structure::gather; }

@@ -17,6 +17,9 @@ struct LoopStep {
   std::vector<Var> reductions;  // full or leading (column) sums of members, accumulated over the loop
   std::vector<Var> checks;      // member gathers whose indices are checked before the loop, each call
   std::vector<Var> views;       // views of members with the loop's iteration space: the member's value
+  // Strided reads that are members of an earlier loop, read here again from their
+  // sources (a slice read by several loops is not copied for them).
+  std::vector<Var> rereads;
   // Members (or views of them) that are arguments of a covering placement, written
   // straight into their place in its result (kernels/place.hpp) rather than copied there
   // by the placement's step: the result's first element of the place, and element
@@ -101,5 +104,7 @@ bool is_gather_member(const Tape& tape, Var member);
 bool is_strided_member(const Tape& tape, Var member);
 // Either: a member that reads its source at other positions than its own element's.
 bool is_indexed_member(const Tape& tape, Var member);
+// A strided read's offset and strides (over its result's dimensions) in its source.
+StridedMap strided_map(const Tape& tape, Var read);
 
 }  // namespace reel::codegen

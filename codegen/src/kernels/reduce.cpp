@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "kernels/emitter.hpp"
+#include "kernels/loop.hpp"
 #include "schedule.hpp"
 
 namespace reel::codegen {
@@ -43,10 +44,15 @@ using llvm::IRBuilder;
 using llvm::Type;
 using llvm::Value;
 
+// The variable whose memory a reduction reads: its input, or the source of a strided read.
+Var read_of(const Tape& t, const ReduceStep& r) { return r.strided ? t.op(r.in).args[0] : r.in; }
+
 void schedule_reduce(Scheduler& sch, const ReduceStep& r) {
   const Tape& t = sch.tape();
   const Op& op = t.op(r.out);
   const VarType& in = t.type(r.in);
+  StridedMap read{0, contiguous(in.shape)};
+  if (r.strided) read = strided_map(t, r.in);
   KernelSpec k;
   ReduceSpec s;
   k.params = {in.dtype, op.type.dtype};
@@ -57,7 +63,7 @@ void schedule_reduce(Scheduler& sch, const ReduceStep& r) {
   k.empty = numel(in.shape) == 0;
   if (!k.empty) {
     const Shape target = op.prim->lowering.reduce_target(in, op.attrs);
-    const std::vector<int64_t> in_strides = contiguous(in.shape);
+    const std::vector<int64_t>& in_strides = read.strides;
     const std::vector<int64_t> out_strides = broadcast_strides(target, in.shape);
     std::vector<std::vector<int64_t>> kept_strides(2), reduced_strides(1);
     for (std::size_t d = 0; d < in.shape.size(); ++d) {
@@ -78,7 +84,9 @@ void schedule_reduce(Scheduler& sch, const ReduceStep& r) {
     s.reduced_in = reduced_strides[0];
   }
   k.body = std::move(s);
-  sch.add_kernel(std::move(k), {sch.plan().slot_of[r.in], sch.plan().slot_of[r.out]});
+  // (A strided read's offset moves the pointer, so that reductions of different slices
+  // share a kernel.)
+  sch.add_kernel(std::move(k), {sch.plan().slot_of[read_of(t, r)], sch.plan().slot_of[r.out]}, {read.offset, 0});
 }
 
 // What both reduction emitters read first: the spec, its reduction, the input's and
@@ -258,8 +266,8 @@ extern const StepRow reduce_step_row{
     .index = step_index<ReduceStep>,
     .schedule = [](Scheduler& s, const Step& step) { schedule_reduce(s, std::get<ReduceStep>(step)); },
     .accesses =
-        [](const Tape&, const Plan&, const Step& step, const AccessFn& f) {
-          f(std::get<ReduceStep>(step).in, false);
+        [](const Tape& t, const Plan&, const Step& step, const AccessFn& f) {
+          f(read_of(t, std::get<ReduceStep>(step)), false);
           f(std::get<ReduceStep>(step).out, true);
         },
     .cost = [](const Tape& t, const Step& step, int64_t chunk_elements) {
@@ -268,7 +276,8 @@ extern const StepRow reduce_step_row{
     .text =
         [](const Tape& t, const Plan&, const Step& step) {
           const auto& r = std::get<ReduceStep>(step);
-          return fmt::format("reduce %{} = {}(%{})", r.out, t.op(r.out).prim->name, r.in);
+          return fmt::format("reduce %{} = {}(%{}){}", r.out, t.op(r.out).prim->name, r.in,
+                             r.strided ? fmt::format(" reading %{} in place", read_of(t, r)) : "");
         },
     .scratch = nullptr};
 extern const KernelRow reduce_kernel_row{.index = kernel_index<ReduceSpec>,

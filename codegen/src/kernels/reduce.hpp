@@ -11,6 +11,9 @@ namespace reel::codegen {
 struct ReduceStep {
   Var out;
   Var in;
+  // `in` is a strided read (of a float source in memory), read by the reduction from its
+  // source at its offset and strides rather than copied first.
+  bool strided = false;
 };
 
 // The kernel: params {in, out}; for each kept index, the reduced ones combined by
