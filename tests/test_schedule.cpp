@@ -395,6 +395,30 @@ TEST_CASE("slices read by several loops and reductions are read from their sourc
     const std::vector<double> v = x.values();
     test::check_close(got[1], tensor({*std::max_element(v.begin() + 1, v.end())}, {}, dtype), 0, 0, dt + " max of x[1:]");
   }
+  // A slice read again by one member and, in the same loop, in memory by a gather or a
+  // permutation: the loop reads the slice's buffer too, which must live until then.
+  for (const char* text : {"inp %1::f64[9]\n"
+                           "%2 = slice(%1, axis=0, start=1, stop=9, step=1)::f64[8]\n"
+                           "%3 = exp(%2)::f64[8]\n"
+                           "%4 = max(%3, axes=[0])::f64[]\n"
+                           "%5 = broadcast_to(%4, shape=[8])::f64[8]\n"
+                           "%6 = mul(%2, %5)::f64[8]\n"
+                           "%7 = const [7, 6, 5, 4, 3, 2, 1, 0]::i64[8]\n"
+                           "%8 = gather(%2, %7, axis=0)::f64[8]\n"
+                           "%9 = add(%6, %8)::f64[8]\n"
+                           "out %9\n",
+                           "inp %1::f64[4,4]\n"
+                           "%2 = permute(%1, perm=[1,0])::f64[4,4]\n"
+                           "%3 = exp(%2)::f64[4,4]\n"
+                           "%4 = max(%3, axes=[0,1])::f64[]\n"
+                           "%5 = broadcast_to(%4, shape=[4,4])::f64[4,4]\n"
+                           "%6 = mul(%2, %5)::f64[4,4]\n"
+                           "%7 = permute(%2, perm=[1,0])::f64[4,4]\n"
+                           "%8 = add(%6, %7)::f64[4,4]\n"
+                           "out %8\n"}) {
+    const Tape t = parse_tape(text);
+    test::run_checked(t, {randn(t.type(1).shape, 33)});
+  }
   // lse written with scalars (GradBench's C++: the maximum of x[0] and of x[1:]): its
   // gradient, compiled as interpreted and against finite differences.
   const auto lse = [](const std::vector<Real>& x) {

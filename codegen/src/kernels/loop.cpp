@@ -536,11 +536,15 @@ extern const KernelRow loop_kernel_row{.index = kernel_index<LoopSpec>,
 std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop) {
   auto has = [](const std::vector<Var>& vs, Var v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };
   std::vector<Var> inputs;
-  for (Var m : loop.members)
+  for (Var m : loop.members) {
+    // A strided read read again is read from its source, by the members that take it as
+    // a value; a gather or a strided read of it reads it in memory.
+    const bool indexed = is_indexed_member(tape, m);
     for (Var a : tape.op(m).args) {
-      const Var read = has(loop.rereads, a) ? tape.op(a).args[0] : a;  // (a strided read again: its source)
+      const Var read = !indexed && has(loop.rereads, a) ? tape.op(a).args[0] : a;
       if (!has(loop.members, a) && !has(loop.views, a) && !has(inputs, read)) inputs.push_back(read);
     }
+  }
   return inputs;
 }
 
