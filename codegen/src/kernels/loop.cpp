@@ -59,7 +59,11 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
     if (!is_indexed_member(t, m))
       for (Var a : t.op(m).args) plain.push_back(a);
   for (Var a : loop_inputs(t, loop)) {
-    if (std::find(plain.begin(), plain.end(), a) == plain.end()) continue;
+    // (A strided read read again, which a gather may also read in memory, is loaded
+    // from its source below.)
+    if (std::find(plain.begin(), plain.end(), a) == plain.end() ||
+        std::find(loop.rereads.begin(), loop.rereads.end(), a) != loop.rereads.end())
+      continue;
     ls.value[a] = static_cast<int>(s.loads.size());
     if (t.op(a).kind == OpKind::constant) ls.constant_loads[s.loads.size()] = a;
     // (A loop of one element iterates over nothing: loop_shape.)
