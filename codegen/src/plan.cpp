@@ -257,8 +257,8 @@ class Planner {
   // offset and strides, if it has the loop's iteration space: no copy of it is needed.
   void read_in_loop(Var a) {
     if (is_member(a)) return;
-    if (is_strided_read(a) && loop_shape(t_.type(a).shape) == current_loop().shape &&
-        loop_of_[storage_of(t_.op(a).args[0])] != current_) {
+    // (Its source is in memory before the read's own loop, so before this one.)
+    if (is_strided_read(a) && has_loop_shape(t_.type(a).shape, current_loop().shape)) {
       auto& rereads = current_loop().rereads;
       if (std::find(rereads.begin(), rereads.end(), a) == rereads.end()) rereads.push_back(a);
       need(t_.op(a).args[0]);
@@ -268,7 +268,7 @@ class Planner {
   }
   // A strided read that a loop computes (its source is a float tensor in memory).
   bool is_strided_read(Var v) const {
-    return t_.op(v).kind == OpKind::call && loop_of_[v] >= 0 && is_strided_member(t_, v);
+    return loop_of_[v] >= 0 && is_strided_member(t_, v);
   }
   void need(Var v) { needs_memory_[storage_of(v)] = true; }
 
