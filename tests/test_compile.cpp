@@ -1,5 +1,6 @@
 // The JIT: simplegrad against finite differences, argument checking, threads,
 // outputs that are not computed, IR inspection, and errors.
+#include <array>
 #include <thread>
 
 #include "test_util.hpp"
@@ -472,4 +473,69 @@ TEST_CASE("optimisation tiers: `automatic` is full for small straight-line code 
   double largest = 0;
   for (double d : g.values()) largest = std::max(largest, std::abs(d));
   CHECK(largest > 0.1);  // (a gradient that is not all zeros)
+}
+
+TEST_CASE("a compiled function writes into output slots nothing else holds, and only into those") {
+  const CompiledFunction f =
+      compile(trace([](const Tensor& a) { return std::vector<Tensor>{a * 2.0, sum(a)}; }, zeros({3})));
+  const Tensor x = tensor({1.0, 2.0, 3.0});
+  const Tensor* args[1] = {&x};
+  Tensor out[2];
+  f.run(args, out);
+  CHECK(out[0].values() == std::vector<double>{2, 4, 6});
+  CHECK(out[1].item() == 6.0);
+  CHECK(out[0].unshared());
+  // Kept results of the right type, held only here: written in place.
+  const void* const kept0 = out[0].raw();
+  const void* const kept1 = out[1].raw();
+  const Tensor x2 = tensor({-1.0, 0.5, 4.0});
+  const Tensor* args2[1] = {&x2};
+  f.run(args2, out);
+  CHECK(out[0].raw() == kept0);
+  CHECK(out[1].raw() == kept1);
+  CHECK(out[0].values() == std::vector<double>{-2, 1, 8});
+  CHECK(out[1].item() == 3.5);
+  // A copy held elsewhere keeps its values: that slot gets a new tensor.
+  const Tensor copy = out[0];
+  CHECK_FALSE(out[0].unshared());
+  f.run(args, out);
+  CHECK(out[0].raw() != copy.raw());
+  CHECK(copy.values() == std::vector<double>{-2, 1, 8});
+  CHECK(out[0].values() == std::vector<double>{2, 4, 6});
+  // A slot of another shape or dtype, a borrowed or adopted tensor, a slot that is the
+  // argument: new tensors, the old ones untouched.
+  double outside[3] = {7, 7, 7};
+  out[0] = Tensor::borrow(outside, DType::f64, {3});
+  CHECK_FALSE(out[0].unshared());
+  out[1] = zeros({1});
+  f.run(args2, out);
+  CHECK(outside[0] == 7.0);
+  CHECK(out[0].values() == std::vector<double>{-2, 1, 8});
+  CHECK(out[1].shape() == Shape{});
+  out[0] = Tensor::adopt(std::make_shared<std::array<double, 3>>(std::array<double, 3>{5, 5, 5}), DType::f64, {3});
+  CHECK_FALSE(out[0].unshared());
+  f.run(args, out);
+  CHECK(out[0].values() == std::vector<double>{2, 4, 6});
+  Tensor self = tensor({1.0, 1.0, 1.0});
+  const Tensor* self_arg[1] = {&self};
+  Tensor slots[2] = {};
+  std::swap(slots[0], self);
+  self_arg[0] = &slots[0];
+  f.run(self_arg, slots);  // x = f(x): the argument's memory outlives the call
+  CHECK(slots[0].values() == std::vector<double>{2, 2, 2});
+  CHECK(slots[1].item() == 3.0);
+}
+
+TEST_CASE("Tensor::unshared: only a plain tensor holding memory of its own alone") {
+  Tensor t = zeros({4});
+  CHECK(t.unshared());
+  {
+    const Tensor copy = t;
+    CHECK_FALSE(t.unshared());
+  }
+  CHECK(t.unshared());
+  CHECK_FALSE(Tensor().unshared());
+  CHECK_FALSE(t.reshaped({2, 2}).unshared());
+  const Tensor p = param(zeros({2}));
+  CHECK_FALSE(p.unshared());
 }

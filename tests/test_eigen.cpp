@@ -172,3 +172,43 @@ TEST_CASE("reel::Real with Eigen: compiled and cached functions given Eigen matr
     CHECK(std::get<0>(grads)(1).value() == 8.0);
   }
 }
+
+TEST_CASE("reel::Real with Eigen: cached functions given numbers again and again, into a kept Jacobian") {
+  // Numbers given for Reals become tensors kept per thread and refilled on the next call;
+  // results must never see a later call's numbers.
+  using V2 = Eigen::Matrix<Real, 2, 1>;
+  auto f = [](const V2& x) { return V2(x(0) * x(1), sin(x(0))); };
+  auto jac = jit_jacobian(f);
+  auto id = jit([](const V2& x) { return x; });
+  auto sq = jit_grad([](const std::vector<Real>& v) { return v[0] * v[0] + 3.0 * v[1]; });
+  Jacobian J;
+  std::vector<std::vector<double>> identities;
+  std::vector<V2> kept_results;
+  for (int call = 0; call < 6; ++call) {
+    const double a = 0.5 + call, b = -1.0 + 0.25 * call;
+    const Eigen::Vector2d x(a, b);
+    jac.into(J, x);
+    const std::vector<double> want{b, a, std::cos(a), 0.0};
+    const std::vector<double> got = J.jacobian.values();
+    for (std::size_t i = 0; i < 4; ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-14));
+    CHECK(jac(x).jacobian.values() == got);
+    kept_results.push_back(id(x));
+    const auto [value, grads] = sq(std::vector<double>{a, b});
+    CHECK(value.item() == doctest::Approx(a * a + 3 * b));
+    CHECK(grads.values()[0] == doctest::Approx(2 * a));  // (numbers given: a tensor back)
+  }
+  for (int call = 0; call < 6; ++call) {
+    CHECK(kept_results[static_cast<std::size_t>(call)](0).value() == 0.5 + call);
+    CHECK(kept_results[static_cast<std::size_t>(call)](1).value() == -1.0 + 0.25 * call);
+  }
+  // Another size of a dynamic vector: another signature, the kept tensor remade.
+  auto n = jit_grad([](const Eigen::Matrix<Real, Eigen::Dynamic, 1>& v) { return v.squaredNorm(); });
+  for (int size = 1; size <= 4; ++size) {
+    const Eigen::VectorXd v = Eigen::VectorXd::LinSpaced(size, 1.0, 2.0);
+    for (int call = 0; call < 2; ++call) {
+      const auto [value, grads] = n(v);
+      CHECK(value.item() == doctest::Approx(v.squaredNorm()));
+      CHECK(grads.numel() == size);
+    }
+  }
+}

@@ -409,3 +409,81 @@ TEST_CASE("hvp: k vectors in one pass, = the Hessian times them") {
     check_close(index(r.hvp[1], d), hvp(scalar_fn, {x, y}, {index(vx, d), index(vy, d)}).hvp[1], 1e-12, 1e-12,
                 "one vector at a time");
 }
+
+TEST_CASE("jit_jacobian and jit_hessian into a kept result: the same values, written in place") {
+  const Tensor W = randn({4, 3}, 41);
+  auto jf = jit_jacobian(two_out);
+  Jacobian J;
+  const void* kept = nullptr;
+  for (int call = 0; call < 4; ++call) {
+    const Tensor x = randn({3}, 42 + call);
+    jf.into(J, x, W);
+    const Jacobian plain = jacobian(two_out, x, W);
+    REQUIRE(J.values.size() == 2);
+    for (std::size_t o = 0; o < 2; ++o) {
+      check_close(J.values[o], plain.values[o], 1e-12, 1e-12, "into: value");
+      for (std::size_t k = 0; k < 2; ++k) check_close(J.blocks[o][k], plain.blocks[o][k], 1e-10, 1e-12, "into: block");
+    }
+    check_close(J.jacobian, plain.jacobian, 1e-10, 1e-12, "into: jacobian");
+    check_close(J.value, plain.value, 1e-12, 1e-12, "into: value");
+    if (call == 2) kept = J.jacobian.raw();             // compiled from the second call on
+    if (call == 3) CHECK(J.jacobian.raw() == kept);  // written in place
+  }
+  // A copy kept by the caller keeps its values.
+  const Tensor old = J.jacobian;
+  const std::vector<double> old_values = old.values();
+  jf.into(J, randn({3}, 50), W);
+  CHECK(old.values() == old_values);
+  CHECK(J.jacobian.raw() != old.raw());
+  // Another signature into the same result: the other shapes.
+  const Tensor x2 = randn({2}, 51), W2 = randn({4, 2}, 52);
+  jf.into(J, x2, W2);
+  check_close(J.blocks[1][1], jacrev(two_out, x2, W2).blocks[1][1], 1e-10, 1e-12, "into: another signature");
+  CHECK(jf.cache_info().misses == 2);
+
+  auto jh = jit_hessian(scalar_fn);
+  Hessian H;
+  const Tensor y = randn({3}, 53);
+  for (int call = 0; call < 3; ++call) {
+    const Tensor x = randn({3}, 54 + call);
+    jh.into(H, x, y);
+    const Hessian h0 = hessian(scalar_fn, x, y);
+    check_close(H.value, h0.value, 1e-12, 1e-12, "hessian into: value");
+    for (std::size_t i = 0; i < 2; ++i) {
+      check_close(H.grads[i], h0.grads[i], 1e-10, 1e-12, "hessian into: gradient");
+      for (std::size_t j = 0; j < 2; ++j) check_close(H.blocks[i][j], h0.blocks[i][j], 1e-10, 1e-12, "hessian into");
+    }
+    check_close(H.hessian, h0.hessian, 1e-10, 1e-12, "hessian into: hessian");
+  }
+  // A derivation without kept tensors (sparse) gives its result as operator() does.
+  const auto band = [](const Tensor& v) { return sin(v) * 2.0; };
+  auto js = jit_sparse_jacobian(band);
+  SparseJacobian S;
+  const Tensor z = randn({5}, 60);
+  js.into(S, z);
+  check_close(S.dense(), jacobian(band, z).jacobian, 1e-10, 1e-12, "sparse into");
+}
+
+TEST_CASE("a cached function's hits on one signature, others between them, and branches: right values each time") {
+  // (A thread remembers its last hit; these interleave signatures, branches and caches.)
+  auto f = [](const Tensor& x) { return sum(x) > 0.0 ? x * x : -x * 3.0; };
+  auto jf = jit_jacobian(f);
+  const auto e = [](const Tensor& x) { return exp(x); };
+  auto jg = jit_jacobian(e);
+  const Tensor pos = tensor({1.0, 2.0}), neg = tensor({-1.0, -2.0}), three = tensor({0.5, 1.0, 1.5});
+  Jacobian J;
+  for (int round = 0; round < 5; ++round) {
+    for (const Tensor& x : {pos, pos, neg, three, neg, neg, pos}) {
+      check_close(jf(x).jacobian, jacobian(f, x).jacobian, 1e-12, 1e-12, "memo: operator()");
+      jf.into(J, x);
+      check_close(J.jacobian, jacobian(f, x).jacobian, 1e-12, 1e-12, "memo: into");
+      check_close(jg(x).jacobian, jacobian(e, x).jacobian, 1e-12, 1e-12, "memo: another cache");
+    }
+  }
+  CHECK(jf.cache_info().misses == 3);  // two signatures, the first with two paths
+  // A cache made after another was destroyed never runs the other's code.
+  for (int k = 1; k <= 3; ++k) {
+    auto jk = jit_jacobian([k](const Tensor& x) { return x * static_cast<double>(k); });
+    for (int call = 0; call < 3; ++call) CHECK(jk(pos).jacobian.values() == std::vector<double>{1.0 * k, 0, 0, 1.0 * k});
+  }
+}

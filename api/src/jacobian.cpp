@@ -346,6 +346,55 @@ Jacobian JacobianDerivation::unpack(std::vector<Tensor> outs, const void* info) 
   return j;
 }
 
+namespace {
+
+// The defined tensors of a kept result's blocks, row by row (an i64 argument's block
+// is undefined and has no output).
+void take_blocks(std::vector<std::vector<Tensor>>& blocks, std::vector<Tensor>& outs) {
+  for (auto& row : blocks)
+    for (Tensor& b : row)
+      if (b.defined()) outs.push_back(std::move(b));
+}
+
+// Whether kept blocks have this derivation's `rows` rows (those of rows_float, or all
+// for null) and a column per argument; then they are filled in place from `next`.
+bool put_blocks(std::vector<std::vector<Tensor>>& blocks, std::vector<Tensor>& outs, std::size_t& next,
+                std::size_t rows, const std::vector<bool>* rows_float, const std::vector<bool>& arg_float) {
+  if (blocks.size() != rows) return false;
+  for (const auto& row : blocks)
+    if (row.size() != arg_float.size()) return false;
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t a = 0; a < arg_float.size(); ++a)
+      if ((rows_float == nullptr || (*rows_float)[r]) && arg_float[a]) blocks[r][a] = std::move(outs.at(next++));
+      else blocks[r][a] = Tensor();
+  return true;
+}
+
+}  // namespace
+
+// Assigned (not moved) to drop a kept result's copy of one of its tensors: the copy's
+// shape keeps its memory, so that copying the new tensor back into it allocates nothing.
+const Tensor kNoTensor;
+
+void JacobianDerivation::take(Jacobian& r, std::vector<Tensor>& outs) const {
+  r.value = kNoTensor;  // (copies of values[0] and blocks[0][0]: dropped so that those are unshared)
+  r.jacobian = kNoTensor;
+  for (Tensor& v : r.values) outs.push_back(std::move(v));
+  take_blocks(r.blocks, outs);
+}
+
+void JacobianDerivation::put(Jacobian& r, std::vector<Tensor>& outs, const void* info) const {
+  const Info& in = *static_cast<const Info*>(info);
+  std::size_t next = in.outputs;
+  if (r.values.size() != in.outputs || !put_blocks(r.blocks, outs, next, in.outputs, nullptr, in.arg_float)) {
+    r = unpack(std::move(outs), info);
+    return;
+  }
+  for (std::size_t o = 0; o < in.outputs; ++o) r.values[o] = std::move(outs.at(o));
+  r.value = r.values[0];
+  r.jacobian = r.blocks[0].empty() ? Tensor() : r.blocks[0][0];
+}
+
 // Forward over reverse: the gradient tape's forward pass batched over the n identity
 // seeds; the value's tangent (the gradient again) is dropped.
 Derived HessianDerivation::derive(const Tape& f, std::size_t num_args, std::span<const Tensor>) const {
@@ -386,6 +435,28 @@ Hessian HessianDerivation::unpack(std::vector<Tensor> outs, const void* info) co
   h.blocks = std::move(rows);
   if (!h.blocks.empty()) h.hessian = h.blocks[0][0];
   return h;
+}
+
+void HessianDerivation::take(Hessian& r, std::vector<Tensor>& outs) const {
+  r.hessian = kNoTensor;  // (a copy of blocks[0][0])
+  if (r.value.defined()) outs.push_back(std::move(r.value));
+  for (Tensor& g : r.grads)
+    if (g.defined()) outs.push_back(std::move(g));
+  take_blocks(r.blocks, outs);
+}
+
+void HessianDerivation::put(Hessian& r, std::vector<Tensor>& outs, const void* info) const {
+  const Info& in = *static_cast<const Info*>(info);
+  std::size_t next = 1;
+  for (bool fl : in.arg_float) next += fl;
+  if (r.grads.size() != in.arg_float.size() || !put_blocks(r.blocks, outs, next, in.arg_float.size(), &in.arg_float, in.arg_float)) {
+    r = unpack(std::move(outs), info);
+    return;
+  }
+  r.value = std::move(outs.at(0));
+  std::size_t g = 1;
+  for (std::size_t a = 0; a < in.arg_float.size(); ++a) r.grads[a] = in.arg_float[a] ? std::move(outs.at(g++)) : Tensor();
+  r.hessian = r.blocks.empty() ? Tensor() : r.blocks[0][0];
 }
 
 // NaN seeds: column j's tangent direction is NaN at j and 0 elsewhere; an entry is a

@@ -67,7 +67,58 @@ struct JitCore::State {
   std::list<std::string> recency;  // most recently used first
   CacheInfo info;                  // hits are counted in `hits`, without the lock
   std::atomic<uint64_t> hits{0};
+  // Counts every change to what a lookup finds (a path added or dropped, a path or a
+  // signature moved to the front): a thread's HitMemo holds while it is unchanged.
+  std::atomic<uint64_t> generation{0};
+  uint64_t id = 0;  // this cache's, never reused (a memo names its cache by it, not its address)
 };
+
+namespace {
+
+std::atomic<uint64_t> next_core_id{1};
+
+// A thread's last hit: the cache, the key, the path that held and the generation it was
+// found at. While that cache's generation is unchanged its key still finds that path
+// first (its signature the most recently used), so a call with the same key runs it
+// without the lock and the lookup: what a cached function called in a loop with one
+// signature does on every call. `busy` while the memo's path runs: a call made from
+// inside it (an external step calling a cached function) neither reads nor replaces it.
+// `memo_live` is true between the memo's construction and its destruction at the
+// thread's end: a cache destroyed or called after that (a static one, at exit) leaves
+// it alone.
+thread_local constinit bool memo_live = false;
+struct HitMemo {
+  uint64_t core = 0;
+  uint64_t generation = 0;
+  std::string key;
+  std::shared_ptr<Path> path;
+  bool busy = false;
+  HitMemo() { memo_live = true; }
+  ~HitMemo() { memo_live = false; }
+  HitMemo(const HitMemo&) = delete;
+  HitMemo& operator=(const HitMemo&) = delete;
+  void clear() {
+    core = 0;
+    path.reset();
+  }
+};
+thread_local HitMemo hit_memo;
+thread_local constinit bool memo_ended = false;  // (set when the thread's memo is gone)
+// This thread's memo, made on its first use; null once the thread's objects are gone.
+HitMemo* this_thread_memo() {
+  if (memo_ended) return nullptr;
+  if (!memo_live) {  // first use, or destroyed
+    static thread_local constinit bool made = false;
+    if (made) {
+      memo_ended = true;
+      return nullptr;
+    }
+    made = true;
+  }
+  return &hit_memo;
+}
+
+}  // namespace
 
 JitCore::JitCore(JitOptions options, const char* what) : s_(std::make_unique<State>()) {
   if (options.compile_after < 1)
@@ -76,9 +127,13 @@ JitCore::JitCore(JitOptions options, const char* what) : s_(std::make_unique<Sta
   if (options.max_paths < 1) throw Error(fmt::format("{}: expected max_paths >= 1, got 0", what));
   s_->options = options;
   s_->what = what;
+  s_->id = next_core_id.fetch_add(1, std::memory_order_relaxed);
 }
 
-JitCore::~JitCore() = default;
+JitCore::~JitCore() {
+  // (This thread's memo of this cache goes with it; another thread's goes at its next hit.)
+  if (memo_live && hit_memo.core == s_->id && !hit_memo.busy) hit_memo.clear();
+}
 
 // Compiles a path once (whichever thread gets there first), counting the time.
 void JitCore::compile_path(Path& p) {
@@ -100,11 +155,15 @@ std::unique_lock<std::recursive_mutex> JitCore::try_miss_lock() {
 
 // The lookup: the signature's most recently successful path (nullptr for none), its
 // signature made the most recently used.
-std::shared_ptr<Path> JitCore::first_path(std::string_view key) {
+std::shared_ptr<Path> JitCore::first_path(std::string_view key, uint64_t& generation) {
   std::lock_guard<std::mutex> lock(s_->mutex);
   auto it = s_->entries.find(key);
   if (it == s_->entries.end()) return nullptr;
-  if (it->second.recency != s_->recency.begin()) s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
+  if (it->second.recency != s_->recency.begin()) {
+    s_->recency.splice(s_->recency.begin(), s_->recency, it->second.recency);
+    s_->generation.fetch_add(1, std::memory_order_release);
+  }
+  generation = s_->generation.load(std::memory_order_relaxed);
   return it->second.paths.empty() ? nullptr : it->second.paths.front();
 }
 
@@ -124,7 +183,8 @@ JitCore::Hit JitCore::run_path(Path& p, std::span<const Tensor* const> tensors, 
   if (!look.out.empty() && look.out.size() != made)
     throw Error(fmt::format("{}: a cached path makes {} outputs, the call expects {}", s_->what, made, look.out.size()));
   if (compiled) {
-    if (look.out.empty()) hit.outputs.resize(made);
+    if (look.out.empty() && look.recycle != nullptr && look.recycle->size() == made) hit.outputs = std::move(*look.recycle);
+    else if (look.out.empty()) hit.outputs.resize(made);
     p.compiled->run(tensors, look.out.empty() ? std::span<Tensor>(hit.outputs) : look.out);
     return hit;
   }
@@ -145,6 +205,7 @@ void JitCore::promote(std::string_view key, const std::shared_ptr<Path>& p) {
   auto& ps = it->second.paths;
   auto at = std::find(ps.begin(), ps.end(), p);
   if (at != ps.end()) std::rotate(ps.begin(), at, at + 1);
+  s_->generation.fetch_add(1, std::memory_order_release);
 }
 
 // One look's walk over a signature's paths. Paths are told apart by identity
@@ -187,15 +248,48 @@ std::shared_ptr<Path> JitCore::next_path(std::string_view key, Attempt& a) {
 std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const Tensor* const> tensors,
                                          const Look& look) {
   Attempt a(look);
-  a.first = first_path(key);
+  HitMemo* const memo = this_thread_memo();
+  const bool use_memo = memo != nullptr && !memo->busy;
+  if (use_memo && memo->core == s_->id && memo->generation == s_->generation.load(std::memory_order_acquire) &&
+      memo->key == key) {
+    memo->busy = true;
+    try {
+      Hit hit = run_path(*memo->path, tensors, look);
+      memo->busy = false;
+      s_->hits.fetch_add(1, std::memory_order_relaxed);
+      return hit;
+    } catch (const GuardFailure& e) {  // the full lookup goes on, without this path
+      memo->busy = false;
+      a.failed_with(std::move(memo->path), e);
+      memo->clear();
+    } catch (...) {
+      memo->busy = false;
+      throw;
+    }
+  }
+  uint64_t generation = 0;
+  a.first = first_path(key, generation);
   while (std::shared_ptr<Path> p = next_path(key, a)) {
     try {
+      if (use_memo) memo->busy = true;  // (a call from inside this one leaves the memo alone)
       Hit hit = run_path(*p, tensors, look);
+      if (use_memo) memo->busy = false;
       s_->hits.fetch_add(1, std::memory_order_relaxed);
-      if (p != a.first) promote(key, p);
+      if (p != a.first) {
+        promote(key, p);
+      } else if (use_memo) {
+        memo->core = s_->id;
+        memo->generation = generation;
+        memo->key.assign(key);
+        memo->path = std::move(p);
+      }
       return hit;
     } catch (const GuardFailure& e) {
+      if (use_memo) memo->busy = false;
       a.failed_with(std::move(p), e);
+    } catch (...) {
+      if (use_memo) memo->busy = false;
+      throw;
     }
   }
   if (look.final) count_miss(look, a.tried.size(), a.failed);
@@ -272,6 +366,7 @@ void JitCore::insert_path(std::string_view key, std::vector<std::string> parts, 
   }
   auto& ps = it->second.paths;
   ps.insert(ps.begin(), std::move(path));
+  s_->generation.fetch_add(1, std::memory_order_release);
   s_->info.entries += 1;
   if (ps.size() > s_->options.max_paths) {
     evicted.push_back(std::move(ps.back()));

@@ -200,14 +200,31 @@ void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<
   void** bases = small;
   if (num_bases > kInline) bases = (big.resize(num_bases), big.data());
 
-  // An output slot that already holds a tensor may hold one of the arguments
-  // (x = f(x)), whose memory must outlive the call: then the new outputs are made
-  // aside and handed over after it. Empty slots (the usual case) are filled directly.
-  bool empty_slots = true;
-  for (const Tensor& o : outputs) empty_slots = empty_slots && !o.defined();
+  // Empty slots (the usual case) are filled directly. A slot that holds a tensor of the
+  // right type which nothing else shares, and that is none of the arguments, is
+  // written in place (a caller's kept results). Any other filled slot may hold one of
+  // the arguments (x = f(x)), whose memory must outlive the call: its new output is
+  // made aside and handed over after it.
+  const auto reusable = [&](const Tensor& o, const VarType& type) {
+    if (!o.defined() || o.dtype() != type.dtype || o.shape() != type.shape || !o.unshared()) return false;
+    const auto* lo = static_cast<const unsigned char*>(o.raw());
+    for (const Tensor* a : args) {
+      const auto* alo = static_cast<const unsigned char*>(a->raw());
+      if (alo < lo + o.nbytes() && lo < alo + a->nbytes()) return false;
+    }
+    return true;
+  };
+  bool direct = true;  // every slot empty or reused
+  for (std::size_t k = 0; direct && k < outputs.size(); ++k)
+    direct = !outputs[k].defined() || reusable(outputs[k], impl.output_types[k]);
   std::vector<Tensor> staged;
   Tensor* result = outputs.data();
-  if (!empty_slots) result = (staged.resize(outputs.size()), staged.data());
+  if (!direct) {
+    staged.resize(outputs.size());
+    for (std::size_t k = 0; k < outputs.size(); ++k)
+      if (reusable(outputs[k], impl.output_types[k])) staged[k] = std::move(outputs[k]);
+    result = staged.data();
+  }
 
   const codegen::Program& program = *impl.program;
   const codegen::WorkspaceLease workspace(impl.workspace_bytes, program.may_throw);
@@ -227,7 +244,7 @@ void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<
     bases[codegen::kFirstInputBase + i] = const_cast<void*>(p);
   }
   for (std::size_t k = 0; k < outputs.size(); ++k) {
-    result[k] = Tensor(impl.output_types[k].dtype, impl.output_types[k].shape);
+    if (!result[k].defined()) result[k] = Tensor(impl.output_types[k].dtype, impl.output_types[k].shape);
     bases[codegen::kFirstInputBase + args.size() + k] = result[k].mutable_raw();
   }
   if (impl.driver != nullptr && !timed) {
@@ -244,7 +261,7 @@ void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<
       throw;
     }
   }
-  if (!empty_slots)
+  if (!direct)
     for (std::size_t k = 0; k < outputs.size(); ++k) outputs[k] = std::move(staged[k]);
 }
 

@@ -83,14 +83,31 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
   storage_ = allocate(nbytes());
 }
 
+namespace {
+// The deleters of memory that is not Reel's own (Tensor::unshared tells them apart):
+// borrowed memory is never freed; adopted memory is released with its owner.
+struct Borrowed {
+  void operator()(void*) const {}
+};
+struct Adopted {
+  std::shared_ptr<void> owner;
+  void operator()(void*) { owner.reset(); }
+};
+}  // namespace
+
 Tensor Tensor::borrow(const void* data, DType dtype, Shape shape) {
   Tensor t;
   check_shape(shape, "tensor");
   t.dtype_ = dtype;
   t.numel_ = reel::numel(shape, "tensor");
   t.shape_ = std::move(shape);
-  t.storage_ = std::shared_ptr<void>(const_cast<void*>(data), [](void*) {});
+  t.storage_ = std::shared_ptr<void>(const_cast<void*>(data), Borrowed{});
   return t;
+}
+
+bool Tensor::unshared() const {
+  return storage_ != nullptr && storage_.use_count() == 1 && annex_ == nullptr &&
+         std::get_deleter<Borrowed>(storage_) == nullptr && std::get_deleter<Adopted>(storage_) == nullptr;
 }
 
 Tensor Tensor::adopt(std::shared_ptr<void> storage, DType dtype, Shape shape) {
@@ -101,7 +118,13 @@ Tensor Tensor::adopt(std::shared_ptr<void> storage, DType dtype, Shape shape) {
   t.shape_ = std::move(shape);
   if (storage == nullptr && t.numel_ > 0) throw Error("tensor: adopt needs memory for a non-empty tensor");
   // An empty tensor still needs storage to be defined: a shared empty block.
-  t.storage_ = storage != nullptr ? std::move(storage) : allocate(0);
+  // (Held through a deleter of its own, so that unshared() knows the memory is not Reel's.)
+  if (storage != nullptr) {
+    void* p = storage.get();
+    t.storage_ = std::shared_ptr<void>(p, Adopted{std::move(storage)});
+  } else {
+    t.storage_ = allocate(0);
+  }
   return t;
 }
 

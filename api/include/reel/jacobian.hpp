@@ -116,17 +116,25 @@ struct Derived {
   std::shared_ptr<const void> info;
 };
 
+// A derivation may also give `into`'s two halves (CachedDerivative::into): take(r, outs)
+// moves a kept result's tensors out, in the derived tape's output order, for the
+// compiled code to write into; put(r, outs, info) moves the outputs back into r,
+// reusing its containers when their structure matches (else r = unpack(outs, info)).
 struct JacobianDerivation {
   using Result = Jacobian;
   JacobianMode mode = JacobianMode::automatic;
   Derived derive(const Tape& f, std::size_t num_args, std::span<const Tensor> inputs) const;
   Jacobian unpack(std::vector<Tensor> outs, const void* info) const;
+  void take(Jacobian& r, std::vector<Tensor>& outs) const;
+  void put(Jacobian& r, std::vector<Tensor>& outs, const void* info) const;
 };
 
 struct HessianDerivation {
   using Result = Hessian;
   Derived derive(const Tape& f, std::size_t num_args, std::span<const Tensor> inputs) const;
   Hessian unpack(std::vector<Tensor> outs, const void* info) const;
+  void take(Hessian& r, std::vector<Tensor>& outs) const;
+  void put(Hessian& r, std::vector<Tensor>& outs, const void* info) const;
 };
 
 struct SparseDerivation {
@@ -224,15 +232,66 @@ class CachedDerivative : public detail::CachedFunction<F> {
   // it. A miss traces f and derives its tape, run first as it is added.
   template <class... A>
   typename D::Result operator()(const A&... args) const {
+    typename D::Result r;
+    call(r, false, args...);
+    return r;
+  }
+
+  // The same result, written into `r`: a result this function gave before (or an empty
+  // one). On a compiled cache hit the new values go into r's tensors in place wherever
+  // r holds the only reference to one and its shape is this call's (see
+  // CompiledFunction::run), so a loop of calls allocates nothing for its results. A
+  // copy of one of r's tensors kept elsewhere keeps its values (that slot gets a new
+  // tensor), but a pointer into r's memory sees the new ones. If the call throws, r's
+  // tensors may be gone.
+  template <class... A>
+  void into(typename D::Result& r, const A&... args) const {
+    call(r, true, args...);
+  }
+
+ private:
+  template <class... A>
+  void call(typename D::Result& r, bool reuse, const A&... args) const {
     if constexpr (detail::gives_numbers_for_reals<F, A...>()) {
-      return detail::numbers_as_tensors<F>([this](const auto&... a) { return (*this)(a...); }, args...);
+      detail::numbers_as_kept_tensors<F>([&](const auto&... a) { call(r, reuse, a...); }, args...);
     } else {
+      constexpr bool can_reuse = requires(typename D::Result& x, std::vector<Tensor>& v) { d_.take(x, v); };
+      reuse = reuse && can_reuse;
       const auto tensors = detail::tensor_pointers(args...);
       CacheKey key;
       detail::Derived dv;  // a miss's derivative
       std::vector<Tensor> outs;
-      CachedCall call{.hit = [&](JitCore::Hit& hit) { return d_.unpack(std::move(hit.outputs), hit.structure.get()); },
-                      .uncached = [&] { return detail::derive_and_play(d_, this->f_, args...); },
+      // r's tensors, for a compiled hit to write into: a vector kept per thread (unless
+      // a call on this thread is using it: f may call this function while traced).
+      thread_local std::vector<Tensor> kept;
+      thread_local bool kept_busy = false;
+      std::vector<Tensor> local;
+      const bool use_kept = reuse && !kept_busy;
+      std::vector<Tensor>& taken = use_kept ? kept : local;
+      struct Release {
+        std::vector<Tensor>* v;
+        bool* busy;
+        ~Release() {
+          v->clear();
+          if (busy != nullptr) *busy = false;
+        }
+      } release{&taken, use_kept ? &kept_busy : nullptr};
+      if (use_kept) kept_busy = true;
+      if constexpr (can_reuse)
+        if (reuse) d_.take(r, taken);
+      CachedCall call{.hit =
+                          [&](JitCore::Hit& hit) {
+                            if constexpr (can_reuse) {
+                              if (reuse) {
+                                d_.put(r, hit.outputs, hit.structure.get());
+                                hit.outputs.clear();
+                                if (hit.outputs.capacity() > taken.capacity()) taken.swap(hit.outputs);
+                                return;
+                              }
+                            }
+                            r = d_.unpack(std::move(hit.outputs), hit.structure.get());
+                          },
+                      .uncached = [&] { r = detail::derive_and_play(d_, this->f_, args...); },
                       .describe = [&] { return detail::describe_args(args...); },
                       .trace =
                           [&] {
@@ -246,12 +305,12 @@ class CachedDerivative : public detail::CachedFunction<F> {
                             outs.resize(dv.tape.outputs.size());
                             return NewPath{std::move(dv.tape), dv.info, outs};
                           },
-                      .traced = [&] { return d_.unpack(std::move(outs), dv.info.get()); }};
+                      .traced = [&] { r = d_.unpack(std::move(outs), dv.info.get()); }};
       const auto key_of = [&] {
         detail::make_key(key, args...);
         return key.view();
       };
-      return this->core_->call(key_of, tensors, {}, call);
+      this->core_->call(key_of, tensors, {}, call, reuse ? &taken : nullptr);
     }
   }
 

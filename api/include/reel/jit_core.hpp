@@ -216,11 +216,17 @@ class JitCore {
   // its `outputs` stay empty: no vector on a hit. `make_key() -> string_view` builds the
   // key once the arguments are known not to be traced (a traced call runs uncached
   // whatever its key would have been; a param is refused before anything else).
+  // `recycle` (without `out`): tensors a compiled hit may write its outputs into, in
+  // output order, when there are as many as it makes (CompiledFunction::run reuses
+  // those of the right type that nothing else holds); they come back in the hit's
+  // `outputs`.
   template <class MakeKey, class Call>
-  auto call(const MakeKey& make_key, std::span<const Tensor* const> tensors, std::span<Tensor> out, Call& c) {
+  auto call(const MakeKey& make_key, std::span<const Tensor* const> tensors, std::span<Tensor> out, Call& c,
+            std::vector<Tensor>* recycle = nullptr) {
     if (detail::check_unrecorded_args(tensors, detail::Unrecorded::cached)) return c.uncached();
     const std::string_view key = make_key();
     Looks looks;
+    looks.recycle = recycle;
     if (std::optional<Hit> hit = c.unlocked([&] { return run(key, tensors, looks.look(out)); })) return c.hit(*hit);
     const std::unique_lock<std::recursive_mutex> lock = c.waits ? miss_lock() : try_miss_lock();
     if (!lock.owns_lock()) return c.uncached();
@@ -251,13 +257,20 @@ class JitCore {
     std::vector<std::shared_ptr<const void>>* tried = nullptr;  // held: no address reuse
     std::string* failed = nullptr;
     const std::vector<std::string>* parts = nullptr;
+    std::vector<Tensor>* recycle = nullptr;  // (call's)
   };
   // What the looks of one call share: the paths tried, the guards failed.
   struct Looks {
     std::vector<std::shared_ptr<const void>> tried;
     std::string failed;
+    std::vector<Tensor>* recycle = nullptr;
     Look look(std::span<Tensor> out = {}, const std::vector<std::string>* parts = nullptr) {
-      return {.out = out, .final = parts != nullptr, .tried = &tried, .failed = &failed, .parts = parts};
+      return {.out = out,
+              .final = parts != nullptr,
+              .tried = &tried,
+              .failed = &failed,
+              .parts = parts,
+              .recycle = recycle};
     }
   };
   std::optional<Hit> run(std::string_view key, std::span<const Tensor* const> tensors, const Look& look);
@@ -275,7 +288,7 @@ class JitCore {
   struct State;
   struct Attempt;
   std::shared_ptr<detail::Path> next_path(std::string_view key, Attempt& a);
-  std::shared_ptr<detail::Path> first_path(std::string_view key);
+  std::shared_ptr<detail::Path> first_path(std::string_view key, uint64_t& generation);
   std::vector<std::shared_ptr<detail::Path>> paths_now(std::string_view key);
   Hit run_path(detail::Path& p, std::span<const Tensor* const> tensors, const Look& look);
   void promote(std::string_view key, const std::shared_ptr<detail::Path>& p);

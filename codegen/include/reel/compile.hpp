@@ -92,8 +92,12 @@ void set_code_cache_max_bytes(int64_t bytes);
 class CompiledFunction {
  public:
   std::vector<Tensor> operator()(const std::vector<Tensor>& args) const;
-  // The same, for hot paths: arguments by pointer, and newly allocated outputs written
-  // into `outputs`, which must have one element per output. No vector is allocated.
+  // The same, for hot paths: arguments by pointer, and the outputs written into
+  // `outputs`, which must have one element per output. No vector is allocated. A slot
+  // that holds a tensor of its output's dtype and shape which nothing else shares
+  // (Tensor::unshared) and which is none of the arguments' memory is written in place:
+  // results kept from the previous call cost no allocation. Any other slot gets a new
+  // tensor (its old one is released after the call, so an argument may be a slot).
   void run(std::span<const Tensor* const> args, std::span<Tensor> outputs) const;
   std::size_t num_outputs() const;
 

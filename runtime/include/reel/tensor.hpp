@@ -71,6 +71,12 @@ class Tensor {
   template <class T> T* mutable_data() { return static_cast<T*>(storage_.get()); }
   const void* raw() const { return storage_.get(); }
   void* mutable_raw() { return storage_.get(); }
+  // Whether this tensor is the only one holding its memory, and that memory is Reel's
+  // own (not borrowed or adopted) and the tensor plain (not a param, not traced): then
+  // nothing else can see its values, and a call that writes results into tensors the
+  // caller kept (CompiledFunction::run, a cached derivative's `into`) may overwrite it
+  // in place instead of allocating a new one.
+  bool unshared() const;
 
   // Same storage seen with another shape of equal numel. Not an operation: while
   // tracing, use reel::reshape, which is recorded on the tape.

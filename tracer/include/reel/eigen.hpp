@@ -110,6 +110,12 @@ struct real_number_arg<Eigen::Matrix<double, R, C, O, MR, MC>> : std::true_type 
     const Eigen::Index cols = m.cols();
     return detail::f64_tensor(detail::eigen_shape<M>(m.rows(), cols), [&](int64_t i) { return m(i / cols, i % cols); });
   }
+  static bool refill(Tensor& t, const M& m) {
+    const Eigen::Index rows = m.rows(), cols = m.cols();
+    const auto fill = [&](int64_t i) { return m(i / cols, i % cols); };
+    if constexpr (M::IsVectorAtCompileTime) return detail::refill_f64(t, {static_cast<int64_t>(rows * cols)}, fill);
+    else return detail::refill_f64(t, {static_cast<int64_t>(rows), static_cast<int64_t>(cols)}, fill);
+  }
 };
 
 }  // namespace reel

@@ -15,9 +15,11 @@
 // f's parameter types are known for a function, a function pointer, a std::function and
 // a lambda or functor with one, non-template, operator(); a generic lambda (auto
 // parameters) gets its arguments as they are given.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <initializer_list>
 #include <span>
 #include <tuple>
 #include <type_traits>
@@ -41,14 +43,34 @@ Tensor f64_tensor(Shape shape, Fill fill) {
 }
 }  // namespace detail
 
+namespace detail {
+// Writes n numbers into t when it is an f64 tensor of `shape` that nothing else holds
+// (a tensor kept for the next call's arguments); false, writing nothing, otherwise.
+template <class Fill>
+bool refill_f64(Tensor& t, std::initializer_list<int64_t> shape, Fill fill) {
+  if (!t.defined() || t.dtype() != DType::f64 || !std::equal(shape.begin(), shape.end(), t.shape().begin(), t.shape().end()) ||
+      !t.unshared())
+    return false;
+  double* p = t.mutable_data<double>();
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<double>(fill(i));
+  return true;
+}
+}  // namespace detail
+
 // Specialise for a type of numbers that may be given for a parameter of Reals (Eigen
-// matrices of doubles: reel/eigen.hpp): value = true and static Tensor to_tensor(const T&).
+// matrices of doubles: reel/eigen.hpp): value = true and static Tensor to_tensor(const T&);
+// optionally static bool refill(Tensor& t, const T&), which writes the numbers into a
+// tensor kept from the last call if it has their shape (detail::refill_f64).
 template <class T>
 struct real_number_arg : std::false_type {};
 template <class N>
   requires std::is_arithmetic_v<N>
 struct real_number_arg<N> : std::true_type {
   static Tensor to_tensor(N x) { return scalar(static_cast<double>(x)); }
+  static bool refill(Tensor& t, N x) {
+    return detail::refill_f64(t, {}, [&](int64_t) { return x; });
+  }
 };
 template <class N, class A>
   requires std::is_arithmetic_v<N>
@@ -56,12 +78,18 @@ struct real_number_arg<std::vector<N, A>> : std::true_type {
   static Tensor to_tensor(const std::vector<N, A>& x) {
     return detail::f64_tensor({static_cast<int64_t>(x.size())}, [&](int64_t i) { return x[static_cast<std::size_t>(i)]; });
   }
+  static bool refill(Tensor& t, const std::vector<N, A>& x) {
+    return detail::refill_f64(t, {static_cast<int64_t>(x.size())}, [&](int64_t i) { return x[static_cast<std::size_t>(i)]; });
+  }
 };
 template <class N, std::size_t K>
   requires std::is_arithmetic_v<N>
 struct real_number_arg<std::array<N, K>> : std::true_type {
   static Tensor to_tensor(const std::array<N, K>& x) {
     return detail::f64_tensor({static_cast<int64_t>(K)}, [&](int64_t i) { return x[static_cast<std::size_t>(i)]; });
+  }
+  static bool refill(Tensor& t, const std::array<N, K>& x) {
+    return detail::refill_f64(t, {static_cast<int64_t>(K)}, [&](int64_t i) { return x[static_cast<std::size_t>(i)]; });
   }
 };
 
@@ -203,6 +231,41 @@ decltype(auto) numbers_as_tensors(Then&& then, const A&... args) {
   using F = typename is_real_params<G>::inner;
   return [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
     return std::forward<Then>(then)(real_number_arg_for<param_t<F, I>>(args)...);
+  }(std::index_sequence_for<A...>{});
+}
+
+// numbers_as_tensors for a cached function called again and again: the numbers are
+// written into tensors this thread kept from its last call of this signature of types
+// (when nothing else holds them and their shapes match), so a call allocates nothing
+// for them. A call made while the kept tensors are in use (f calling itself) makes new
+// ones.
+template <class P, class A>
+decltype(auto) kept_number_arg(Tensor& kept, const A& a) {
+  if constexpr (real_param<P>::value && real_number_arg<A>::value) {
+    bool refilled = false;
+    if constexpr (requires { real_number_arg<A>::refill(kept, a); }) refilled = real_number_arg<A>::refill(kept, a);
+    if (!refilled) kept = real_number_arg<A>::to_tensor(a);
+    return static_cast<const Tensor&>(kept);
+  } else {
+    return (a);
+  }
+}
+template <class G, class Then, class... A>
+decltype(auto) numbers_as_kept_tensors(Then&& then, const A&... args) {
+  using F = typename is_real_params<G>::inner;
+  struct Kept {
+    std::array<Tensor, sizeof...(A)> tensors;
+    bool busy = false;
+  };
+  thread_local Kept kept;
+  if (kept.busy) return numbers_as_tensors<G>(std::forward<Then>(then), args...);
+  kept.busy = true;
+  struct Release {
+    bool& busy;
+    ~Release() { busy = false; }
+  } release{kept.busy};
+  return [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
+    return std::forward<Then>(then)(kept_number_arg<param_t<F, I>>(kept.tensors[I], args)...);
   }(std::index_sequence_for<A...>{});
 }
 

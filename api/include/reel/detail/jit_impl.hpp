@@ -47,7 +47,7 @@ template <class F>
 template <class... A>
 auto JitFunction<F>::operator()(const A&... args) const {
   if constexpr (detail::gives_numbers_for_reals<F, A...>()) {
-    return detail::numbers_as_tensors<F>([this](const auto&... a) { return (*this)(a...); }, args...);
+    return detail::numbers_as_kept_tensors<F>([this](const auto&... a) { return (*this)(a...); }, args...);
   } else {
     using R = std::decay_t<std::invoke_result_t<const F&, const A&...>>;
     const auto tensors = detail::tensor_pointers(args...);
@@ -89,7 +89,7 @@ template <class F>
 template <class... A>
 auto CachedGrad<F>::operator()(const A&... args) const {
   if constexpr (detail::gives_numbers_for_reals<F, A...>()) {
-    return detail::numbers_as_tensors<F>([this](const auto&... a) { return (*this)(a...); }, args...);
+    return detail::numbers_as_kept_tensors<F>([this](const auto&... a) { return (*this)(a...); }, args...);
   } else {
     const auto tensors = detail::tensor_pointers(args...);
     if constexpr (detail::only_tensors_and_plain<A...>()) {
