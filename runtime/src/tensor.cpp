@@ -84,12 +84,9 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
 }
 
 namespace {
-// The deleters of memory that is not Reel's own (Tensor::unshared tells them apart):
-// borrowed memory is never freed; adopted memory is released with its owner.
-struct Borrowed {
-  void operator()(void*) const {}
-};
-struct Adopted {
+// The deleter of memory that is not Reel's own (Tensor::unshared tells it apart):
+// borrowed memory (no owner) is never freed; adopted memory is released with its owner.
+struct Foreign {
   std::shared_ptr<void> owner;
   void operator()(void*) { owner.reset(); }
 };
@@ -101,13 +98,13 @@ Tensor Tensor::borrow(const void* data, DType dtype, Shape shape) {
   t.dtype_ = dtype;
   t.numel_ = reel::numel(shape, "tensor");
   t.shape_ = std::move(shape);
-  t.storage_ = std::shared_ptr<void>(const_cast<void*>(data), Borrowed{});
+  t.storage_ = std::shared_ptr<void>(const_cast<void*>(data), Foreign{});
   return t;
 }
 
 bool Tensor::unshared() const {
   return storage_ != nullptr && storage_.use_count() == 1 && annex_ == nullptr &&
-         std::get_deleter<Borrowed>(storage_) == nullptr && std::get_deleter<Adopted>(storage_) == nullptr;
+         std::get_deleter<Foreign>(storage_) == nullptr;
 }
 
 Tensor Tensor::adopt(std::shared_ptr<void> storage, DType dtype, Shape shape) {
@@ -121,7 +118,7 @@ Tensor Tensor::adopt(std::shared_ptr<void> storage, DType dtype, Shape shape) {
   // (Held through a deleter of its own, so that unshared() knows the memory is not Reel's.)
   if (storage != nullptr) {
     void* p = storage.get();
-    t.storage_ = std::shared_ptr<void>(p, Adopted{std::move(storage)});
+    t.storage_ = std::shared_ptr<void>(p, Foreign{std::move(storage)});
   } else {
     t.storage_ = allocate(0);
   }

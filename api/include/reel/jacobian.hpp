@@ -259,7 +259,7 @@ class CachedDerivative : public detail::CachedFunction<F> {
       reuse = reuse && can_reuse;
       const auto tensors = detail::tensor_pointers(args...);
       CacheKey key;
-      detail::Derived dv;  // a miss's derivative
+      std::optional<detail::Derived> dv;  // a miss's derivative
       std::vector<Tensor> outs;
       // r's tensors, for a compiled hit to write into: a vector kept per thread (unless
       // a call on this thread is using it: f may call this function while traced).
@@ -302,10 +302,10 @@ class CachedDerivative : public detail::CachedFunction<F> {
                             }();
                             const std::vector<Tensor> in = detail::tensor_list(tensors);
                             dv = d_.derive(t, in.size(), in);
-                            outs.resize(dv.tape.outputs.size());
-                            return NewPath{std::move(dv.tape), dv.info, outs};
+                            outs.resize(dv->tape.outputs.size());
+                            return NewPath{std::move(dv->tape), dv->info, outs};
                           },
-                      .traced = [&] { r = d_.unpack(std::move(outs), dv.info.get()); }};
+                      .traced = [&] { r = d_.unpack(std::move(outs), dv->info.get()); }};
       const auto key_of = [&] {
         detail::make_key(key, args...);
         return key.view();
