@@ -2,6 +2,11 @@
 // against finite differences and each other, cached and compiled vs interpreted, nested,
 // and their errors.
 #include <cmath>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <tuple>
 
 #include "reel/ir/body_tape.hpp"
@@ -486,4 +491,47 @@ TEST_CASE("a cached function's hits on one signature, others between them, and b
     auto jk = jit_jacobian([k](const Tensor& x) { return x * static_cast<double>(k); });
     for (int call = 0; call < 3; ++call) CHECK(jk(pos).jacobian.values() == std::vector<double>{1.0 * k, 0, 0, 1.0 * k});
   }
+}
+
+TEST_CASE("into with an argument that is one of the kept result's tensors, and a cache freed while a thread remembers it") {
+  // A fixed-point iteration with its Jacobian: the argument is the last value.
+  const auto g = [](const Tensor& x) { return sin(x) * 0.5 + 1.0; };
+  auto jg = jit_jacobian(g);
+  Jacobian r = jg(tensor({0.1, 0.2}));
+  for (int step = 0; step < 5; ++step) {
+    const Jacobian want = jacobian(g, r.value);
+    jg.into(r, r.value);
+    check_close(r.value, want.value, 1e-12, 1e-12, "into(r, r.value): value");
+    check_close(r.jacobian, want.jacobian, 1e-10, 1e-12, "into(r, r.value): jacobian");
+    const Jacobian want2 = jacobian(g, r.values[0]);
+    jg.into(r, r.values[0]);
+    check_close(r.values[0], want2.value, 1e-12, 1e-12, "into(r, r.values[0]): value");
+  }
+  // A thread that remembers its last hit does not keep a destroyed cache's path alive.
+  Tensor captured = ones({3});
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false, quit = false;
+  std::optional<JitFunction<std::function<Tensor(const Tensor&)>>> jf;
+  jf.emplace(jit(std::function<Tensor(const Tensor&)>([captured](const Tensor& v) { return v * captured; })));
+  CHECK_FALSE(captured.unshared());
+  std::thread worker([&] {
+    for (int call = 0; call < 4; ++call) CHECK((*jf)(tensor({1.0, 2.0, 3.0})).values() == std::vector<double>{1, 2, 3});
+    std::unique_lock<std::mutex> lock(m);
+    done = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return quit; });
+  });
+  {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return done; });
+  }
+  jf.reset();
+  CHECK(captured.unshared());  // the path (and its copy of the capture) is gone
+  {
+    std::lock_guard<std::mutex> lock(m);
+    quit = true;
+  }
+  cv.notify_all();
+  worker.join();
 }

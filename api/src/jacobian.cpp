@@ -376,6 +376,25 @@ bool put_blocks(std::vector<std::vector<Tensor>>& blocks, std::vector<Tensor>& o
 // shape keeps its memory, so that copying the new tensor back into it allocates nothing.
 const Tensor kNoTensor;
 
+namespace {
+bool in_blocks(const std::vector<std::vector<Tensor>>& blocks, const Tensor* t) {
+  for (const auto& row : blocks)
+    if (!row.empty() && t >= row.data() && t < row.data() + row.size()) return true;
+  return false;
+}
+bool in_list(const std::vector<Tensor>& list, const Tensor* t) {
+  return !list.empty() && t >= list.data() && t < list.data() + list.size();
+}
+}  // namespace
+
+bool JacobianDerivation::holds(const Jacobian& r, const Tensor* t) const {
+  return t == &r.value || t == &r.jacobian || in_list(r.values, t) || in_blocks(r.blocks, t);
+}
+
+bool HessianDerivation::holds(const Hessian& r, const Tensor* t) const {
+  return t == &r.value || t == &r.hessian || in_list(r.grads, t) || in_blocks(r.blocks, t);
+}
+
 void JacobianDerivation::take(Jacobian& r, std::vector<Tensor>& outs) const {
   r.value = kNoTensor;  // (copies of values[0] and blocks[0][0]: dropped so that those are unshared)
   r.jacobian = kNoTensor;

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "reel/play.hpp"
+#include "reel/thread_object.hpp"
 
 namespace reel {
 
@@ -81,42 +82,21 @@ std::atomic<uint64_t> next_core_id{1};
 // found at. While that cache's generation is unchanged its key still finds that path
 // first (its signature the most recently used), so a call with the same key runs it
 // without the lock and the lookup: what a cached function called in a loop with one
-// signature does on every call. `busy` while the memo's path runs: a call made from
-// inside it (an external step calling a cached function) neither reads nor replaces it.
-// `memo_live` is true between the memo's construction and its destruction at the
-// thread's end: a cache destroyed or called after that (a static one, at exit) leaves
-// it alone.
-thread_local constinit bool memo_live = false;
+// signature does on every call. The path is held weakly (an evicted path, or a
+// destroyed cache's, is freed at once, whatever threads remembered it). `busy` while the
+// memo's path runs: a call made from inside it (an external step calling a cached
+// function) neither reads nor replaces it.
 struct HitMemo {
   uint64_t core = 0;
   uint64_t generation = 0;
   std::string key;
-  std::shared_ptr<Path> path;
+  std::weak_ptr<Path> path;
   bool busy = false;
-  HitMemo() { memo_live = true; }
-  ~HitMemo() { memo_live = false; }
-  HitMemo(const HitMemo&) = delete;
-  HitMemo& operator=(const HitMemo&) = delete;
   void clear() {
     core = 0;
     path.reset();
   }
 };
-thread_local HitMemo hit_memo;
-thread_local constinit bool memo_ended = false;  // (set when the thread's memo is gone)
-// This thread's memo, made on its first use; null once the thread's objects are gone.
-HitMemo* this_thread_memo() {
-  if (memo_ended) return nullptr;
-  if (!memo_live) {  // first use, or destroyed
-    static thread_local constinit bool made = false;
-    if (made) {
-      memo_ended = true;
-      return nullptr;
-    }
-    made = true;
-  }
-  return &hit_memo;
-}
 
 }  // namespace
 
@@ -130,10 +110,7 @@ JitCore::JitCore(JitOptions options, const char* what) : s_(std::make_unique<Sta
   s_->id = next_core_id.fetch_add(1, std::memory_order_relaxed);
 }
 
-JitCore::~JitCore() {
-  // (This thread's memo of this cache goes with it; another thread's goes at its next hit.)
-  if (memo_live && hit_memo.core == s_->id && !hit_memo.busy) hit_memo.clear();
-}
+JitCore::~JitCore() = default;
 
 // Compiles a path once (whichever thread gets there first), counting the time.
 void JitCore::compile_path(Path& p) {
@@ -248,19 +225,20 @@ std::shared_ptr<Path> JitCore::next_path(std::string_view key, Attempt& a) {
 std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const Tensor* const> tensors,
                                          const Look& look) {
   Attempt a(look);
-  HitMemo* const memo = this_thread_memo();
+  HitMemo* const memo = detail::thread_object<HitMemo>();  // (null at the thread's end)
   const bool use_memo = memo != nullptr && !memo->busy;
+  std::shared_ptr<Path> remembered;
   if (use_memo && memo->core == s_->id && memo->generation == s_->generation.load(std::memory_order_acquire) &&
-      memo->key == key) {
+      memo->key == key && (remembered = memo->path.lock()) != nullptr) {
     memo->busy = true;
     try {
-      Hit hit = run_path(*memo->path, tensors, look);
+      Hit hit = run_path(*remembered, tensors, look);
       memo->busy = false;
       s_->hits.fetch_add(1, std::memory_order_relaxed);
       return hit;
     } catch (const GuardFailure& e) {  // the full lookup goes on, without this path
       memo->busy = false;
-      a.failed_with(std::move(memo->path), e);
+      a.failed_with(std::move(remembered), e);
       memo->clear();
     } catch (...) {
       memo->busy = false;
@@ -281,7 +259,7 @@ std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const T
         memo->core = s_->id;
         memo->generation = generation;
         memo->key.assign(key);
-        memo->path = std::move(p);
+        memo->path = p;
       }
       return hit;
     } catch (const GuardFailure& e) {

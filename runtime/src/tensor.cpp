@@ -103,8 +103,11 @@ Tensor Tensor::borrow(const void* data, DType dtype, Shape shape) {
 }
 
 bool Tensor::unshared() const {
-  return storage_ != nullptr && storage_.use_count() == 1 && annex_ == nullptr &&
-         std::get_deleter<Foreign>(storage_) == nullptr;
+  if (storage_ == nullptr || storage_.use_count() != 1 || annex_ != nullptr) return false;
+  // (use_count's load is relaxed: another thread's last copy, dropped just before, must
+  // have finished with the memory before the caller writes it.)
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return std::get_deleter<Foreign>(storage_) == nullptr;
 }
 
 Tensor Tensor::adopt(std::shared_ptr<void> storage, DType dtype, Shape shape) {

@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "reel/grad.hpp"
+#include "reel/thread_object.hpp"
 #include "reel/jit.hpp"
 #include "reel/passes.hpp"
 #include "reel/play.hpp"
@@ -127,6 +128,7 @@ struct JacobianDerivation {
   Jacobian unpack(std::vector<Tensor> outs, const void* info) const;
   void take(Jacobian& r, std::vector<Tensor>& outs) const;
   void put(Jacobian& r, std::vector<Tensor>& outs, const void* info) const;
+  bool holds(const Jacobian& r, const Tensor* t) const;  // t is one of r's tensors
 };
 
 struct HessianDerivation {
@@ -135,6 +137,14 @@ struct HessianDerivation {
   Hessian unpack(std::vector<Tensor> outs, const void* info) const;
   void take(Hessian& r, std::vector<Tensor>& outs) const;
   void put(Hessian& r, std::vector<Tensor>& outs, const void* info) const;
+  bool holds(const Hessian& r, const Tensor* t) const;
+};
+
+// The tensors `into` takes from a kept result, per thread (reused, so a call allocates
+// no vector).
+struct IntoScratch {
+  std::vector<Tensor> tensors;
+  bool busy = false;
 };
 
 struct SparseDerivation {
@@ -258,16 +268,22 @@ class CachedDerivative : public detail::CachedFunction<F> {
       constexpr bool can_reuse = requires(typename D::Result& x, std::vector<Tensor>& v) { d_.take(x, v); };
       reuse = reuse && can_reuse;
       const auto tensors = detail::tensor_pointers(args...);
+      // An argument that is one of r's own tensors (jf.into(r, r.value)) is read by the
+      // call: r is then filled as operator() fills it, after the call.
+      if constexpr (can_reuse)
+        if (reuse)
+          for (const Tensor* t : std::span<const Tensor* const>(tensors))
+            if (d_.holds(r, t)) reuse = false;
       CacheKey key;
       std::optional<detail::Derived> dv;  // a miss's derivative
       std::vector<Tensor> outs;
       // r's tensors, for a compiled hit to write into: a vector kept per thread (unless
-      // a call on this thread is using it: f may call this function while traced).
-      thread_local std::vector<Tensor> kept;
-      thread_local bool kept_busy = false;
+      // a call on this thread is using it: f may call this function while traced; or
+      // the thread's objects are gone, at its end).
+      detail::IntoScratch* scratch = reuse ? detail::thread_object<detail::IntoScratch>() : nullptr;
       std::vector<Tensor> local;
-      const bool use_kept = reuse && !kept_busy;
-      std::vector<Tensor>& taken = use_kept ? kept : local;
+      const bool use_kept = scratch != nullptr && !scratch->busy;
+      std::vector<Tensor>& taken = use_kept ? scratch->tensors : local;
       struct Release {
         std::vector<Tensor>* v;
         bool* busy;
@@ -275,8 +291,8 @@ class CachedDerivative : public detail::CachedFunction<F> {
           v->clear();
           if (busy != nullptr) *busy = false;
         }
-      } release{&taken, use_kept ? &kept_busy : nullptr};
-      if (use_kept) kept_busy = true;
+      } release{&taken, use_kept ? &scratch->busy : nullptr};
+      if (use_kept) scratch->busy = true;
       if constexpr (can_reuse)
         if (reuse) d_.take(r, taken);
       CachedCall call{.hit =

@@ -97,7 +97,10 @@ class CompiledFunction {
   // that holds a tensor of its output's dtype and shape which nothing else shares
   // (Tensor::unshared) and which is none of the arguments' memory is written in place:
   // results kept from the previous call cost no allocation. Any other slot gets a new
-  // tensor (its old one is released after the call, so an argument may be a slot).
+  // tensor (its old one is released after the call, so an argument may be a slot). If
+  // a step throws, a slot that was empty or written in place is left undefined (no
+  // half-computed values stay behind); a slot that was to get a new tensor keeps its
+  // old one.
   void run(std::span<const Tensor* const> args, std::span<Tensor> outputs) const;
   std::size_t num_outputs() const;
 

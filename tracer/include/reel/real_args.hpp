@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "reel/real.hpp"
+#include "reel/thread_object.hpp"
 
 namespace reel {
 
@@ -250,22 +251,23 @@ decltype(auto) kept_number_arg(Tensor& kept, const A& a) {
     return (a);
   }
 }
+template <class G, class... A>
+struct KeptNumbers {
+  std::array<Tensor, sizeof...(A)> tensors;
+  bool busy = false;
+};
 template <class G, class Then, class... A>
 decltype(auto) numbers_as_kept_tensors(Then&& then, const A&... args) {
   using F = typename is_real_params<G>::inner;
-  struct Kept {
-    std::array<Tensor, sizeof...(A)> tensors;
-    bool busy = false;
-  };
-  thread_local Kept kept;
-  if (kept.busy) return numbers_as_tensors<G>(std::forward<Then>(then), args...);
-  kept.busy = true;
+  KeptNumbers<G, A...>* kept = thread_object<KeptNumbers<G, A...>>();  // (null at the thread's end)
+  if (kept == nullptr || kept->busy) return numbers_as_tensors<G>(std::forward<Then>(then), args...);
+  kept->busy = true;
   struct Release {
     bool& busy;
     ~Release() { busy = false; }
-  } release{kept.busy};
+  } release{kept->busy};
   return [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
-    return std::forward<Then>(then)(kept_number_arg<param_t<F, I>>(kept.tensors[I], args)...);
+    return std::forward<Then>(then)(kept_number_arg<param_t<F, I>>(kept->tensors[I], args)...);
   }(std::index_sequence_for<A...>{});
 }
 
