@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <unordered_map>
 
@@ -435,25 +436,30 @@ void emit_loop(KernelEmitter& e) {
 std::string loop_key(const KernelSpec& k) {
   const LoopSpec& s = k.as<LoopSpec>();
   std::string key = key_head(k, "loop", s.dims, s.segments);
+  auto out = std::back_inserter(key);  // (formatted in place: a scalar trace makes thousands of these keys)
   for (const auto& l : s.loads) {
-    key += fmt::format("; load {} {} {}", l.param, dtype_name(l.dtype), ints(l.strides));
-    if (l.index_param >= 0) key += fmt::format(" at {} {} x {}", l.index_param, ints(l.index_strides), l.index_stride);
+    fmt::format_to(out, "; load {} {} {}", l.param, dtype_name(l.dtype), ints(l.strides));
+    if (l.index_param >= 0) fmt::format_to(out, " at {} {} x {}", l.index_param, ints(l.index_strides), l.index_stride);
     if (!l.deltas.empty()) key += " shifted " + ints(l.deltas);
     if (!l.fixed.empty()) key += " fixed " + ints(l.fixed);
-    if (l.offset != 0) key += fmt::format(" +{}", l.offset);
+    if (l.offset != 0) fmt::format_to(out, " +{}", l.offset);
   }
   // An elementwise operation by its element program, not its name: primitives with
   // the same math (a user's logistic and sigmoid) share kernels.
-  for (const auto& i : s.insts)
-    key += i.prim->structure == Structure::elementwise
-               ? fmt::format("; {} [{}]({})", dtype_name(i.dtype), i.element->text, fmt::join(i.args, ","))
-               : fmt::format("; {} {}({})", dtype_name(i.dtype), i.prim->name, fmt::join(i.args, ","));
-  for (const auto& st : s.stores)
-    key += fmt::format("; store {} {} {}{}", st.value, st.param, ints(st.strides),
-                       st.offset != 0 ? fmt::format(" +{}", st.offset) : "");
-  for (const auto& su : s.sums)
-    key += fmt::format("; sum {} {} {} {}", su.value, su.param, su.scale, dtype_name(su.dtype)) +
-           (su.strides.empty() ? "" : fmt::format(" columns {} {}", su.count, ints(su.strides)));
+  for (const auto& i : s.insts) {
+    if (i.prim->structure == Structure::elementwise)
+      fmt::format_to(out, "; {} [{}]({})", dtype_name(i.dtype), i.element->text, fmt::join(i.args, ","));
+    else
+      fmt::format_to(out, "; {} {}({})", dtype_name(i.dtype), i.prim->name, fmt::join(i.args, ","));
+  }
+  for (const auto& st : s.stores) {
+    fmt::format_to(out, "; store {} {} {}", st.value, st.param, ints(st.strides));
+    if (st.offset != 0) fmt::format_to(out, " +{}", st.offset);
+  }
+  for (const auto& su : s.sums) {
+    fmt::format_to(out, "; sum {} {} {} {}", su.value, su.param, su.scale, dtype_name(su.dtype));
+    if (!su.strides.empty()) fmt::format_to(out, " columns {} {}", su.count, ints(su.strides));
+  }
   return key;
 }
 
