@@ -370,21 +370,18 @@ bool put_blocks(std::vector<std::vector<Tensor>>& blocks, std::vector<Tensor>& o
   return true;
 }
 
-}  // namespace
+// Whether t is one of the tensors of `list` (of `blocks`).
+bool in_list(const std::vector<Tensor>& list, const Tensor* t) {
+  return !list.empty() && t >= list.data() && t < list.data() + list.size();
+}
+bool in_blocks(const std::vector<std::vector<Tensor>>& blocks, const Tensor* t) {
+  return std::any_of(blocks.begin(), blocks.end(), [&](const std::vector<Tensor>& row) { return in_list(row, t); });
+}
 
 // Assigned (not moved) to drop a kept result's copy of one of its tensors: the copy's
 // shape keeps its memory, so that copying the new tensor back into it allocates nothing.
 const Tensor kNoTensor;
 
-namespace {
-bool in_blocks(const std::vector<std::vector<Tensor>>& blocks, const Tensor* t) {
-  for (const auto& row : blocks)
-    if (!row.empty() && t >= row.data() && t < row.data() + row.size()) return true;
-  return false;
-}
-bool in_list(const std::vector<Tensor>& list, const Tensor* t) {
-  return !list.empty() && t >= list.data() && t < list.data() + list.size();
-}
 }  // namespace
 
 bool JacobianDerivation::holds(const Jacobian& r, const Tensor* t) const {

@@ -32,29 +32,29 @@
 namespace reel {
 
 namespace detail {
+// Element i (row-major) of the f64 tensor t set to fill(i).
+template <class Fill>
+void fill_f64(Tensor& t, Fill fill) {
+  double* p = t.mutable_data<double>();
+  const int64_t n = t.numel();
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<double>(fill(i));
+}
 // An f64 tensor of this shape whose element i (row-major) is fill(i), made in place: no
 // vector of numbers first (numbers are given for Reals on every call of a cached function).
 template <class Fill>
 Tensor f64_tensor(Shape shape, Fill fill) {
   Tensor t(DType::f64, std::move(shape));
-  double* p = t.mutable_data<double>();
-  const int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<double>(fill(i));
+  fill_f64(t, fill);
   return t;
 }
-}  // namespace detail
-
-namespace detail {
-// Writes n numbers into t when it is an f64 tensor of `shape` that nothing else holds
-// (a tensor kept for the next call's arguments); false, writing nothing, otherwise.
+// The same numbers written into t when it is an f64 tensor of `shape` that nothing else
+// holds (a tensor kept for the next call's arguments); false, writing nothing, otherwise.
 template <class Fill>
 bool refill_f64(Tensor& t, std::initializer_list<int64_t> shape, Fill fill) {
   if (!t.defined() || t.dtype() != DType::f64 || !std::equal(shape.begin(), shape.end(), t.shape().begin(), t.shape().end()) ||
       !t.unshared())
     return false;
-  double* p = t.mutable_data<double>();
-  const int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<double>(fill(i));
+  fill_f64(t, fill);
   return true;
 }
 }  // namespace detail
