@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "reel/ir/loop_params.hpp"
 #include "reel/reel.hpp"
 #include "test_util.hpp"
 
@@ -288,4 +289,118 @@ TEST_CASE("reroll: a chain of loops, each over the last one's results, folds loo
   CAPTURE(to_string(cleaned));
   CHECK(cleaned.size() * 20 < traced.size());
   check_function(f, [&](const std::vector<double>& v) { return chain(v); }, x);
+}
+
+TEST_CASE("vectorize: a value the loop computes a step ahead and reads as it goes (a shifted carry)") {
+  // z[i] = x[i] * y[i - 1]: re-rolled a step out of phase, the body carries the next
+  // iteration's x[i] and multiplies it by y; the carry is read by a product whose
+  // values are stacked, not by a reduction. It is the initial value followed by its
+  // next values, shifted by one iteration: batched, with no scan left.
+  auto shifted = [](const auto& x) {
+    using T = std::decay_t<decltype(x[0])>;
+    const std::size_t n = x.size();
+    std::vector<T> y(n), z(n);
+    for (std::size_t i = 0; i < n; ++i) y[i] = sin(x[i]);
+    z[0] = x[0];
+    for (std::size_t i = 1; i < n; ++i) z[i] = x[i] * y[i - 1];
+    T s = 0;
+    for (std::size_t i = 0; i < n; ++i) s += z[i] * z[i] * (1.0 + 0.01 * static_cast<double>(i));
+    return s;
+  };
+  const std::vector<double> x = numbers(96);
+  auto f = [&](const std::vector<Real>& v) { return shifted(v); };
+  const Tape cleaned = cleanup_traced(trace(f, tensor(x)));
+  CAPTURE(to_string(cleaned));
+  CHECK(count(cleaned, "scan") == 0);
+  check_function(f, [&](const std::vector<double>& v) { return shifted(v); }, x);
+}
+
+namespace {
+
+// Operations on 0-d values other than reading them (slice, reshape) or putting them
+// together (concat).
+int arithmetic_on_scalars(const Tape& t) {
+  int n = 0;
+  for (const Op& op : t.ops)
+    n += op.kind == OpKind::call && op.type.shape.empty() && op.prim->name != "reshape" && op.prim->name != "slice";
+  return n;
+}
+
+// GradBench's ode as its C++ writes it: Runge-Kutta steps over a state kept in an array
+// of scalars, each stage a loop over the elements reading the element before.
+template <class T>
+void ode_rate(std::size_t n, const T* x, const T* y, T* z) {
+  z[0] = x[0];
+  for (std::size_t i = 1; i < n; i++) z[i] = x[i] * y[i - 1];
+}
+
+template <class T>
+T ode(const std::vector<T>& x, std::size_t steps) {
+  const std::size_t n = x.size();
+  const double h = 2.0 / static_cast<double>(steps);
+  std::vector<T> k1(n), k2(n), k3(n), k4(n), tmp(n), y(n, T(0));
+  for (std::size_t s = 0; s < steps; s++) {
+    ode_rate(n, x.data(), y.data(), k1.data());
+    for (std::size_t i = 0; i < n; i++) tmp[i] = y[i] + h * k1[i] / 2.0;
+    ode_rate(n, x.data(), tmp.data(), k2.data());
+    for (std::size_t i = 0; i < n; i++) tmp[i] = y[i] + h * k2[i] / 2.0;
+    ode_rate(n, x.data(), tmp.data(), k3.data());
+    for (std::size_t i = 0; i < n; i++) tmp[i] = y[i] + h * k3[i];
+    ode_rate(n, x.data(), tmp.data(), k4.data());
+    for (std::size_t i = 0; i < n; i++) y[i] += h * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]) / 6.0;
+  }
+  T s = 0;
+  for (std::size_t i = 0; i < n; i++) s += y[i] * (1.0 + 0.1 * static_cast<double>(i));
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("reroll: a loop over steps whose state is many scalars carries one vector, and its inner loops fold") {
+  // The steps fold into one scan. Its state, 64 scalars, is packed into one carried
+  // vector, so the body's loops over the elements read advancing slices of it and are
+  // vectorized in turn: no scan inside the scan, no element-wise scalar code left.
+  const std::vector<double> x = numbers(64);
+  auto f = [&](const std::vector<Real>& v) { return ode(v, 10); };
+  const Tape traced = trace(f, tensor(x));
+  const Tape cleaned = cleanup_traced(traced);
+  CAPTURE(to_string(cleaned));
+  REQUIRE(count(cleaned, "scan") == 1);
+  CHECK(test::count_calls(cleaned, "scan", true) == 1);
+  for (const Op& op : cleaned.ops)
+    if (op.kind == OpKind::call && op.prim->name == "scan") {
+      const ScanParams p = ScanParams::read(op.attrs, op.args.size());
+      CHECK(p.K == 1);
+      CHECK(p.body->type(p.body->outputs[0]).shape == Shape{64});
+      CHECK(arithmetic_on_scalars(*p.body) < 40);  // an iteration traced 2,200 of them
+    }
+  check_function(f, [&](const std::vector<double>& v) { return ode(v, 10); }, x);
+}
+
+TEST_CASE("reroll: a loop over steps that reads a row of numbers per step reads them as one vector") {
+  // Per step, 16 numbers that differ from step to step (an input sequence held as
+  // Reals made from doubles) and 16 scalars of state: both come into the body as one
+  // vector each, and the loop over the 16 elements inside folds and vectorizes.
+  auto steps = [](const auto& w) {
+    using T = std::decay_t<decltype(w[0])>;
+    const std::size_t b = w.size();
+    std::vector<T> h(b, T(0.1)), seq;
+    for (std::size_t t = 0; t < 24 * b; ++t) seq.push_back(T(std::cos(0.3 * static_cast<double>(t))));
+    for (std::size_t t = 0; t < 24; ++t)
+      for (std::size_t i = 0; i < b; ++i) h[i] = tanh(h[i] * w[i] + seq[t * b + i]);
+    T s = 0;
+    for (std::size_t i = 0; i < b; ++i) s += h[i] * h[i];
+    return s;
+  };
+  const std::vector<double> w = numbers(16);
+  auto f = [&](const std::vector<Real>& v) { return steps(v); };
+  const Tape cleaned = cleanup_traced(trace(f, tensor(w)));
+  CAPTURE(to_string(cleaned));
+  REQUIRE(count(cleaned, "scan") == 1);
+  CHECK(test::count_calls(cleaned, "scan", true) == 1);
+  CHECK(test::count_calls(cleaned, "tanh", true) <= 6);  // per step a tanh of a vector, not 16 tanh
+  for (const Op& op : cleaned.ops)
+    if (op.kind == OpKind::call && op.prim->name == "scan")
+      CHECK(arithmetic_on_scalars(*ScanParams::read(op.attrs, op.args.size()).body) < 8);
+  check_function(f, [&](const std::vector<double>& v) { return steps(v); }, w);
 }

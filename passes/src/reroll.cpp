@@ -66,6 +66,8 @@ constexpr int kMaxMultiple = 16;
 // The most rounds of folding: a round can fold a loop over the values an earlier round's
 // loops stacked (a chain of loops, each reading the last one's results).
 constexpr int kMaxRounds = 16;
+// The fewest scalar carries packed into one vector carry.
+constexpr std::size_t kMinPacked = 8;
 
 class Reroller {
  public:
@@ -458,9 +460,128 @@ class Reroller {
     for (int32_t j : L.final_only) outs.push_back(at[static_cast<std::size_t>(j)]);
     for (int32_t j : L.ys) outs.push_back(at[static_cast<std::size_t>(j)]);
     b.set_outputs(std::move(outs));
-    Tape t = b.finish();
-    if (o_.nested) t = reroll(t, o_);
-    return cleanup(t);
+    return b.finish();
+  }
+
+  // Scalars of one dtype that a body reads in many places become one vector: a loop
+  // over the steps of a simulation that keeps each element of its state in a scalar
+  // (ode's y[i], lstm's hidden units) carries one vector, and the values it reads per
+  // step (lstm's input sequence, stacked constants) come as one row, so the loops over
+  // their elements inside the body read advancing slices and fold too. Per group of the
+  // body's inputs (consts, carries, xs), the indices (into L.consts, L.carries, L.xs)
+  // packed into its vector, or none when fewer than kMinPacked.
+  struct Packing {
+    std::vector<std::size_t> group[3];
+    bool any() const { return !group[0].empty() || !group[1].empty() || !group[2].empty(); }
+  };
+
+  // A carry that is a reduction's accumulator (read once, by the add, sub, mul, maximum
+  // or minimum that gives its next value) stays apart, for `vectorize`.
+  Packing packable(const Tape& body, const Loop& L) const {
+    const std::vector<Var> in = body.inputs();
+    std::vector<int> reads(static_cast<std::size_t>(body.size()) + 1, 0);
+    for (const Op& o : body.ops)
+      for (Var a : o.args) ++reads[static_cast<std::size_t>(a)];
+    const std::size_t first[3] = {0, L.consts.size(), L.consts.size() + L.carries.size() + L.final_only.size()};
+    const std::size_t count[3] = {L.consts.size(), L.carries.size(), L.xs.size()};
+    Packing pk;
+    for (int g = 0; g < 3; ++g) {
+      std::vector<std::size_t>& packed = pk.group[g];
+      for (std::size_t i = 0; i < count[g]; ++i) {
+        const Var c = in[first[g] + i];
+        const VarType& t = body.type(c);
+        if (!t.shape.empty() || !is_float(t.dtype) ||
+            (!packed.empty() && t.dtype != body.type(in[first[g] + packed[0]]).dtype))
+          continue;
+        if (g == 1) {
+          const Op& n = body.op(body.outputs[i]);
+          const bool accumulates = reads[static_cast<std::size_t>(c)] == 1 && n.kind == OpKind::call &&
+                                   n.args.size() == 2 && (n.args[0] == c || n.args[1] == c) &&
+                                   (n.prim == &prims::add() || n.prim == &prims::sub() || n.prim == &prims::mul() ||
+                                    n.prim == &prims::maximum() || n.prim == &prims::minimum());
+          if (accumulates) continue;
+        }
+        packed.push_back(i);
+      }
+      if (packed.size() < kMinPacked) packed.clear();
+    }
+    return pk;
+  }
+
+  // L's body with the inputs of `pk` packed: in each group, the inputs not packed, then
+  // the group's vector (the carries' before the final-only ones). Each packed input is
+  // read as its element of the vector, and the next carry vector is the packed carries'
+  // next values, concatenated.
+  Tape pack(const Tape& body, const Loop& L, const Packing& pk) const {
+    const std::vector<Var> in = body.inputs();
+    const std::size_t first[3] = {0, L.consts.size(), L.consts.size() + L.carries.size() + L.final_only.size()};
+    const std::size_t count[3] = {L.consts.size(), L.carries.size(), L.xs.size()};
+    TapeBuilder b;
+    std::vector<Var> map(static_cast<std::size_t>(body.size()) + 1, kNoVar);
+    std::vector<bool> is_packed(in.size(), false);
+    // A packed input is read (slice, reshape) where each operation uses it, so that the
+    // iterations of a loop inside the body read advancing slices (cse merges the rest).
+    std::vector<Row> element(static_cast<std::size_t>(body.size()) + 1);
+    auto read = [&](Var v) {
+      const Row& e = element[static_cast<std::size_t>(v)];
+      if (e.ys == kNoVar) return map[static_cast<std::size_t>(v)];
+      const Var one =
+          b.call(*slice_, {e.ys}, {{"axis", int64_t{0}}, {"start", e.row}, {"stop", e.row + 1}, {"step", int64_t{1}}});
+      return b.reshape(one, Shape{});
+    };
+    for (int g = 0; g < 3; ++g) {
+      for (std::size_t i : pk.group[g]) is_packed[first[g] + i] = true;
+      for (std::size_t i = 0; i < count[g]; ++i)
+        if (!is_packed[first[g] + i]) map[static_cast<std::size_t>(in[first[g] + i])] = b.input(body.type(in[first[g] + i]));
+      if (!pk.group[g].empty()) {
+        const VarType scalar = body.type(in[first[g] + pk.group[g][0]]);
+        const Var vec = b.input(VarType{scalar.dtype, Shape{static_cast<int64_t>(pk.group[g].size())}});
+        for (std::size_t r = 0; r < pk.group[g].size(); ++r)
+          element[static_cast<std::size_t>(in[first[g] + pk.group[g][r]])] = {vec, static_cast<int64_t>(r)};
+      }
+      if (g == 1)
+        for (std::size_t i = first[1] + count[1]; i < first[2]; ++i)
+          map[static_cast<std::size_t>(in[i])] = b.input(body.type(in[i]));  // the final-only carries
+    }
+    for (Var v = 1; v <= body.size(); ++v) {
+      const Op& o = body.op(v);
+      if (o.kind == OpKind::input) continue;
+      std::vector<Var> args;
+      for (Var a : o.args) args.push_back(read(a));
+      map[static_cast<std::size_t>(v)] = b.copy(o, std::move(args));
+    }
+    auto at = [&](Var v) { return read(v); };
+    std::vector<Var> outs, parts;
+    for (std::size_t i = 0; i < L.carries.size(); ++i)
+      if (!is_packed[first[1] + i]) outs.push_back(at(body.outputs[i]));
+    for (std::size_t i : pk.group[1]) parts.push_back(b.reshape(at(body.outputs[i]), Shape{1}));
+    if (!parts.empty()) outs.push_back(b.call(prims::concat(), std::move(parts), {{"axis", int64_t{0}}}));
+    for (std::size_t j = L.carries.size(); j < body.outputs.size(); ++j) outs.push_back(at(body.outputs[j]));
+    b.set_outputs(std::move(outs));
+    return b.finish();
+  }
+
+  // The scan's operands for a packed body: in each group, the operands not packed, then
+  // the packed ones as one vector (consts, carries) or one stacked [R, m] (xs).
+  std::vector<Var> packed_args(TapeBuilder& b, const Loop& L, const Packing& pk, const std::vector<Var>& args) const {
+    const std::size_t first[3] = {0, L.consts.size(), L.consts.size() + L.carries.size() + L.final_only.size()};
+    const std::size_t count[3] = {L.consts.size(), L.carries.size(), L.xs.size()};
+    std::vector<Var> out;
+    for (int g = 0; g < 3; ++g) {
+      std::vector<bool> is_packed(count[g], false);
+      for (std::size_t i : pk.group[g]) is_packed[i] = true;
+      for (std::size_t i = 0; i < count[g]; ++i)
+        if (!is_packed[i]) out.push_back(args[first[g] + i]);
+      if (!pk.group[g].empty()) {
+        std::vector<Var> parts;
+        const Shape one = g == 2 ? Shape{L.R, 1} : Shape{1};
+        for (std::size_t i : pk.group[g]) parts.push_back(b.reshape(args[first[g] + i], one));
+        out.push_back(b.call(prims::concat(), std::move(parts), {{"axis", g == 2 ? int64_t{1} : int64_t{0}}}));
+      }
+      if (g == 1) out.insert(out.end(), args.begin() + static_cast<std::ptrdiff_t>(first[1] + count[1]),
+                             args.begin() + static_cast<std::ptrdiff_t>(first[2]));
+    }
+    return out;
   }
 
   // The xs values, stacked: constants into one constant, advancing slices as one slice.
@@ -497,23 +618,49 @@ class Reroller {
     for (const auto& c : L.carries) args.push_back(value(b, c.second, map));
     for (int32_t j : L.final_only) args.push_back(b.or_zeros(kNoVar, op(L.start + j).type));
     for (const Loop::Xs& x : L.xs) args.push_back(stacked(b, L, x, map));
-    const std::size_t K = L.carries.size() + L.final_only.size();
+    Tape t = body(L);
+    const Packing pk = packable(t, L);
+    const std::vector<std::size_t>& packed = pk.group[1];
+    if (pk.any()) {
+      t = pack(t, L, pk);
+      args = packed_args(b, L, pk, args);
+    }
+    if (o_.nested) t = reroll(t, o_);
+    const std::size_t unpacked = L.carries.size() - packed.size() + (packed.empty() ? 0 : 1);
+    const std::size_t K = unpacked + L.final_only.size();
     ScanParams scan;
-    scan.body = std::make_shared<const Tape>(body(L));
-    scan.length = L.R, scan.C = L.consts.size(), scan.K = K;
+    scan.body = std::make_shared<const Tape>(cleanup(t));
+    scan.length = L.R, scan.K = K;
+    scan.C = L.consts.size() - pk.group[0].size() + (pk.group[0].empty() ? 0 : 1);
     scan.policy = policy_named(o_.checkpoint);
     if (o_.checkpoint_arg != 0) scan.checkpoint_arg = o_.checkpoint_arg;
     const std::vector<Var> outs = b.call_results(prims::scan(), std::move(args), scan.attrs());
     // Where each position's values come out: its final carry, its ys.
     std::vector<Var> final_of(static_cast<std::size_t>(L.P), kNoVar), ys_of(static_cast<std::size_t>(L.P), kNoVar);
-    for (std::size_t c = L.carries.size(); c-- > 0;) final_of[static_cast<std::size_t>(L.carries[c].first)] = outs[c];
+    std::vector<int64_t> element_of(static_cast<std::size_t>(L.P), -1);  // a packed carry's element
+    {
+      std::vector<int64_t> row(L.carries.size(), -1);
+      for (std::size_t r = 0; r < packed.size(); ++r) row[packed[r]] = static_cast<int64_t>(r);
+      std::vector<std::size_t> out_of(L.carries.size(), 0);
+      for (std::size_t i = 0, o = 0; i < L.carries.size(); ++i)
+        if (row[i] < 0) out_of[i] = o++;
+      for (std::size_t c = L.carries.size(); c-- > 0;) {
+        const auto J = static_cast<std::size_t>(L.carries[c].first);
+        if (row[c] < 0) {
+          final_of[J] = outs[out_of[c]], element_of[J] = -1;
+        } else {
+          final_of[J] = outs[unpacked - 1], element_of[J] = row[c];
+        }
+      }
+    }
     for (std::size_t i = 0; i < L.final_only.size(); ++i)
-      final_of[static_cast<std::size_t>(L.final_only[i])] = outs[L.carries.size() + i];
+      final_of[static_cast<std::size_t>(L.final_only[i])] = outs[unpacked + i];
     for (std::size_t i = 0; i < L.ys.size(); ++i) ys_of[static_cast<std::size_t>(L.ys[i])] = outs[K + i];
     for (auto [v, k] : L.reads) {
       const auto J = static_cast<std::size_t>((v - L.start) % L.P);
       if (k == L.R - 1 && final_of[J] != kNoVar) {
-        map[static_cast<std::size_t>(v)] = final_of[J];
+        if (element_of[J] >= 0) pending_[v] = {final_of[J], element_of[J]};  // an element of the packed carry
+        else map[static_cast<std::size_t>(v)] = final_of[J];
         continue;
       }
       pending_[v] = {ys_of[J], k};  // read where it is used (value)

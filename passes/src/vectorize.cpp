@@ -25,6 +25,7 @@
 // batched values would exceed 2^27 elements (they keep one iteration's at a time).
 // The bodies of the scans left are vectorized too (a loop of reductions inside a
 // recurrence).
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -77,6 +78,7 @@ struct Carry {
 // that is not a fresh carry, each fresh carry's next value, then the ys).
 struct Split {
   std::vector<Carry> carries;
+  std::vector<bool> shifted;  // per carry: a fresh carry read by more than a reduction
   Tape independent;
 };
 
@@ -127,53 +129,73 @@ std::optional<Split> split(const Tape& body, const ScanParams& p) {
 
   Split s;
   s.carries.resize(p.K);
+  s.shifted.assign(p.K, false);
+  // First the fresh carries (their next value depends on no carry), then what depends
+  // on a carry that is not fresh (dirty): only the reductions' own steps may.
+  std::vector<bool> fresh(n, false), dirty(n, false);
   for (std::size_t k = 0; k < p.K; ++k) {
     const Var c = in[p.first_carry() + k], next = body.outputs[k];
-    if (as_output[at(c)] != 0) return std::nullopt;
+    if (next != c && !carried[at(next)]) {
+      s.carries[k].kind = Carry::fresh;
+      fresh[at(c)] = true;
+    } else {
+      dirty[at(c)] = true;
+    }
+  }
+  for (Var v = 1; v <= body.size(); ++v)
+    for (Var a : body.op(v).args)
+      if (dirty[at(a)]) dirty[at(v)] = true;
+  for (std::size_t k = 0; k < p.K; ++k) {
+    const Var c = in[p.first_carry() + k], next = body.outputs[k];
     Carry& r = s.carries[k];
+    if (r.kind == Carry::fresh) continue;
+    if (as_output[at(c)] != 0) return std::nullopt;
     if (next == c) {
       if (reads[at(c)] != 0) return std::nullopt;
       r.kind = Carry::passed;
-    } else if (!carried[at(next)]) {
-      r.kind = Carry::fresh;  // its readers are checked with the reductions below
-    } else {
-      const Op& op = body.op(next);
-      if (op.kind != OpKind::call || op.args.size() != 2 || reduce_of(op.prim).all == nullptr) return std::nullopt;
-      if (op.prim == &prims::sub() && op.args[0] != c) return std::nullopt;  // t - c alternates signs
-      if (reads[at(c)] != 1 || reads[at(next)] != 0 || as_output[at(next)] != 0) return std::nullopt;
-      // An f32 sum or product rounds to f32 at every step of the loop; the reduce adds in
-      // double (a different value, not a few ulps): left as a scan.
-      if (body.type(c).dtype != DType::f64 && op.prim != &prims::maximum() && op.prim != &prims::minimum())
-        return std::nullopt;
-      r.kind = Carry::reduced;
-      r.op = op.prim;
-      r.carry_first = op.args[0] == c;
-      r.term = r.carry_first ? op.args[1] : op.args[0];
-      if ((r.carry_first ? op.args[0] : op.args[1]) != c || body.type(r.term) != body.type(c)) return std::nullopt;
-      if (carried[at(r.term)]) {
-        r.fresh_term = carry_of[at(r.term)];
-        if (r.fresh_term < 0 || r.fresh_term == static_cast<int>(k)) return std::nullopt;
-      }
+      continue;
     }
+    const Op& op = body.op(next);
+    if (op.kind != OpKind::call || op.args.size() != 2 || reduce_of(op.prim).all == nullptr) return std::nullopt;
+    if (op.prim == &prims::sub() && op.args[0] != c) return std::nullopt;  // t - c alternates signs
+    if (reads[at(c)] != 1 || reads[at(next)] != 0 || as_output[at(next)] != 0) return std::nullopt;
+    // An f32 sum or product rounds to f32 at every step of the loop; the reduce adds in
+    // double (a different value, not a few ulps): left as a scan.
+    if (body.type(c).dtype != DType::f64 && op.prim != &prims::maximum() && op.prim != &prims::minimum())
+      return std::nullopt;
+    r.kind = Carry::reduced;
+    r.op = op.prim;
+    r.carry_first = op.args[0] == c;
+    r.term = r.carry_first ? op.args[1] : op.args[0];
+    if ((r.carry_first ? op.args[0] : op.args[1]) != c || body.type(r.term) != body.type(c)) return std::nullopt;
+    if (dirty[at(r.term)]) return std::nullopt;
+    if (fresh[at(r.term)]) r.fresh_term = carry_of[at(r.term)];
   }
-  // A fresh carry is read by one reduction, as its term, and by nothing else.
+  // A fresh carry read other than as a reduction's term is shifted: its value in
+  // iteration i is its initial value for i = 0 and its next value of iteration i - 1
+  // after, a stacked input of the batched body.
   for (std::size_t j = 0; j < p.K; ++j) {
     if (s.carries[j].kind != Carry::fresh) continue;
     const Var c = in[p.first_carry() + j];
     int terms = 0;
     for (const Carry& r : s.carries) terms += r.kind == Carry::reduced && r.fresh_term == static_cast<int>(j);
-    if (terms != 1 || reads[at(c)] != 1) return std::nullopt;
+    s.shifted[j] = reads[at(c)] + as_output[at(c)] > terms;
   }
   for (std::size_t j = p.K; j < body.outputs.size(); ++j)
-    if (carried[at(body.outputs[j])]) return std::nullopt;
+    if (dirty[at(body.outputs[j])]) return std::nullopt;
 
+  // The body without its reductions: inputs the consts, the xs, then each shifted
+  // carry; outputs each reduced carry's term that is not a fresh carry, each fresh
+  // carry's next value, then the ys.
   TapeBuilder b;
   std::vector<Var> map(n, kNoVar);
   for (std::size_t i = 0; i < in.size(); ++i)
     if (i < p.first_carry() || i >= p.first_x()) map[at(in[i])] = b.input(body.type(in[i]));
+  for (std::size_t k = 0; k < p.K; ++k)
+    if (s.shifted[k]) map[at(in[p.first_carry() + k])] = b.input(body.type(in[p.first_carry() + k]));
   for (Var v = 1; v <= body.size(); ++v) {
     const Op& op = body.op(v);
-    if (op.kind == OpKind::input || carried[at(v)]) continue;
+    if (op.kind == OpKind::input || dirty[at(v)]) continue;
     std::vector<Var> args;
     for (Var a : op.args) args.push_back(map[at(a)]);
     map[at(v)] = b.copy(op, std::move(args));
@@ -207,6 +229,40 @@ std::optional<std::vector<Var>> batched(TapeBuilder& b, const ScanParams& p, std
   for (std::size_t i = 0; i < p.X; ++i) {
     operands.push_back(args[p.xs().first + i]);
     batch[p.C + i] = true;
+  }
+  // Each fresh carry's position among the independent body's outputs.
+  std::vector<std::size_t> out_of(p.K, 0);
+  for (std::size_t k = 0, o = 0; k < p.K; ++k) {
+    const Carry& r = s->carries[k];
+    if (r.kind == Carry::fresh) out_of[k] = o;
+    if ((r.kind == Carry::reduced && r.fresh_term < 0) || r.kind == Carry::fresh) ++o;
+  }
+  // Shifted carries: the fresh carries' next values first (they depend on no carry),
+  // batched on their own; then each shifted carry's values, its initial value followed
+  // by all its next values but the last, are a stacked input of the whole body.
+  if (std::find(s->shifted.begin(), s->shifted.end(), true) != s->shifted.end()) {
+    Tape nexts = s->independent;
+    std::vector<Var> fresh_outs;
+    std::vector<Var> fresh_operands = operands;
+    for (std::size_t k = 0; k < p.K; ++k) {
+      if (s->carries[k].kind == Carry::fresh) fresh_outs.push_back(nexts.outputs[out_of[k]]);
+      if (s->shifted[k]) fresh_operands.push_back(args[p.carries().first + k]);  // not read
+    }
+    nexts.outputs = std::move(fresh_outs);
+    std::vector<bool> fresh_batch = batch;
+    fresh_batch.resize(fresh_operands.size(), false);
+    const std::vector<Var> stacked_nexts = b.inline_tape(vmap_tape(dce(nexts), fresh_batch, p.length), fresh_operands);
+    for (std::size_t k = 0, f = 0; k < p.K; ++k) {
+      if (s->carries[k].kind != Carry::fresh) continue;
+      const Var all = stacked_nexts[f++];
+      if (!s->shifted[k]) continue;
+      const Var init = args[p.carries().first + k];
+      Shape one{1};
+      for (int64_t d : p.body->type(p.body->outputs[k]).shape) one.push_back(d);
+      const Var first = b.call(prims::reshape(), {init}, {{"shape", one}});
+      operands.push_back(b.call(prims::concat(), {first, rows(b, all, 0, p.length - 1)}, {{"axis", int64_t{0}}}));
+      batch.push_back(true);
+    }
   }
   const Tape mapped = vmap_tape(s->independent, batch, p.length);
   const std::vector<Var> outs = b.inline_tape(mapped, operands);
@@ -257,7 +313,7 @@ Tape vectorize(const Tape& tape) {
       replaced[static_cast<std::size_t>(v)] = std::move(*r);
       return replaced[static_cast<std::size_t>(v)][0];
     }
-    p.body = std::make_shared<const Tape>(vectorize(*p.body));
+    p.body = std::make_shared<const Tape>(cleanup(vectorize(*p.body)));  // (batching leaves views of views)
     Op rebuilt = op;
     rebuilt.attrs = p.attrs(op.attrs);
     return b.copy(rebuilt, std::move(args));
