@@ -404,3 +404,48 @@ TEST_CASE("reroll: a loop over steps that reads a row of numbers per step reads 
       CHECK(arithmetic_on_scalars(*ScanParams::read(op.attrs, op.args.size()).body) < 8);
   check_function(f, [&](const std::vector<double>& v) { return steps(v); }, w);
 }
+
+TEST_CASE("reroll: per step, a row of an input read element by element is one slice of the rows") {
+  // h[i] = tanh(h[i] * w[i] + seq[t * b + i]): the b reads of step t advance by b per
+  // step; they share one stacked row, read at their offsets, so the loop over i folds.
+  constexpr std::size_t b = 12, steps = 20;
+  auto rnn = [](const auto& x) {
+    using T = std::decay_t<decltype(x[0])>;
+    std::vector<T> h(b, T(0.2));
+    for (std::size_t t = 0; t < steps; ++t)
+      for (std::size_t i = 0; i < b; ++i) h[i] = tanh(h[i] * x[i] + x[b + t * b + i]);
+    T s = 0;
+    for (std::size_t i = 0; i < b; ++i) s += h[i] * (1.0 + 0.1 * static_cast<double>(i));
+    return s;
+  };
+  const std::vector<double> x = numbers(static_cast<int>(b + steps * b));
+  auto f = [&](const std::vector<Real>& v) { return rnn(v); };
+  const Tape cleaned = cleanup_traced(trace(f, tensor(x)));
+  CAPTURE(to_string(cleaned));
+  REQUIRE(count(cleaned, "scan") == 1);
+  for (const Op& op : cleaned.ops)
+    if (op.kind == OpKind::call && op.prim->name == "scan")
+      CHECK(arithmetic_on_scalars(*ScanParams::read(op.attrs, op.args.size()).body) < 8);
+  check_function(f, [&](const std::vector<double>& v) { return rnn(v); }, x);
+}
+
+TEST_CASE("vectorize: independent iterations holding a loop of reductions: the inner loop first, then the outer") {
+  // sum_i (sum_j x[j] * c_ij)^2: the inner loops vectorize before the outer loop is
+  // batched, so no scan is left (batched first, the inner loop was a scan over batches).
+  auto nest = [](const auto& x) {
+    using T = std::decay_t<decltype(x[0])>;
+    T total = 0;
+    for (std::size_t i = 0; i < 40; ++i) {
+      T inner = 0;
+      for (std::size_t j = 0; j < x.size(); ++j) inner += x[j] * std::cos(0.1 * static_cast<double>(i * x.size() + j));
+      total += inner * inner;
+    }
+    return total;
+  };
+  const std::vector<double> x = numbers(32);
+  auto f = [&](const std::vector<Real>& v) { return nest(v); };
+  const Tape cleaned = cleanup_traced(trace(f, tensor(x)));
+  CAPTURE(to_string(cleaned));
+  CHECK(test::count_calls(cleaned, "scan", true) == 0);
+  check_function(f, [&](const std::vector<double>& v) { return nest(v); }, x);
+}

@@ -344,6 +344,23 @@ class Reroller {
     const auto nslots = st.slots.size();
     L.slot_id.assign(nslots, -1);
     L.pos_id.assign(static_cast<std::size_t>(P), -1);
+    L.pos_offset.assign(static_cast<std::size_t>(P), 0);
+    // Advancing slices of one variable that move by the same step and all fall within
+    // one step's rows share one xs (lstm's sequence[t * b + i] for each i): the body
+    // reads each at its offset in the row, so a loop over i inside it reads advancing
+    // slices and folds too.
+    std::map<std::pair<Var, int64_t>, std::pair<int64_t, int64_t>> span;  // (source, step) -> [first, last)
+    auto advancing = [&](std::size_t J) { return st.start1[J] != kNone && st.delta[J] != 0; };
+    auto start_of = [&](int32_t j) { return op(start + j).attrs.integer("start"); };
+    for (int32_t j = 0; j < P; ++j) {
+      const auto J = static_cast<std::size_t>(j);
+      if (!advancing(J)) continue;
+      const Op& o = op(start + j);
+      auto [it, added] = span.try_emplace({o.args[0], st.delta[J]}, start_of(j), start_of(j) + o.type.shape[0]);
+      it->second.first = std::min(it->second.first, start_of(j));
+      it->second.second = std::max(it->second.second, start_of(j) + o.type.shape[0]);
+    }
+    std::map<std::pair<Var, int64_t>, int32_t> shared;  // (source, step) -> the xs all its slices read
     // Each iteration's argument of slot q of position j.
     auto arg = [&](int32_t j, std::size_t q, int64_t k) {
       return op(start + static_cast<Var>(k * P) + j).args[q - static_cast<std::size_t>(st.first[static_cast<std::size_t>(j)])];
@@ -356,9 +373,23 @@ class Reroller {
       bool varies = false;
       if (o0.kind == OpKind::constant)
         for (int64_t k = 1; k < R && !varies; ++k) varies = !same_value(start + j, start + static_cast<Var>(k * P) + j);
-      if (varies || (st.start1[J] != kNone && st.delta[J] != 0)) {
-        L.pos_id[J] = static_cast<int32_t>(L.xs.size());
-        L.xs.push_back({j, -1});
+      if (varies || advancing(J)) {
+        if (varies) {
+          L.pos_id[J] = static_cast<int32_t>(L.xs.size());
+          L.xs.push_back({j, -1});
+          continue;
+        }
+        const std::pair<Var, int64_t> key{o0.args[0], st.delta[J]};
+        const auto [first, last] = span.at(key);
+        if (last - first > st.delta[J]) {  // more than a step's rows: an xs of its own
+          L.pos_id[J] = static_cast<int32_t>(L.xs.size());
+          L.xs.push_back({j, -1, start_of(j)});
+          continue;
+        }
+        auto [it, added] = shared.try_emplace(key, static_cast<int32_t>(L.xs.size()));
+        if (added) L.xs.push_back({j, -1, first});
+        L.pos_id[J] = it->second;
+        L.pos_offset[J] = start_of(j) - first;
         continue;
       }
       for (auto q = static_cast<std::size_t>(st.first[J]); q < static_cast<std::size_t>(st.first[J + 1]); ++q) {
@@ -432,8 +463,8 @@ class Reroller {
       if (const int32_t id = L.pos_id[J]; id >= 0) {
         const Var in = xin[static_cast<std::size_t>(id)];
         at[J] = in;
-        if (is_slice(o) && b.type(in) != o.type)  // the first `width` rows of the step's
-          at[J] = b.call(*slice_, {in}, {{"axis", int64_t{0}}, {"start", int64_t{0}}, {"stop", o.type.shape[0]},
+        if (const int64_t off = L.pos_offset[J]; is_slice(o) && (b.type(in) != o.type || off != 0))  // its rows of the step's
+          at[J] = b.call(*slice_, {in}, {{"axis", int64_t{0}}, {"start", off}, {"stop", off + o.type.shape[0]},
                                          {"step", int64_t{1}}});
         continue;
       }
@@ -561,6 +592,30 @@ class Reroller {
     return b.finish();
   }
 
+  static bool all_constant(const TapeBuilder& b, const std::vector<Var>& args, std::size_t first,
+                           const std::vector<std::size_t>& group) {
+    for (std::size_t i : group)
+      if (b.tape().op(args[first + i]).kind != OpKind::constant) return false;
+    return true;
+  }
+
+  // Constant operands packed: element r of each (a scalar, or the scalars of all
+  // iterations stacked) becomes column r of one constant.
+  static Tensor packed_constant(const TapeBuilder& b, const std::vector<Var>& args, std::size_t first,
+                                const std::vector<std::size_t>& group) {
+    const Tensor& one = b.tape().op(args[first + group[0]]).value;
+    const int64_t rows = one.numel(), m = static_cast<int64_t>(group.size());
+    Tensor all(one.dtype(), one.shape().empty() ? Shape{m} : Shape{rows, m});
+    const std::size_t bytes = dtype_size(one.dtype());
+    auto* to = static_cast<char*>(all.mutable_raw());
+    for (int64_t c = 0; c < m; ++c) {
+      const auto* from = static_cast<const char*>(b.tape().op(args[first + group[static_cast<std::size_t>(c)]]).value.raw());
+      for (int64_t r = 0; r < rows; ++r)
+        std::memcpy(to + static_cast<std::size_t>(r * m + c) * bytes, from + static_cast<std::size_t>(r) * bytes, bytes);
+    }
+    return all;
+  }
+
   // The scan's operands for a packed body: in each group, the operands not packed, then
   // the packed ones as one vector (consts, carries) or one stacked [R, m] (xs).
   std::vector<Var> packed_args(TapeBuilder& b, const Loop& L, const Packing& pk, const std::vector<Var>& args) const {
@@ -572,7 +627,9 @@ class Reroller {
       for (std::size_t i : pk.group[g]) is_packed[i] = true;
       for (std::size_t i = 0; i < count[g]; ++i)
         if (!is_packed[i]) out.push_back(args[first[g] + i]);
-      if (!pk.group[g].empty()) {
+      if (!pk.group[g].empty() && all_constant(b, args, first[g], pk.group[g])) {  // one constant
+        out.push_back(b.constant(packed_constant(b, args, first[g], pk.group[g])));
+      } else if (!pk.group[g].empty()) {
         std::vector<Var> parts;
         const Shape one = g == 2 ? Shape{L.R, 1} : Shape{1};
         for (std::size_t i : pk.group[g]) parts.push_back(b.reshape(args[first[g] + i], one));
@@ -589,7 +646,7 @@ class Reroller {
     const Op& o = op(L.start + x.j);
     const auto J = static_cast<std::size_t>(x.j);
     if (x.slot < 0 && is_slice(o)) {
-      const int64_t delta = L.st.delta[J], start = o.attrs.integer("start");
+      const int64_t delta = L.st.delta[J], start = x.first;
       const Var all = b.call(*slice_, {value(b, o.args[0], map)},
                              {{"axis", int64_t{0}}, {"start", start}, {"stop", start + L.R * delta}, {"step", int64_t{1}}});
       Shape s{L.R, delta};

@@ -36,9 +36,11 @@ struct Loop {
   std::vector<int32_t> final_only;            // positions whose last value is read after the loop
   std::vector<int32_t> ys;                    // positions whose values of earlier iterations are read after
   std::vector<int32_t> pos_id;                // per position: its xs number (-1: none)
+  std::vector<int64_t> pos_offset;            // per position: where its slice starts in a shared xs row
   struct Xs {
     int32_t j;     // position
     int32_t slot;  // -1: the position itself (a constant or an advancing slice); else a constant slot
+    int64_t first = 0;  // an advancing slice: the first row iteration 0 reads (of all the slices sharing it)
   };
   std::vector<Xs> xs;
   std::vector<std::pair<Var, int64_t>> reads;  // (variable, iteration) read after the loop

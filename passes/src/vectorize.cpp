@@ -308,12 +308,14 @@ Tape vectorize(const Tape& tape) {
     if (op.kind == OpKind::result && !replaced[static_cast<std::size_t>(op.args[0])].empty())
       return replaced[static_cast<std::size_t>(op.args[0])][static_cast<std::size_t>(op.index)];
     if (op.kind != OpKind::call || loop_form(*op.prim) != LoopForm::scan) return b.copy(op, std::move(args));
+    // The body first: its loops become batched operations, so that batching this loop
+    // does not turn them into scans over batches.
     ScanParams p = ScanParams::read(op.attrs, op.args.size());
+    p.body = std::make_shared<const Tape>(cleanup(vectorize(*p.body)));  // (batching leaves views of views)
     if (std::optional<std::vector<Var>> r = batched(b, p, args)) {
       replaced[static_cast<std::size_t>(v)] = std::move(*r);
       return replaced[static_cast<std::size_t>(v)][0];
     }
-    p.body = std::make_shared<const Tape>(cleanup(vectorize(*p.body)));  // (batching leaves views of views)
     Op rebuilt = op;
     rebuilt.attrs = p.attrs(op.attrs);
     return b.copy(rebuilt, std::move(args));
