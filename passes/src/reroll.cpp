@@ -26,6 +26,13 @@
 //    (a value that is not a carry gets a carry of its own, starting from zeros); a
 //    value of an earlier iteration makes its position a stacked ys, which later
 //    readers slice. The body is re-rolled too (nested loops) and cleaned up.
+// 5. Before that, a body's scalars of one dtype are packed into one vector per kind of
+//    input (consts, carries other than reductions' accumulators, xs) when there are
+//    at least kMinPacked of them: a loop over time steps whose state is an array of
+//    scalars (ode's y[i], lstm's hidden units) carries one vector, and its inner loops
+//    over the elements read advancing slices of it and fold in the nested re-roll.
+//    Advancing slices of one variable that move by the same step and fit in one step's
+//    rows share one xs (lstm's sequence[t * b + i]).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -66,7 +73,7 @@ constexpr int kMaxMultiple = 16;
 // The most rounds of folding: a round can fold a loop over the values an earlier round's
 // loops stacked (a chain of loops, each reading the last one's results).
 constexpr int kMaxRounds = 16;
-// The fewest scalar carries packed into one vector carry.
+// The fewest scalars of a loop body's consts, carries or xs packed into one vector.
 constexpr std::size_t kMinPacked = 8;
 
 class Reroller {
@@ -517,13 +524,19 @@ class Reroller {
     const std::size_t count[3] = {L.consts.size(), L.carries.size(), L.xs.size()};
     Packing pk;
     for (int g = 0; g < 3; ++g) {
+      // The dtype with the most scalars in the group (f64 on a tie).
+      int64_t f32s = 0, f64s = 0;
+      for (std::size_t i = 0; i < count[g]; ++i) {
+        const VarType& t = body.type(in[first[g] + i]);
+        f32s += t.shape.empty() && t.dtype == DType::f32;
+        f64s += t.shape.empty() && t.dtype == DType::f64;
+      }
+      const DType dtype = f32s > f64s ? DType::f32 : DType::f64;
       std::vector<std::size_t>& packed = pk.group[g];
       for (std::size_t i = 0; i < count[g]; ++i) {
         const Var c = in[first[g] + i];
         const VarType& t = body.type(c);
-        if (!t.shape.empty() || !is_float(t.dtype) ||
-            (!packed.empty() && t.dtype != body.type(in[first[g] + packed[0]]).dtype))
-          continue;
+        if (!t.shape.empty() || t.dtype != dtype) continue;
         if (g == 1) {
           const Op& n = body.op(body.outputs[i]);
           const bool accumulates = reads[static_cast<std::size_t>(c)] == 1 && n.kind == OpKind::call &&
@@ -581,13 +594,12 @@ class Reroller {
       for (Var a : o.args) args.push_back(read(a));
       map[static_cast<std::size_t>(v)] = b.copy(o, std::move(args));
     }
-    auto at = [&](Var v) { return read(v); };
     std::vector<Var> outs, parts;
     for (std::size_t i = 0; i < L.carries.size(); ++i)
-      if (!is_packed[first[1] + i]) outs.push_back(at(body.outputs[i]));
-    for (std::size_t i : pk.group[1]) parts.push_back(b.reshape(at(body.outputs[i]), Shape{1}));
+      if (!is_packed[first[1] + i]) outs.push_back(read(body.outputs[i]));
+    for (std::size_t i : pk.group[1]) parts.push_back(b.reshape(read(body.outputs[i]), Shape{1}));
     if (!parts.empty()) outs.push_back(b.call(prims::concat(), std::move(parts), {{"axis", int64_t{0}}}));
-    for (std::size_t j = L.carries.size(); j < body.outputs.size(); ++j) outs.push_back(at(body.outputs[j]));
+    for (std::size_t j = L.carries.size(); j < body.outputs.size(); ++j) outs.push_back(read(body.outputs[j]));
     b.set_outputs(std::move(outs));
     return b.finish();
   }
@@ -629,7 +641,7 @@ class Reroller {
         if (!is_packed[i]) out.push_back(args[first[g] + i]);
       if (!pk.group[g].empty() && all_constant(b, args, first[g], pk.group[g])) {  // one constant
         out.push_back(b.constant(packed_constant(b, args, first[g], pk.group[g])));
-      } else if (!pk.group[g].empty()) {
+      } else if (!pk.group[g].empty()) {  // (the xs packed are stacked constants: one constant)
         std::vector<Var> parts;
         const Shape one = g == 2 ? Shape{L.R, 1} : Shape{1};
         for (std::size_t i : pk.group[g]) parts.push_back(b.reshape(args[first[g] + i], one));
@@ -701,7 +713,7 @@ class Reroller {
       std::vector<std::size_t> out_of(L.carries.size(), 0);
       for (std::size_t i = 0, o = 0; i < L.carries.size(); ++i)
         if (row[i] < 0) out_of[i] = o++;
-      for (std::size_t c = L.carries.size(); c-- > 0;) {
+      for (std::size_t c = L.carries.size(); c-- > 0;) {  // backwards: of two carries from one position, the first
         const auto J = static_cast<std::size_t>(L.carries[c].first);
         if (row[c] < 0) {
           final_of[J] = outs[out_of[c]], element_of[J] = -1;

@@ -2,17 +2,21 @@
 // becomes batched operations over its iterations, then the reductions.
 //
 // A carry is a reduction when the body's next value of it is add, mul, maximum or
-// minimum of the carry and a value that depends on no carry (or the carry minus such
-// a value), and nothing else in the body reads the carry or that result. Two other carries go along: one the body
-// passes through unchanged (its final value is its initial one), and a fresh one,
-// whose next value depends on no carry and which only a reduction reads (a loop the
-// re-rolling pass folded a step out of phase: `s = s + e; e = exp(x[i])`, the first
-// iteration's term being the carry's initial value). When every carry is one of
-// these, and no y depends on a carry, the iterations are independent: the body
-// without its reductions is batched over the xs (vmap), and each reduction becomes the
-// reduce primitive of its operation (sum, prod, max, min) over the iteration axis,
-// combined with the carry's initial value. The ys are the batched body's outputs,
-// already stacked.
+// minimum of the carry and a value that depends on no carry but fresh ones (or the
+// carry minus such a value), and nothing else in the body reads the carry or that
+// result. Two other carries go along: one the body passes through unchanged (its final
+// value is its initial one), and a fresh one, whose next value depends on no carry (a
+// loop the re-rolling pass folded a step out of phase: `s = s + e; e = exp(x[i])`, or
+// `z = x_next * y[i]; x_next = x[i + 1]`). A fresh carry's value in iteration i is its
+// initial value for i = 0 and its next value of iteration i - 1 after: when more than a
+// reduction reads it, it is shifted, its next values batched first and then stacked
+// behind its initial value as one more input of the batched body. When every carry is
+// one of these, and no y depends on a carry but fresh ones, the iterations are
+// independent: the body without its reductions is batched over the xs (vmap), and each
+// reduction becomes the reduce primitive of its operation (sum, prod, max, min) over
+// the iteration axis, combined with the carry's initial value. The ys are the batched
+// body's outputs, already stacked. A scan's body is vectorized before the scan is
+// batched, so that loops inside it become batched operations, not scans over batches.
 //
 // A sum is then added in another order than the loop's (a few ulps apart; a sum of
 // only -0 terms onto -0 gives +0), and at ties or NaNs of a max or min the gradient is
@@ -61,8 +65,9 @@ Reduce reduce_of(const Primitive* p) {
 
 // How a carry leaves one iteration:
 // - passed: unchanged (nothing in the body reads it);
-// - fresh: a value that depends on no carry (the next iteration's reduction reads it:
-//   a loop re-rolled a step out of phase, `s = s + e; e = f(x[i])`);
+// - fresh: a value that depends on no carry (a loop re-rolled a step out of phase,
+//   `s = s + e; e = f(x[i])`): the next iteration's reduction reads it, or anything
+//   does, the carry then being shifted (Split::shifted);
 // - reduced: op(carry, term) or op(term, carry), the term depending on no carry or
 //   being a fresh carry.
 struct Carry {
@@ -74,8 +79,10 @@ struct Carry {
 };
 
 // A body whose carries are all passed, fresh or reduced: how each is, and the body
-// without them (its inputs the consts and xs; its outputs each reduced carry's term
-// that is not a fresh carry, each fresh carry's next value, then the ys).
+// without them (its inputs the consts, the xs, then each shifted carry; its outputs
+// each reduced carry's term that is not a fresh carry, each fresh carry's next value,
+// then the ys). A fresh carry's next values are batched twice, on their own (to stack
+// the shifted carries) and in the whole body; cse merges the two.
 struct Split {
   std::vector<Carry> carries;
   std::vector<bool> shifted;  // per carry: a fresh carry read by more than a reduction
