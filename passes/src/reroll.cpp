@@ -51,6 +51,7 @@
 #include "reel/passes.hpp"
 #include "reroll_keys.hpp"
 #include "reroll_loop.hpp"
+#include "vectorize.hpp"
 
 namespace reel {
 
@@ -513,15 +514,24 @@ class Reroller {
     bool any() const { return !group[0].empty() || !group[1].empty() || !group[2].empty(); }
   };
 
-  // A carry that is a reduction's accumulator (read once, by the add, sub, mul, maximum
-  // or minimum that gives its next value) stays apart, for `vectorize`.
+  // Where each group of a body's inputs starts (the final-only carries come between the
+  // carries and the xs) and how many it has.
+  struct InputGroups {
+    std::size_t first[3], count[3];
+  };
+  static InputGroups input_groups(const Loop& L) {
+    return {{0, L.consts.size(), L.consts.size() + L.carries.size() + L.final_only.size()},
+            {L.consts.size(), L.carries.size(), L.xs.size()}};
+  }
+
+  // A carry that is a reduction's accumulator (read once, by the operation that gives
+  // its next value, one vectorize reduces) stays apart, for `vectorize`.
   Packing packable(const Tape& body, const Loop& L) const {
     const std::vector<Var> in = body.inputs();
     std::vector<int> reads(static_cast<std::size_t>(body.size()) + 1, 0);
     for (const Op& o : body.ops)
       for (Var a : o.args) ++reads[static_cast<std::size_t>(a)];
-    const std::size_t first[3] = {0, L.consts.size(), L.consts.size() + L.carries.size() + L.final_only.size()};
-    const std::size_t count[3] = {L.consts.size(), L.carries.size(), L.xs.size()};
+    const auto [first, count] = input_groups(L);
     Packing pk;
     for (int g = 0; g < 3; ++g) {
       // The dtype with the most scalars in the group (f64 on a tie).
@@ -540,9 +550,7 @@ class Reroller {
         if (g == 1) {
           const Op& n = body.op(body.outputs[i]);
           const bool accumulates = reads[static_cast<std::size_t>(c)] == 1 && n.kind == OpKind::call &&
-                                   n.args.size() == 2 && (n.args[0] == c || n.args[1] == c) &&
-                                   (n.prim == &prims::add() || n.prim == &prims::sub() || n.prim == &prims::mul() ||
-                                    n.prim == &prims::maximum() || n.prim == &prims::minimum());
+                                   n.args.size() == 2 && (n.args[0] == c || n.args[1] == c) && detail::reduces(*n.prim);
           if (accumulates) continue;
         }
         packed.push_back(i);
@@ -558,8 +566,7 @@ class Reroller {
   // next values, concatenated.
   Tape pack(const Tape& body, const Loop& L, const Packing& pk) const {
     const std::vector<Var> in = body.inputs();
-    const std::size_t first[3] = {0, L.consts.size(), L.consts.size() + L.carries.size() + L.final_only.size()};
-    const std::size_t count[3] = {L.consts.size(), L.carries.size(), L.xs.size()};
+    const auto [first, count] = input_groups(L);
     TapeBuilder b;
     std::vector<Var> map(static_cast<std::size_t>(body.size()) + 1, kNoVar);
     std::vector<bool> is_packed(in.size(), false);
@@ -631,8 +638,7 @@ class Reroller {
   // The scan's operands for a packed body: in each group, the operands not packed, then
   // the packed ones as one vector (consts, carries) or one stacked [R, m] (xs).
   std::vector<Var> packed_args(TapeBuilder& b, const Loop& L, const Packing& pk, const std::vector<Var>& args) const {
-    const std::size_t first[3] = {0, L.consts.size(), L.consts.size() + L.carries.size() + L.final_only.size()};
-    const std::size_t count[3] = {L.consts.size(), L.carries.size(), L.xs.size()};
+    const auto [first, count] = input_groups(L);
     std::vector<Var> out;
     for (int g = 0; g < 3; ++g) {
       std::vector<bool> is_packed(count[g], false);

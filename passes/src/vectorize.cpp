@@ -38,6 +38,7 @@
 #include "reel/ir/prims.hpp"
 #include "reel/passes.hpp"
 #include "rewrite.hpp"
+#include "vectorize.hpp"
 
 namespace reel {
 
@@ -308,6 +309,8 @@ std::optional<std::vector<Var>> batched(TapeBuilder& b, const ScanParams& p, std
 }
 
 }  // namespace
+
+bool detail::reduces(const Primitive& p) { return reduce_of(&p).all != nullptr; }
 
 Tape vectorize(const Tape& tape) {
   std::vector<std::vector<Var>> replaced(static_cast<std::size_t>(tape.size()) + 1);
