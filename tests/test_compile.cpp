@@ -468,6 +468,14 @@ TEST_CASE("optimisation tiers: `automatic` is full for small straight-line code 
   const Tape big_tape = scalar_chain(4000, sine);
   const CompiledFunction big = compile(big_tape);
   CHECK(big.llvm_ir().find("; ---- quick tier") != std::string::npos);
+  // Both tiers in one compile: the gradient's scatter into x's 101 elements is a loop,
+  // made at the full tier beside the quick straight-line kernels (which keep the module
+  // all were emitted into, and have their bodies merged into their entries).
+  CHECK(big.llvm_ir().find("; ---- full tier") != std::string::npos);
+  const std::string ir = big.llvm_ir();
+  const std::size_t quick_from = ir.find("; ---- quick tier");
+  const std::size_t quick_to = ir.find("; ---- full tier", quick_from);
+  CHECK(ir.substr(quick_from, quick_to - quick_from).find("_body") == std::string::npos);
   const Tensor g = big(x)[1];
   test::check_close(g, play(big_tape, x)[1], 1e-11, 1e-12, "automatic (quick) vs played gradient");
   double largest = 0;

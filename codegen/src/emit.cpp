@@ -24,6 +24,27 @@ void emit_kernel(llvm::Module& module, const KernelSpec& kernel, const std::stri
   KernelEmitter(module.getContext(), module, kernel).emit(name);
 }
 
+void merge_body(llvm::Function& entry) {
+  // The entry's one block: the buffers' addresses, the call of the body, `ret void`.
+  llvm::BasicBlock& head = entry.getEntryBlock();
+  llvm::CallInst* call = nullptr;
+  for (llvm::Instruction& i : head)
+    if (auto* c = llvm::dyn_cast<llvm::CallInst>(&i)) call = c;
+  llvm::Function* body = call != nullptr ? call->getCalledFunction() : nullptr;
+  if (body == nullptr || body->isDeclaration() || !body->hasOneUse() || !body->getReturnType()->isVoidTy() ||
+      call->getNextNode() != head.getTerminator())
+    throw Error(fmt::format("compile: internal error: kernel {} is not an entry calling its body", entry.getName().str()));
+  for (unsigned a = 0; a < call->arg_size(); ++a) body->getArg(a)->replaceAllUsesWith(call->getArgOperand(a));
+  // The addresses go first in the body's entry block, which becomes the function's
+  // (its allocas stay in the entry block, where SROA looks for them).
+  llvm::BasicBlock& first = body->getEntryBlock();
+  llvm::Instruction* anchor = &*first.getFirstInsertionPt();
+  while (&head.front() != call) head.front().moveBefore(anchor);
+  entry.splice(entry.end(), body);
+  head.eraseFromParent();  // the call and `ret void`
+  body->eraseFromParent();
+}
+
 void emit_driver(llvm::Module& module, const std::vector<BoundStep>& calls,
                  const std::string& name) {
   llvm::LLVMContext& ctx = module.getContext();

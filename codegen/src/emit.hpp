@@ -19,6 +19,12 @@ std::unique_ptr<llvm::Module> new_module(llvm::LLVMContext& context, const std::
 // (a StepFn whose arguments are one BufferRef per kernel parameter).
 void emit_kernel(llvm::Module& module, const KernelSpec& kernel, const std::string& name);
 
+// Moves the body of a kernel emitted by emit_kernel into its entry function `entry`, in
+// place of the entry's call, and removes the body function: what inlining it does,
+// without copying it. The body's parameter attributes (noalias, alignment) are lost,
+// which the quick tier's passes do not use (jit.cpp).
+void merge_body(llvm::Function& entry);
+
 // Adds `void NAME(void* const* bases)` calling fn(bases, args) for each step, in order.
 void emit_driver(llvm::Module& module, const std::vector<BoundStep>& calls,
                  const std::string& name);

@@ -10,7 +10,6 @@
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/Passes/PassBuilder.h>
-#include <llvm/Transforms/IPO/AlwaysInliner.h>
 #include <llvm/Transforms/Scalar/EarlyCSE.h>
 #include <llvm/Transforms/Scalar/SROA.h>
 #include <llvm/Transforms/Scalar/SimplifyCFG.h>
@@ -183,10 +182,12 @@ void Jit::optimize(llvm::Module& module, bool vector_math, Tier tier) {
     pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(module, mam);
     return;
   }
+  // A quick-tier kernel is one function: its body was moved into its entry when it was
+  // emitted (emit.hpp, merge_body), not inlined here (the always-inliner's copy of every
+  // body was a tenth of a cold compile of a 10^5-operation scalar gradient).
   llvm::ModulePassManager mpm;
-  mpm.addPass(llvm::AlwaysInlinerPass());  // (a kernel's body into its entry)
-  // Straight-line kernels need their accumulators in registers (SROA), the values the
-  // inlined body and its entry both compute once (EarlyCSE) and the blocks merged: O1's
+  // Straight-line kernels need their accumulators in registers (SROA), the values
+  // computed twice computed once (EarlyCSE) and the blocks merged: O1's
   // whole function simplification pipeline cost 7% more of a 10^5-operation scalar
   // gradient's compile (farm-bench, 10 pairs) for no faster code (docs/codegen.md).
   llvm::FunctionPassManager fpm;
@@ -198,9 +199,10 @@ void Jit::optimize(llvm::Module& module, bool vector_math, Tier tier) {
 }
 
 std::string Jit::descriptor(bool vector_math) const {
-  // What turns IR into machine code besides LLVM: this file (the optimisation pipeline,
-  // the target settings, libmvec's table) and the kernel cache, by a hash of their
-  // source made at build time; and LLVM's version as linked (a distribution update of
+  // What turns a kernel's key into machine code besides LLVM: the emitters, the element
+  // operations' definitions, this file (the optimisation pipeline, the target settings,
+  // libmvec's table) and the kernel cache, by a hash of their sources made at build time
+  // (codegen/CMakeLists.txt); and LLVM's version as linked (a distribution update of
   // the shared library changes it without changing the headers).
   unsigned major = 0, minor = 0, patch = 0;
   LLVMGetVersion(&major, &minor, &patch);

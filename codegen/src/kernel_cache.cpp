@@ -85,9 +85,11 @@ std::vector<Jit::Tier> choose_tiers(llvm::Module& module, const std::vector<Kern
 }
 
 // The listed kernels in a module per tier: `tiers` given (one per listed kernel), or
-// chosen as a fresh compile would (choose_tiers). The kernels go into the full tier's
-// module first; those at the quick tier then move to the second one (emitted again
-// there).
+// chosen as a fresh compile would (choose_tiers). choose_tiers emits every kernel into
+// one module; the tier with more kernels keeps that module, and the other tier's
+// kernels are erased from it and emitted again into their own (a scalar gradient's
+// thousands of straight-line kernels are then emitted once). A quick-tier kernel's body
+// is merged into its entry function (merge_body).
 std::array<Group, 2> emit_groups(llvm::LLVMContext& context, const std::vector<KernelSpec>& kernels,
                                  const std::vector<std::size_t>& which, CompileOptions::Optimization optimization,
                                  std::optional<std::vector<Jit::Tier>> tiers = std::nullopt) {
@@ -98,22 +100,38 @@ std::array<Group, 2> emit_groups(llvm::LLVMContext& context, const std::vector<K
                                     Jit::Tier::quick, {}, {}}};
   Group& full = groups[0];
   Group& quick = groups[1];
-  std::vector<std::vector<llvm::Function*>> made;
-  if (!tiers) tiers = choose_tiers(*full.module, kernels, which, optimization, made);
-  else
-    for (std::size_t j = 0; j < which.size(); ++j)
-      if ((*tiers)[j] == Jit::Tier::full) emit_kernel(*full.module, kernels[which[j]], fmt::format("reel_kernel_{}", j));
-  for (std::size_t j = 0; j < which.size(); ++j) {
-    const std::string name = fmt::format("reel_kernel_{}", j);
-    Group& g = (*tiers)[j] == Jit::Tier::full ? full : quick;
-    g.kernels.push_back(which[j]);
-    g.entries.push_back(name);
-    if (&g == &full) continue;
-    if (!made.empty()) {  // (emitted into the full tier's module by choose_tiers)
+  auto name = [](std::size_t j) { return fmt::format("reel_kernel_{}", j); };
+  // emitted[j]: the module kernel j is in already, or null.
+  std::vector<llvm::Module*> emitted(which.size(), nullptr);
+  if (!tiers) {
+    std::vector<std::vector<llvm::Function*>> made;
+    tiers = choose_tiers(*full.module, kernels, which, optimization, made);
+    const auto quick_count = std::count(tiers->begin(), tiers->end(), Jit::Tier::quick);
+    const Jit::Tier keeps = 2 * quick_count > static_cast<std::ptrdiff_t>(which.size()) ? Jit::Tier::quick
+                                                                                          : Jit::Tier::full;
+    if (keeps == Jit::Tier::quick) {  // the emitted module becomes the quick tier's
+      std::swap(full.module, quick.module);
+      full.module->setModuleIdentifier("reel_kernels");
+      full.module->setSourceFileName("reel_kernels");
+      quick.module->setModuleIdentifier("reel_kernels_quick");
+      quick.module->setSourceFileName("reel_kernels_quick");
+    }
+    llvm::Module* kept = keeps == Jit::Tier::quick ? quick.module.get() : full.module.get();
+    for (std::size_t j = 0; j < which.size(); ++j) {
+      if ((*tiers)[j] == keeps) {
+        emitted[j] = kept;
+        continue;
+      }
       for (llvm::Function* f : made[j]) f->replaceAllUsesWith(llvm::PoisonValue::get(f->getType()));
       for (llvm::Function* f : made[j]) f->eraseFromParent();
     }
-    emit_kernel(*quick.module, kernels[which[j]], name);
+  }
+  for (std::size_t j = 0; j < which.size(); ++j) {
+    Group& g = (*tiers)[j] == Jit::Tier::full ? full : quick;
+    g.kernels.push_back(which[j]);
+    g.entries.push_back(name(j));
+    if (emitted[j] == nullptr) emit_kernel(*g.module, kernels[which[j]], name(j));
+    if (&g == &quick) merge_body(*g.module->getFunction(name(j)));
   }
   return groups;
 }
@@ -125,14 +143,16 @@ void add_group(Group& g, const std::vector<KernelSpec>& kernels, bool vector_mat
   auto& jit = Jit::get();
   verify_module(*g.module);
   // Named by content: the same kernels give the same module, object file and symbols
-  // in every process, which is what the disk cache keys on.
-  std::string ir;
-  {
-    llvm::raw_string_ostream os(ir);
-    g.module->print(os, nullptr);
-  }
-  const std::string descriptor = fmt::format("{}; tier {}; ir {} bytes {}", jit.descriptor(vector_math),
-                                             g.tier == Jit::Tier::full ? "full" : "quick", ir.size(), content_hash(ir));
+  // in every process, which is what the disk cache keys on. A kernel's key spells out
+  // its code (kernel_spec.hpp), given the sources that emit it, whose hash is part of
+  // jit.descriptor(): the module's content is its kernels' keys, in order. (Printing
+  // the module as IR text to hash it took a sixth of a cold compile of a 10^5-operation
+  // scalar gradient.)
+  std::string keys;
+  for (std::size_t i : g.kernels) keys.append(kernels[i].key).push_back('\n');
+  const std::string descriptor =
+      fmt::format("{}; tier {}; {} kernels, keys {}", jit.descriptor(vector_math),
+                  g.tier == Jit::Tier::full ? "full" : "quick", g.kernels.size(), content_hash(keys));
   const std::string id = content_hash(descriptor);
   const std::size_t count = g.kernels.size();
   std::vector<std::string> names;
