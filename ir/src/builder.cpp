@@ -69,9 +69,10 @@ Var TapeBuilder::call(std::string_view prim, std::vector<Var> args, Attrs attrs)
 }
 
 Var TapeBuilder::copy(const Op& op, std::vector<Var> args) {
-  Op o = op;
-  o.args = std::move(args);
-  return push(std::move(o));
+  // Every member but the arguments copied (not `Op o = op`, which copied the old
+  // arguments too, one allocation per operation of every pass for nothing).
+  static_assert(sizeof(Op) == 184, "a member added to Op: copy it here");
+  return push(Op{op.kind, op.prim, std::move(args), op.attrs, op.index, op.type, op.value, op.results});
 }
 
 std::vector<Var> TapeBuilder::inline_tape(const Tape& sub, std::span<const Var> inputs) {
