@@ -3,21 +3,42 @@
 
 namespace reel {
 
-Tape dce(const Tape& tape) {
+namespace {
+
+// Which operations stay: the live ones, and the result operations of a live call (part
+// of its line). Inputs are the signature; guards (effects) stay.
+std::vector<bool> kept(const Tape& tape) {
   check_structure("dce", tape);  // before the liveness walk reads arguments
-  std::vector<bool> live(tape.size() + 1, false);
-  for (Var o : tape.outputs) live[o] = true;
+  std::vector<bool> live(static_cast<std::size_t>(tape.size()) + 1, false);
+  for (Var o : tape.outputs) live[static_cast<std::size_t>(o)] = true;
   for (Var v = tape.size(); v >= 1; --v) {
     const Op& op = tape.op(v);
-    if (op.kind == OpKind::input) live[v] = true;  // inputs are the signature
-    if (op.kind == OpKind::call && op.prim->effect) live[v] = true;  // guards stay
-    if (live[v])
-      for (Var a : op.args) live[a] = true;
+    if (op.kind == OpKind::input) live[static_cast<std::size_t>(v)] = true;
+    if (op.kind == OpKind::call && op.prim->effect) live[static_cast<std::size_t>(v)] = true;
+    if (live[static_cast<std::size_t>(v)])
+      for (Var a : op.args) live[static_cast<std::size_t>(a)] = true;
   }
-  return passes::rewrite("dce", tape, [&](TapeBuilder& b, Var v, const Op& op, std::vector<Var> args) {
-    // A live call keeps all its result operations: they are part of its line.
-    const bool keep = live[v] || (op.kind == OpKind::result && live[op.args[0]]);
-    return keep ? b.copy(op, std::move(args)) : kNoVar;
+  std::vector<bool> keep = live;
+  for (Var v = 1; v <= tape.size(); ++v) {
+    const Op& op = tape.op(v);
+    if (op.kind == OpKind::result && live[static_cast<std::size_t>(op.args[0])]) keep[static_cast<std::size_t>(v)] = true;
+  }
+  return keep;
+}
+
+}  // namespace
+
+Tape dce(const Tape& tape) {
+  const std::vector<bool> keep = kept(tape);
+  return passes::rewrite_ops("dce", tape, [&](TapeBuilder& b, Var v, Op&& op) {
+    return keep[static_cast<std::size_t>(v)] ? b.take(std::move(op)) : kNoVar;
+  });
+}
+
+Tape passes::dce(Tape&& tape) {
+  const std::vector<bool> keep = kept(tape);
+  return rewrite_ops("dce", std::move(tape), [&](TapeBuilder& b, Var v, Op&& op) {
+    return keep[static_cast<std::size_t>(v)] ? b.take(std::move(op)) : kNoVar;
   });
 }
 

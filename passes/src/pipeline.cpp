@@ -12,6 +12,7 @@
 
 #include "reel/ir/loop_params.hpp"
 #include "reel/passes.hpp"
+#include "rewrite.hpp"
 
 namespace reel {
 
@@ -28,6 +29,15 @@ const std::map<std::string, Pass>& registry() {
       {"vectorize", vectorize},
   };
   return passes;
+}
+
+// The passes that can consume their input (passes/src/rewrite.hpp), by name; null for
+// the others.
+Tape (*consuming_form(const std::string& name))(Tape&&) {
+  if (name == "simplify") return passes::simplify;
+  if (name == "cse") return passes::cse;
+  if (name == "dce") return passes::dce;
+  return nullptr;
 }
 
 // A boolean environment setting read by `parse` (which may warn: the warning is printed).
@@ -180,6 +190,8 @@ Tape PassPipeline::run(const Tape& tape) const {
         t = vectorize(*current);
         current = &t;
       }
+    } else if (Tape (*consuming)(Tape&&) = current == &t ? consuming_form(names_[i]) : nullptr) {
+      t = consuming(std::move(t));  // (a tape this pipeline made: its operations are moved, not copied)
     } else {
       t = (*passes_[i])(*current);
       current = &t;

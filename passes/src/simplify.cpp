@@ -114,13 +114,14 @@ Var simpler(TapeBuilder& b, const Op& op, const std::vector<Var>& a) {
   return kNoVar;
 }
 
+Var simplify_step(TapeBuilder& b, Var, Op&& op) {
+  const Var s = simpler(b, op, op.args);
+  return s != kNoVar ? s : b.take(std::move(op));
+}
+
 }  // namespace
 
-Tape simplify(const Tape& tape) {
-  return passes::rewrite("simplify", tape, [](TapeBuilder& b, Var, const Op& op, std::vector<Var> args) {
-    const Var s = simpler(b, op, args);
-    return s != kNoVar ? s : b.copy(op, std::move(args));
-  });
-}
+Tape simplify(const Tape& tape) { return passes::rewrite_ops("simplify", tape, simplify_step); }
+Tape passes::simplify(Tape&& tape) { return rewrite_ops("simplify", std::move(tape), simplify_step); }
 
 }  // namespace reel

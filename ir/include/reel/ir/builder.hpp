@@ -23,6 +23,9 @@ class TapeBuilder {
   std::vector<Var> call_results(const Primitive& prim, std::vector<Var> args, Attrs attrs = {});
   // Copies an op of another tape, with its arguments renamed.
   Var copy(const Op& op, std::vector<Var> args);
+  // Appends an op of another tape whose arguments are already renamed into this one,
+  // moved rather than copied (passes/src/rewrite.hpp).
+  Var take(Op op) { return push(std::move(op)); }
 
   // Appends the operations of `sub` with its inputs replaced by `inputs` (in order; as
   // many as sub has); returns the variables of sub's outputs.
