@@ -16,14 +16,16 @@ Var TapeBuilder::input(const VarType& type) {
   return push(std::move(op));
 }
 
-Var TapeBuilder::constant(const Tensor& value) {
+Op TapeBuilder::constant_op(const Tensor& value) {
   Op op;
   op.kind = OpKind::constant;
   op.type = {value.dtype(), value.shape()};
   op.value = value;
   op.value.clear_trace_tags();
-  return push(std::move(op));
+  return op;
 }
+
+Var TapeBuilder::constant(const Tensor& value) { return push(constant_op(value)); }
 
 Var TapeBuilder::scalar(double value, DType dtype) { return constant(reel::scalar(value, dtype)); }
 
@@ -68,12 +70,14 @@ Var TapeBuilder::call(std::string_view prim, std::vector<Var> args, Attrs attrs)
   return call(primitive(prim), std::move(args), std::move(attrs));
 }
 
-Var TapeBuilder::copy(const Op& op, std::vector<Var> args) {
+Op TapeBuilder::renamed(const Op& op, std::vector<Var> args) {
   // Every member but the arguments copied (not `Op o = op`, which copied the old
   // arguments too, one allocation per operation of every pass for nothing).
   static_assert(sizeof(Op) == 184, "a member added to Op: copy it here");
-  return push(Op{op.kind, op.prim, std::move(args), op.attrs, op.index, op.type, op.value, op.results});
+  return Op{op.kind, op.prim, std::move(args), op.attrs, op.index, op.type, op.value, op.results};
 }
+
+Var TapeBuilder::copy(const Op& op, std::vector<Var> args) { return push(renamed(op, std::move(args))); }
 
 std::vector<Var> TapeBuilder::inline_tape(const Tape& sub, std::span<const Var> inputs) {
   check_structure("inline_tape", sub);

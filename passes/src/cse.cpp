@@ -69,11 +69,13 @@ struct OpEqual {
   }
 };
 
-// CSE's step: an operation equal to one already in the new tape is that one.
+// CSE's step: an operation equal to one already in the new tape is that one. Builder:
+// TapeBuilder, or passes::InPlace.
+template <class Builder>
 class Merger {
  public:
   explicit Merger(std::size_t size) : size_(size) {}
-  Var operator()(TapeBuilder& b, Var, Op&& op) {
+  Var operator()(Builder& b, Var, Op&& op) {
     if (builder_ != &b) {  // the first call: the set looks into the tape being built
       builder_ = &b;
       seen_ = std::make_unique<Set>(size_, OpHash{&b.tape()}, OpEqual{&b.tape()}, &arena_);
@@ -92,7 +94,7 @@ class Merger {
   // malloc was a fifth of CSE's time on a tape of a million operations.
   using Set = std::pmr::unordered_set<Var, OpHash, OpEqual>;
   std::size_t size_;
-  TapeBuilder* builder_ = nullptr;
+  Builder* builder_ = nullptr;
   std::pmr::monotonic_buffer_resource arena_;
   std::unique_ptr<Set> seen_;  // (destroyed before the arena)
 };
@@ -100,13 +102,13 @@ class Merger {
 }  // namespace
 
 Tape cse(const Tape& tape) {
-  Merger m(static_cast<std::size_t>(tape.size()));
+  Merger<TapeBuilder> m(static_cast<std::size_t>(tape.size()));
   return passes::rewrite_ops("cse", tape, std::ref(m));
 }
 
 Tape passes::cse(Tape&& tape) {
-  Merger m(static_cast<std::size_t>(tape.size()));
-  return rewrite_ops("cse", std::move(tape), std::ref(m));
+  Merger<InPlace> m(static_cast<std::size_t>(tape.size()));
+  return compact("cse", std::move(tape), std::ref(m));
 }
 
 }  // namespace reel

@@ -37,7 +37,7 @@ Tape dce(const Tape& tape) {
 
 Tape passes::dce(Tape&& tape) {
   const std::vector<bool> keep = kept(tape);
-  return rewrite_ops("dce", std::move(tape), [&](TapeBuilder& b, Var v, Op&& op) {
+  return compact("dce", std::move(tape), [&](InPlace& b, Var v, Op&& op) {
     return keep[static_cast<std::size_t>(v)] ? b.take(std::move(op)) : kNoVar;
   });
 }

@@ -19,42 +19,52 @@ Tape rewrite(const char* pass, const Tape& tape, const RewriteStep& step) {
   return b.finish();
 }
 
-namespace {
-
-// Op is copied member by member in TapeBuilder::copy too (ir/src/builder.cpp).
-static_assert(sizeof(Op) == 184, "a member added to Op: copy it in rewrite_ops");
-
-template <class Take>
-Tape rewrite_each(const char* pass, const Tape& tape, const OpStep& step, Take take) {
+Tape rewrite_ops(const char* pass, const Tape& tape, const OpStep& step) {
   check_structure(pass, tape);
   TapeBuilder b;
   b.reserve(static_cast<std::size_t>(tape.size()));
   std::vector<Var> map(static_cast<std::size_t>(tape.size()) + 1, kNoVar);
-  for (Var v = 1; v <= tape.size(); ++v) map[static_cast<std::size_t>(v)] = step(b, v, take(v, map));
+  for (Var v = 1; v <= tape.size(); ++v) {
+    const Op& op = tape.op(v);
+    std::vector<Var> args;
+    args.reserve(op.args.size());
+    for (Var a : op.args) args.push_back(map[static_cast<std::size_t>(a)]);
+    map[static_cast<std::size_t>(v)] = step(b, v, TapeBuilder::renamed(op, std::move(args)));
+  }
   std::vector<Var> outs;
   for (Var o : tape.outputs) outs.push_back(map[static_cast<std::size_t>(o)]);
   b.set_outputs(std::move(outs));
   return b.finish();
 }
 
-}  // namespace
-
-Tape rewrite_ops(const char* pass, const Tape& tape, const OpStep& step) {
-  return rewrite_each(pass, tape, step, [&](Var v, const std::vector<Var>& map) {
-    const Op& op = tape.op(v);
-    std::vector<Var> args;
-    args.reserve(op.args.size());
-    for (Var a : op.args) args.push_back(map[static_cast<std::size_t>(a)]);
-    return Op{op.kind, op.prim, std::move(args), op.attrs, op.index, op.type, op.value, op.results};
-  });
+Var InPlace::take(Op op) {
+  if (count_ >= next_)  // (a step that takes two operations for one would overwrite one unread)
+    throw Error("compact: internal error: a step kept more operations than it was given");
+  t_.ops[static_cast<std::size_t>(count_)] = std::move(op);
+  return ++count_;
 }
 
-Tape rewrite_ops(const char* pass, Tape&& tape, const OpStep& step) {
-  return rewrite_each(pass, tape, step, [&](Var v, const std::vector<Var>& map) {
-    Op& op = tape.ops[static_cast<std::size_t>(v - 1)];
+Var InPlace::copy(const Op& op, std::vector<Var> args) {
+  return take(TapeBuilder::renamed(op, std::move(args)));
+}
+
+Tape compact(const char* pass, Tape&& tape, const CompactStep& step) {
+  check_structure(pass, tape);
+  InPlace b(tape);
+  std::vector<Var> map(static_cast<std::size_t>(tape.size()) + 1, kNoVar);
+  for (Var v = 1; v <= tape.size(); ++v) {
+    Op op = std::move(tape.ops[static_cast<std::size_t>(v - 1)]);
     for (Var& a : op.args) a = map[static_cast<std::size_t>(a)];
-    return std::move(op);
-  });
+    b.next_ = v;
+    map[static_cast<std::size_t>(v)] = step(b, v, std::move(op));
+  }
+  tape.ops.erase(tape.ops.begin() + b.count_, tape.ops.end());
+  // (A tape CSE halved keeps its array no larger than it needs: the next pass reads it
+  // while it builds another.)
+  if (tape.ops.size() < tape.ops.capacity() / 2) tape.ops.shrink_to_fit();
+  for (Var& o : tape.outputs) o = map[static_cast<std::size_t>(o)];
+  tape.cleaned = false;
+  return std::move(tape);
 }
 
 }  // namespace reel::passes

@@ -70,7 +70,8 @@ Var placed_back(const Tape& t, const Op& op, const std::vector<Var>& a) {
 // folded into a new constant when that is small (a larger one would be one more copy in
 // memory). Placements too, since the slices of a constant that a placement would have
 // put back where they came from (placed_back) are constants by then.
-Var folded(TapeBuilder& b, const Op& op, const std::vector<Var>& a) {
+template <class Builder>
+Var folded(Builder& b, const Op& op, const std::vector<Var>& a) {
   const Primitive& p = *op.prim;
   const Tape& t = b.tape();
   const bool moves = p.structure == Structure::view || (p.lowering.strided_read && a.size() == 1) ||
@@ -87,7 +88,8 @@ Var folded(TapeBuilder& b, const Op& op, const std::vector<Var>& a) {
 // The simpler variable equal to `op` (with arguments `a` in the new tape), or kNoVar.
 // Reads the primitives' properties (identity elements, involution, views, strided
 // reads and placements), not their names.
-Var simpler(TapeBuilder& b, const Op& op, const std::vector<Var>& a) {
+template <class Builder>
+Var simpler(Builder& b, const Op& op, const std::vector<Var>& a) {
   if (op.kind != OpKind::call || op.results != 1) return kNoVar;
   const Tape& t = b.tape();
   const Primitive& p = *op.prim;
@@ -114,14 +116,16 @@ Var simpler(TapeBuilder& b, const Op& op, const std::vector<Var>& a) {
   return kNoVar;
 }
 
-Var simplify_step(TapeBuilder& b, Var, Op&& op) {
+// Builder: TapeBuilder, or passes::InPlace (each operation's place takes at most one).
+template <class Builder>
+Var simplify_step(Builder& b, Var, Op&& op) {
   const Var s = simpler(b, op, op.args);
   return s != kNoVar ? s : b.take(std::move(op));
 }
 
 }  // namespace
 
-Tape simplify(const Tape& tape) { return passes::rewrite_ops("simplify", tape, simplify_step); }
-Tape passes::simplify(Tape&& tape) { return rewrite_ops("simplify", std::move(tape), simplify_step); }
+Tape simplify(const Tape& tape) { return passes::rewrite_ops("simplify", tape, simplify_step<TapeBuilder>); }
+Tape passes::simplify(Tape&& tape) { return compact("simplify", std::move(tape), simplify_step<InPlace>); }
 
 }  // namespace reel

@@ -15,6 +15,7 @@ class TapeBuilder {
   void pop() { tape_.ops.pop_back(); }
   Var input(const VarType& type);
   Var constant(const Tensor& value);
+  static Op constant_op(const Tensor& value);  // the operation `constant` appends
   Var scalar(double value, DType dtype);  // 0-d constant
   Var call(const Primitive& prim, std::vector<Var> args, Attrs attrs = {});
   Var call(std::string_view prim, std::vector<Var> args, Attrs attrs = {});
@@ -23,6 +24,7 @@ class TapeBuilder {
   std::vector<Var> call_results(const Primitive& prim, std::vector<Var> args, Attrs attrs = {});
   // Copies an op of another tape, with its arguments renamed.
   Var copy(const Op& op, std::vector<Var> args);
+  static Op renamed(const Op& op, std::vector<Var> args);  // the operation `copy` appends
   // Appends an op of another tape whose arguments are already renamed into this one,
   // moved rather than copied (passes/src/rewrite.hpp).
   Var take(Op op) { return push(std::move(op)); }
