@@ -483,6 +483,26 @@ TEST_CASE("optimisation tiers: `automatic` is full for small straight-line code 
   CHECK(largest > 0.1);  // (a gradient that is not all zeros)
 }
 
+TEST_CASE("compile taking its tape: a cleaned tape kept without a copy, the same function as from a copy") {
+  const Tape traced = trace([](const Tensor& x) { return sum(exp(x) * sin(x * 2.0)); }, zeros({7}));
+  const Tape g = grad_tape(traced);
+  REQUIRE(g.cleaned);
+  const CompiledFunction copied = compile(g);
+  Tape moved_from = g;
+  const Op* const ops = moved_from.ops.data();
+  const CompiledFunction moved = compile(std::move(moved_from));
+  CHECK(moved.tape().ops.data() == ops);  // the same array: not copied
+  CHECK(to_string(moved.tape()) == to_string(copied.tape()));
+  const Tensor x = tensor({0.1, -0.4, 0.9, 1.3, -2.0, 0.0, 0.5});
+  const std::vector<Tensor> a = moved({x}), b = copied({x});
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i].values() == b[i].values());
+  // A tape not cleaned is cleaned first, either way.
+  const CompiledFunction from_traced = compile(Tape(traced));
+  CHECK(from_traced.tape().cleaned);
+  CHECK(from_traced({x})[0].item() == doctest::Approx(copied({x})[0].item()).epsilon(1e-14));
+}
+
 TEST_CASE("a compiled function writes into output slots nothing else holds, and only into those") {
   const CompiledFunction f =
       compile(trace([](const Tensor& a) { return std::vector<Tensor>{a * 2.0, sum(a)}; }, zeros({3})));

@@ -100,7 +100,7 @@ namespace detail {
 CompiledFunction compile_gradient(Tape traced) {
   Tape gradient = grad_tape(traced);
   traced = Tape();
-  return compile(gradient);
+  return compile(std::move(gradient));
 }
 
 }  // namespace detail

@@ -13,6 +13,7 @@
 #include "memory_plan.hpp"
 #include "program.hpp"
 #include "reel/parallel.hpp"
+#include "reel/passes.hpp"
 #include "schedule.hpp"
 #include "steps.hpp"
 #include "workspace.hpp"
@@ -45,11 +46,12 @@ struct Planned : codegen::ProgramPlan {
 
 // Everything before LLVM: reroll and the cleanup passes (unless the tape has run them last, as
 // grad_tape's and jvp_tape's have), plan, memory plan, schedule; loops' bodies alike.
-Planned plan_tape(const Tape& input, const CompileOptions& options) {
+template <class T>
+Planned plan_tape(T&& input, const CompileOptions& options) {
   if (options.chunk_elements < 0)
     throw Error(fmt::format("compile: CompileOptions::chunk_elements must be >= 0 (0: no chunks), given {}",
                             options.chunk_elements));
-  Planned p{codegen::plan_program(input, options.reuse_memory), {}};
+  Planned p{codegen::plan_program(std::forward<T>(input), options.reuse_memory), {}};
   p.schedule = codegen::make_schedule(p.tape, p.plan, options.chunk_elements);
   return p;
 }
@@ -88,10 +90,16 @@ void bind_steps(CompiledFunction::Impl& impl, codegen::Schedule schedule, std::v
 }  // namespace
 
 CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
+  if (tape.cleaned) return compile(Tape(tape), options);
+  verify(tape);  // (before the passes: errors name compile)
+  return compile(cleanup_traced(tape), options);
+}
+
+CompiledFunction compile(Tape&& tape, const CompileOptions& options) {
   // The thread pool is set up here (REEL_NUM_THREADS read), not in a call of the
   // compiled code.
   num_threads();
-  Planned p = plan_tape(tape, options);
+  Planned p = plan_tape(std::move(tape), options);
   auto impl = std::make_shared<CompiledFunction::Impl>();
   impl->options = options;
   for (Var o : p.tape.outputs) impl->output_types.push_back(p.tape.type(o));

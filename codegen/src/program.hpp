@@ -15,5 +15,6 @@ struct ProgramPlan {
 
 // Throws reel::Error for a malformed tape or an operation code generation cannot handle.
 ProgramPlan plan_program(const Tape& tape, bool reuse_memory);
+ProgramPlan plan_program(Tape&& tape, bool reuse_memory);  // (a cleaned tape moved, not copied)
 
 }  // namespace reel::codegen
