@@ -46,11 +46,15 @@ struct Planned : codegen::ProgramPlan {
 
 // Everything before LLVM: reroll and the cleanup passes (unless the tape has run them last, as
 // grad_tape's and jvp_tape's have), plan, memory plan, schedule; loops' bodies alike.
-template <class T>
-Planned plan_tape(T&& input, const CompileOptions& options) {
+void check_options(const CompileOptions& options) {
   if (options.chunk_elements < 0)
     throw Error(fmt::format("compile: CompileOptions::chunk_elements must be >= 0 (0: no chunks), given {}",
                             options.chunk_elements));
+}
+
+template <class T>
+Planned plan_tape(T&& input, const CompileOptions& options) {
+  check_options(options);
   Planned p{codegen::plan_program(std::forward<T>(input), options.reuse_memory), {}};
   p.schedule = codegen::make_schedule(p.tape, p.plan, options.chunk_elements);
   return p;
@@ -91,7 +95,8 @@ void bind_steps(CompiledFunction::Impl& impl, codegen::Schedule schedule, std::v
 
 CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
   if (tape.cleaned) return compile(Tape(tape), options);
-  verify(tape);  // (before the passes: errors name compile)
+  check_options(options);  // (before the passes, as the other overload: the same errors first)
+  verify(tape);
   return compile(cleanup_traced(tape), options);
 }
 

@@ -20,21 +20,9 @@ Tape rewrite(const char* pass, const Tape& tape, const RewriteStep& step) {
 }
 
 Tape rewrite_ops(const char* pass, const Tape& tape, const OpStep& step) {
-  check_structure(pass, tape);
-  TapeBuilder b;
-  b.reserve(static_cast<std::size_t>(tape.size()));
-  std::vector<Var> map(static_cast<std::size_t>(tape.size()) + 1, kNoVar);
-  for (Var v = 1; v <= tape.size(); ++v) {
-    const Op& op = tape.op(v);
-    std::vector<Var> args;
-    args.reserve(op.args.size());
-    for (Var a : op.args) args.push_back(map[static_cast<std::size_t>(a)]);
-    map[static_cast<std::size_t>(v)] = step(b, v, TapeBuilder::renamed(op, std::move(args)));
-  }
-  std::vector<Var> outs;
-  for (Var o : tape.outputs) outs.push_back(map[static_cast<std::size_t>(o)]);
-  b.set_outputs(std::move(outs));
-  return b.finish();
+  return rewrite(pass, tape, [&](TapeBuilder& b, Var v, const Op& op, std::vector<Var> args) {
+    return step(b, v, TapeBuilder::renamed(op, std::move(args)));
+  });
 }
 
 Var InPlace::take(Op op) {

@@ -61,8 +61,8 @@ KernelCacheStats kernel_cache_stats();
 
 // The persistent code cache (docs/codegen.md): the kernels' optimised machine code is
 // also kept on disk, so a new process compiling the same programs skips LLVM. One
-// file per module, named by a hash of what was compiled (the module's IR), the
-// options, Reel's and LLVM's versions and the host CPU and its features. A file that
+// file per module, named by a hash of what was compiled (its kernels' keys, and the
+// sources that turn a key into code), the options, Reel's and LLVM's versions and the host CPU and its features. A file that
 // is truncated, corrupt (checksum) or holds another program is ignored and replaced;
 // writes are atomic (a temporary file renamed into place); the directory is kept
 // under a size bound, least recently used files removed first.
