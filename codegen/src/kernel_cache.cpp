@@ -101,8 +101,7 @@ std::array<Group, 2> emit_groups(llvm::LLVMContext& context, const std::vector<K
   Group& full = groups[0];
   Group& quick = groups[1];
   auto name = [](std::size_t j) { return fmt::format("reel_kernel_{}", j); };
-  // emitted[j]: the module kernel j is in already, or null.
-  std::vector<llvm::Module*> emitted(which.size(), nullptr);
+  std::vector<bool> emitted(which.size(), false);  // kernel j is in its group's module already
   if (!tiers) {
     std::vector<std::vector<llvm::Function*>> made;
     tiers = choose_tiers(*full.module, kernels, which, optimization, made);
@@ -116,10 +115,9 @@ std::array<Group, 2> emit_groups(llvm::LLVMContext& context, const std::vector<K
       quick.module->setModuleIdentifier("reel_kernels_quick");
       quick.module->setSourceFileName("reel_kernels_quick");
     }
-    llvm::Module* kept = keeps == Jit::Tier::quick ? quick.module.get() : full.module.get();
     for (std::size_t j = 0; j < which.size(); ++j) {
       if ((*tiers)[j] == keeps) {
-        emitted[j] = kept;
+        emitted[j] = true;
         continue;
       }
       for (llvm::Function* f : made[j]) f->replaceAllUsesWith(llvm::PoisonValue::get(f->getType()));
@@ -130,7 +128,7 @@ std::array<Group, 2> emit_groups(llvm::LLVMContext& context, const std::vector<K
     Group& g = (*tiers)[j] == Jit::Tier::full ? full : quick;
     g.kernels.push_back(which[j]);
     g.entries.push_back(name(j));
-    if (emitted[j] == nullptr) emit_kernel(*g.module, kernels[which[j]], name(j));
+    if (!emitted[j]) emit_kernel(*g.module, kernels[which[j]], name(j));
     if (&g == &quick) merge_body(*g.module->getFunction(name(j)));
   }
   return groups;

@@ -18,28 +18,25 @@ std::vector<bool> kept(const Tape& tape) {
     if (live[static_cast<std::size_t>(v)])
       for (Var a : op.args) live[static_cast<std::size_t>(a)] = true;
   }
-  std::vector<bool> keep = live;
-  for (Var v = 1; v <= tape.size(); ++v) {
+  for (Var v = 1; v <= tape.size(); ++v) {  // (a result comes after its call)
     const Op& op = tape.op(v);
-    if (op.kind == OpKind::result && live[static_cast<std::size_t>(op.args[0])]) keep[static_cast<std::size_t>(v)] = true;
+    if (op.kind == OpKind::result && live[static_cast<std::size_t>(op.args[0])]) live[static_cast<std::size_t>(v)] = true;
   }
-  return keep;
+  return live;
 }
+
+// DCE's step. Builder: TapeBuilder, or passes::InPlace.
+template <class Builder>
+struct Keeper {
+  std::vector<bool> keep;
+  Var operator()(Builder& b, Var v, Op&& op) const {
+    return keep[static_cast<std::size_t>(v)] ? b.take(std::move(op)) : kNoVar;
+  }
+};
 
 }  // namespace
 
-Tape dce(const Tape& tape) {
-  const std::vector<bool> keep = kept(tape);
-  return passes::rewrite_ops("dce", tape, [&](TapeBuilder& b, Var v, Op&& op) {
-    return keep[static_cast<std::size_t>(v)] ? b.take(std::move(op)) : kNoVar;
-  });
-}
-
-Tape passes::dce(Tape&& tape) {
-  const std::vector<bool> keep = kept(tape);
-  return compact("dce", std::move(tape), [&](InPlace& b, Var v, Op&& op) {
-    return keep[static_cast<std::size_t>(v)] ? b.take(std::move(op)) : kNoVar;
-  });
-}
+Tape dce(const Tape& tape) { return passes::rewrite_ops("dce", tape, Keeper<TapeBuilder>{kept(tape)}); }
+Tape passes::dce(Tape&& tape) { return compact("dce", std::move(tape), Keeper<InPlace>{kept(tape)}); }
 
 }  // namespace reel

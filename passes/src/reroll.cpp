@@ -645,9 +645,11 @@ class Reroller {
       for (std::size_t i : pk.group[g]) is_packed[i] = true;
       for (std::size_t i = 0; i < count[g]; ++i)
         if (!is_packed[i]) out.push_back(args[first[g] + i]);
-      if (!pk.group[g].empty() && all_constant(b, args, first[g], pk.group[g])) {  // one constant
+      // The packed operands as one constant if they all are constants (as the xs packed,
+      // stacked constants, are), else concatenated.
+      if (!pk.group[g].empty() && all_constant(b, args, first[g], pk.group[g])) {
         out.push_back(b.constant(packed_constant(b, args, first[g], pk.group[g])));
-      } else if (!pk.group[g].empty()) {  // (the xs packed are stacked constants: one constant)
+      } else if (!pk.group[g].empty()) {
         std::vector<Var> parts;
         const Shape one = g == 2 ? Shape{L.R, 1} : Shape{1};
         for (std::size_t i : pk.group[g]) parts.push_back(b.reshape(args[first[g] + i], one));
