@@ -554,6 +554,35 @@ TEST_CASE("a compiled function writes into output slots nothing else holds, and 
   CHECK(slots[1].item() == 3.0);
 }
 
+TEST_CASE("a compiled function writes in place into a slot whose other holders the caller counts") {
+  const CompiledFunction f = compile(trace([](const Tensor& a) { return a * 2.0; }, zeros({3})));
+  const Tensor x = tensor({1.0, 2.0, 3.0});
+  const Tensor* args[1] = {&x};
+  Tensor out[1];
+  f.run(args, out);
+  Tensor alias = out[0];  // the caller's second name for its slot
+  CHECK(alias.same_storage(out[0]));
+  CHECK(out[0].unshared(2));
+  CHECK_FALSE(out[0].unshared());
+  const void* const kept = out[0].raw();
+  const Tensor x2 = tensor({-1.0, 0.5, 4.0});
+  const Tensor* args2[1] = {&x2};
+  const int two[1] = {2};
+  f.run(args2, out, two);  // two holders, both counted: written in place, seen through both
+  CHECK(out[0].raw() == kept);
+  CHECK(alias.values() == std::vector<double>{-2, 1, 8});
+  const int one[1] = {1};
+  f.run(args, out, one);  // one counted, two hold it: a new tensor, the alias untouched
+  CHECK(out[0].raw() != kept);
+  CHECK(alias.values() == std::vector<double>{-2, 1, 8});
+  CHECK(out[0].values() == std::vector<double>{2, 4, 6});
+  CHECK_FALSE(alias.same_storage(out[0]));
+  CHECK(out[0].reshaped({3, 1}).same_storage(out[0]));
+  const int none[2] = {1, 1};
+  CHECK_THROWS_WITH_AS(f.run(args, out, std::span<const int>(none)), doctest::Contains("a holder count per output (1), got 2"),
+                       Error);
+}
+
 TEST_CASE("Tensor::unshared: only a plain tensor holding memory of its own alone") {
   Tensor t = zeros({4});
   CHECK(t.unshared());

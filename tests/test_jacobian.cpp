@@ -469,6 +469,66 @@ TEST_CASE("jit_jacobian and jit_hessian into a kept result: the same values, wri
   check_close(S.dense(), jacobian(band, z).jacobian, 1e-10, 1e-12, "sparse into");
 }
 
+TEST_CASE("into writes in place through a result's second names; hits are counted on every thread") {
+  auto jf = jit_jacobian([](const Tensor& x) { return sin(x) * 3.0; });
+  Jacobian J;
+  const void* value = nullptr;
+  const void* jacobian_memory = nullptr;
+  for (int call = 0; call < 5; ++call) {
+    const Tensor x = randn({3}, 70 + call);
+    jf.into(J, x);
+    const Jacobian want = jacobian([](const Tensor& v) { return sin(v) * 3.0; }, x);
+    check_close(J.value, want.value, 1e-12, 1e-12, "into: value");
+    check_close(J.jacobian, want.jacobian, 1e-12, 1e-12, "into: jacobian");
+    CHECK(J.value.same_storage(J.values[0]));  // value and jacobian name values[0] and blocks[0][0]
+    CHECK(J.jacobian.same_storage(J.blocks[0][0]));
+    if (call == 2) value = J.value.raw(), jacobian_memory = J.jacobian.raw();
+    if (call > 2) {  // compiled: written in place, although two names hold each tensor
+      CHECK(J.value.raw() == value);
+      CHECK(J.jacobian.raw() == jacobian_memory);
+    }
+  }
+  // A copy of the value kept elsewhere keeps its values; the result's names follow the new tensor.
+  const Tensor old = J.value;
+  const std::vector<double> old_values = old.values();
+  jf.into(J, randn({3}, 80));
+  CHECK(old.values() == old_values);
+  CHECK(J.value.same_storage(J.values[0]));
+  CHECK_FALSE(J.value.same_storage(old));
+  // A second name pointed elsewhere by the caller is made a name of the result again.
+  J.jacobian = zeros({1});
+  jf.into(J, randn({3}, 81));
+  CHECK(J.jacobian.same_storage(J.blocks[0][0]));
+  CHECK(J.jacobian.shape() == Shape{3, 3});
+  // Hessians too.
+  auto jh = jit_hessian([](const Tensor& v) { return sum(exp(v)); });
+  Hessian H;
+  const void* hessian_memory = nullptr;
+  for (int call = 0; call < 4; ++call) {
+    const Tensor x = randn({2}, 90 + call);
+    jh.into(H, x);
+    check_close(H.hessian, hessian([](const Tensor& v) { return sum(exp(v)); }, x).hessian, 1e-12, 1e-12, "hessian");
+    CHECK(H.hessian.same_storage(H.blocks[0][0]));
+    if (call == 2) hessian_memory = H.hessian.raw();
+    if (call == 3) CHECK(H.hessian.raw() == hessian_memory);
+  }
+  // Hits counted exactly: this thread's, another thread's (its last hit remembered), and
+  // after each moved on to another cache.
+  auto jg = jit_jacobian([](const Tensor& x) { return x * 2.0; });
+  const Tensor x = tensor({1.0, 2.0});
+  const uint64_t before = jg.cache_info().hits;
+  for (int call = 0; call < 10; ++call) (void)jg(x);
+  std::thread worker([&] {
+    for (int call = 0; call < 7; ++call) (void)jg(x);
+    (void)jf(tensor({0.5, 0.5, 0.5}));  // (its memo moves to another cache)
+    for (int call = 0; call < 3; ++call) (void)jg(x);
+  });
+  worker.join();
+  (void)jf(tensor({0.5, 0.5, 0.5}));
+  CHECK(jg.cache_info().hits - before == 10 + 7 + 3 - 1);  // (the first call of all missed)
+  CHECK(jg.cache_info().misses == 1);
+}
+
 TEST_CASE("a cached function's hits on one signature, others between them, and branches: right values each time") {
   // (A thread remembers its last hit; these interleave signatures, branches and caches.)
   auto f = [](const Tensor& x) { return sum(x) > 0.0 ? x * x : -x * 3.0; };

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -378,9 +379,25 @@ bool in_blocks(const std::vector<std::vector<Tensor>>& blocks, const Tensor* t) 
   return std::any_of(blocks.begin(), blocks.end(), [&](const std::vector<Tensor>& row) { return in_list(row, t); });
 }
 
-// Assigned (not moved) to drop a kept result's copy of one of its tensors: the copy's
-// shape keeps its memory, so that copying the new tensor back into it allocates nothing.
-const Tensor kNoTensor;
+// How many of a kept result's tensors hold the memory of t, one of them taken: t and
+// those of the result's second names for its tensors (value, jacobian) that are
+// copies of it. Counted rather than dropped: a copy dropped and made again after the
+// call costs two atomic reference counts, the call's run writes in place with these.
+int holders_of(const Tensor& t, std::initializer_list<const Tensor*> names) {
+  int n = 1;
+  for (const Tensor* c : names) n += t.defined() && c->same_storage(t);
+  return n;
+}
+void take_holders(std::span<const Tensor> taken, std::initializer_list<const Tensor*> names, std::vector<int>& holders) {
+  for (const Tensor& t : taken) holders.push_back(holders_of(t, names));
+}
+
+// A result's second name for t made a copy of it again, unless it still is one (t was
+// written in place).
+void name_again(Tensor& name, const Tensor& t) {
+  if (name.defined() && name.same_storage(t) && name.dtype() == t.dtype() && same_shape(name.shape(), t.shape())) return;
+  name = t;
+}
 
 }  // namespace
 
@@ -392,11 +409,11 @@ bool HessianDerivation::holds(const Hessian& r, const Tensor* t) const {
   return t == &r.value || t == &r.hessian || in_list(r.grads, t) || in_blocks(r.blocks, t);
 }
 
-void JacobianDerivation::take(Jacobian& r, std::vector<Tensor>& outs) const {
-  r.value = kNoTensor;  // (copies of values[0] and blocks[0][0]: dropped so that those are unshared)
-  r.jacobian = kNoTensor;
+void JacobianDerivation::take(Jacobian& r, std::vector<Tensor>& outs, std::vector<int>& holders) const {
+  const std::size_t first = outs.size();
   for (Tensor& v : r.values) outs.push_back(std::move(v));
   take_blocks(r.blocks, outs);
+  take_holders(std::span<const Tensor>(outs).subspan(first), {&r.value, &r.jacobian}, holders);
 }
 
 void JacobianDerivation::put(Jacobian& r, std::vector<Tensor>& outs, const void* info) const {
@@ -407,8 +424,9 @@ void JacobianDerivation::put(Jacobian& r, std::vector<Tensor>& outs, const void*
     return;
   }
   for (std::size_t o = 0; o < in.outputs; ++o) r.values[o] = std::move(outs.at(o));
-  r.value = r.values[0];
-  r.jacobian = r.blocks[0].empty() ? Tensor() : r.blocks[0][0];
+  name_again(r.value, r.values[0]);
+  if (r.blocks[0].empty()) r.jacobian = Tensor();
+  else name_again(r.jacobian, r.blocks[0][0]);
 }
 
 // Forward over reverse: the gradient tape's forward pass batched over the n identity
@@ -453,12 +471,13 @@ Hessian HessianDerivation::unpack(std::vector<Tensor> outs, const void* info) co
   return h;
 }
 
-void HessianDerivation::take(Hessian& r, std::vector<Tensor>& outs) const {
-  r.hessian = kNoTensor;  // (a copy of blocks[0][0])
+void HessianDerivation::take(Hessian& r, std::vector<Tensor>& outs, std::vector<int>& holders) const {
+  const std::size_t first = outs.size();
   if (r.value.defined()) outs.push_back(std::move(r.value));
   for (Tensor& g : r.grads)
     if (g.defined()) outs.push_back(std::move(g));
   take_blocks(r.blocks, outs);
+  take_holders(std::span<const Tensor>(outs).subspan(first), {&r.hessian}, holders);
 }
 
 void HessianDerivation::put(Hessian& r, std::vector<Tensor>& outs, const void* info) const {
@@ -472,7 +491,8 @@ void HessianDerivation::put(Hessian& r, std::vector<Tensor>& outs, const void* i
   r.value = std::move(outs.at(0));
   std::size_t g = 1;
   for (std::size_t a = 0; a < in.arg_float.size(); ++a) r.grads[a] = in.arg_float[a] ? std::move(outs.at(g++)) : Tensor();
-  r.hessian = r.blocks.empty() ? Tensor() : r.blocks[0][0];
+  if (r.blocks.empty()) r.hessian = Tensor();
+  else name_again(r.hessian, r.blocks[0][0]);
 }
 
 // NaN seeds: column j's tangent direction is NaN at j and 0 elsewhere; an entry is a

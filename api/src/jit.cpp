@@ -48,6 +48,14 @@ struct Path {
   std::atomic<uint64_t> calls{1};             // successful interpreted runs; the trace was the first
 };
 
+// One thread's hits through its memo of one cache: written by that thread alone, so
+// counted with a plain load and store (no atomic read-modify-write on a hit), read by
+// JitCore::info on any thread.
+struct HitCount {
+  std::atomic<uint64_t> n{0};
+  void add_one() { n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+};
+
 struct Entry {
   std::vector<std::string> key;  // its parts as text, for explaining misses
   std::vector<std::shared_ptr<Path>> paths;
@@ -66,8 +74,11 @@ struct JitCore::State {
   std::recursive_mutex miss_mutex;  // recursive: f may call its own cached function
   std::unordered_map<std::string, Entry, KeyHash, std::equal_to<>> entries;
   std::list<std::string> recency;  // most recently used first
-  CacheInfo info;                  // hits are counted in `hits`, without the lock
+  CacheInfo info;                  // hits are counted in `hits` and `memo_hits`, without the lock
   std::atomic<uint64_t> hits{0};
+  // The hits of threads' memos (HitMemo::hits), one counter per thread that remembers
+  // this cache; a counter no memo holds any more is folded into `hits`.
+  std::vector<std::shared_ptr<detail::HitCount>> memo_hits;
   // Counts every change to what a lookup finds (a path added or dropped, a path or a
   // signature moved to the front): a thread's HitMemo holds while it is unchanged.
   std::atomic<uint64_t> generation{0};
@@ -82,21 +93,35 @@ std::atomic<uint64_t> next_core_id{1};
 // found at. While that cache's generation is unchanged its key still finds that path
 // first (its signature the most recently used), so a call with the same key runs it
 // without the lock and the lookup: what a cached function called in a loop with one
-// signature does on every call. The path is held weakly (an evicted path, or a
-// destroyed cache's, is freed at once, whatever threads remembered it). `busy` while the
-// memo's path runs: a call made from inside it (an external step calling a cached
-// function) neither reads nor replaces it.
+// signature does on every call, with no atomic read-modify-write but the hit count.
+// The memo holds its path: a destroyed cache empties its paths (JitCore::~JitCore);
+// an evicted path is freed when the memos holding it let go (at once on the thread
+// that evicts; on another thread at its next cached call or at its end). `busy` while the memo's path runs and
+// its hit is used: a call made from inside (an external step calling a cached function)
+// neither reads nor replaces it.
 struct HitMemo {
   uint64_t core = 0;
   uint64_t generation = 0;
   std::string key;
-  std::weak_ptr<Path> path;
+  std::shared_ptr<Path> path;
+  std::shared_ptr<detail::HitCount> hits;  // this thread's, for `core`
   bool busy = false;
   void clear() {
     core = 0;
     path.reset();
+    hits.reset();
   }
 };
+
+// (Under the state's lock.) Counters no memo holds are folded into the total.
+void fold_memo_hits(std::vector<std::shared_ptr<detail::HitCount>>& counts, std::atomic<uint64_t>& total) {
+  std::erase_if(counts, [&](const std::shared_ptr<detail::HitCount>& c) {
+    if (c.use_count() != 1) return false;
+    std::atomic_thread_fence(std::memory_order_acquire);  // (after the memo's last count)
+    total.fetch_add(c->n.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return true;
+  });
+}
 
 }  // namespace
 
@@ -110,7 +135,27 @@ JitCore::JitCore(JitOptions options, const char* what) : s_(std::make_unique<Sta
   s_->id = next_core_id.fetch_add(1, std::memory_order_relaxed);
 }
 
-JitCore::~JitCore() = default;
+namespace {
+// Lets go of this thread's memo of a cache's path, unless a hit of it is in use.
+void forget_memo(uint64_t core) {
+  HitMemo* const memo = detail::thread_object<HitMemo>();
+  if (memo != nullptr && !memo->busy && memo->core == core) memo->clear();
+}
+}  // namespace
+
+JitCore::~JitCore() {
+  forget_memo(s_->id);
+  // Other threads' memos may hold some of these paths (until their next cached call):
+  // what the paths own goes now (the tape and its captures, the compiled code), which
+  // is safe because no call of this cache runs while it is destroyed, and no memo
+  // uses a path of a cache whose id is gone.
+  for (auto& [_, e] : s_->entries)
+    for (auto& p : e.paths) {
+      p->compiled.reset();
+      p->tape = Tape();
+      p->structure.reset();
+    }
+}
 
 // Compiles a path once (whichever thread gets there first), counting the time.
 void JitCore::compile_path(Path& p) {
@@ -155,13 +200,19 @@ std::vector<std::shared_ptr<Path>> JitCore::paths_now(std::string_view key) {
 // compiles it); a failing guard throws GuardFailure.
 JitCore::Hit JitCore::run_path(Path& p, std::span<const Tensor* const> tensors, const Look& look) {
   const bool compiled = p.ready.load(std::memory_order_acquire);
-  Hit hit{{}, p.structure};
+  Hit hit;
+  hit.structure = p.structure.get();
   const std::size_t made = compiled ? p.compiled->num_outputs() : p.tape.outputs.size();
   if (!look.out.empty() && look.out.size() != made)
     throw Error(fmt::format("{}: a cached path makes {} outputs, the call expects {}", s_->what, made, look.out.size()));
   if (compiled) {
-    if (look.out.empty() && look.recycle != nullptr && look.recycle->size() == made) hit.outputs = std::move(*look.recycle);
-    else if (look.out.empty()) hit.outputs.resize(made);
+    if (look.out.empty() && look.recycle != nullptr && look.recycle->size() == made) {
+      hit.outputs = std::move(*look.recycle);
+      if (look.holders != nullptr && look.holders->size() == made) p.compiled->run(tensors, hit.outputs, *look.holders);
+      else p.compiled->run(tensors, hit.outputs);
+      return hit;
+    }
+    if (look.out.empty()) hit.outputs.resize(made);
     p.compiled->run(tensors, look.out.empty() ? std::span<Tensor>(hit.outputs) : look.out);
     return hit;
   }
@@ -227,18 +278,17 @@ std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const T
   Attempt a(look);
   HitMemo* const memo = detail::thread_object<HitMemo>();  // (null at the thread's end)
   const bool use_memo = memo != nullptr && !memo->busy;
-  std::shared_ptr<Path> remembered;
   if (use_memo && memo->core == s_->id && memo->generation == s_->generation.load(std::memory_order_acquire) &&
-      memo->key == key && (remembered = memo->path.lock()) != nullptr) {
+      memo->key == key && memo->path != nullptr) {
     memo->busy = true;
     try {
-      Hit hit = run_path(*remembered, tensors, look);
-      memo->busy = false;
-      s_->hits.fetch_add(1, std::memory_order_relaxed);
+      Hit hit = run_path(*memo->path, tensors, look);
+      hit.busy_ = &memo->busy;  // (cleared when the hit is gone: until then the memo holds its path)
+      memo->hits->add_one();
       return hit;
     } catch (const GuardFailure& e) {  // the full lookup goes on, without this path
       memo->busy = false;
-      a.failed_with(std::move(remembered), e);
+      a.failed_with(std::move(memo->path), e);
       memo->clear();
     } catch (...) {
       memo->busy = false;
@@ -256,11 +306,18 @@ std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const T
       if (p != a.first) {
         promote(key, p);
       } else if (use_memo) {
+        if (memo->core != s_->id || memo->hits == nullptr) {
+          memo->hits = std::make_shared<detail::HitCount>();
+          std::lock_guard<std::mutex> lock(s_->mutex);
+          fold_memo_hits(s_->memo_hits, s_->hits);
+          s_->memo_hits.push_back(memo->hits);
+        }
         memo->core = s_->id;
         memo->generation = generation;
         memo->key.assign(key);
         memo->path = p;
       }
+      hit.path_ = std::move(p);  // (the structure's owner, while the hit is used)
       return hit;
     } catch (const GuardFailure& e) {
       if (use_memo) memo->busy = false;
@@ -326,9 +383,12 @@ void JitCore::add(std::string_view key, std::vector<std::string> parts, Tape tap
   if (s_->options.compile_after == 1) compile_path(*path);  // compiled at once: counted as the first call's
   if (!out.empty() && path->ready.load(std::memory_order_acquire)) path->compiled->run(tensors, out);
   else if (!out.empty()) detail::move_outputs(play(path->tape, detail::tensor_list(tensors)), out);
-  std::lock_guard<std::mutex> lock(s_->mutex);
-  insert_path(key, std::move(parts), std::move(path), evicted);
-  evict_signatures(evicted);
+  {
+    std::lock_guard<std::mutex> lock(s_->mutex);
+    insert_path(key, std::move(parts), std::move(path), evicted);
+    evict_signatures(evicted);
+  }
+  if (!evicted.empty()) forget_memo(s_->id);  // (it may hold an evicted path)
 }
 
 // (Under the lock.) The newest path first in its signature's list, the signature made
@@ -370,7 +430,9 @@ void JitCore::evict_signatures(std::vector<std::shared_ptr<Path>>& evicted) {
 CacheInfo JitCore::info() const {
   std::lock_guard<std::mutex> lock(s_->mutex);
   CacheInfo i = s_->info;
+  fold_memo_hits(s_->memo_hits, s_->hits);
   i.hits = s_->hits.load(std::memory_order_relaxed);
+  for (const auto& c : s_->memo_hits) i.hits += c->n.load(std::memory_order_relaxed);
   return i;
 }
 

@@ -149,6 +149,14 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
   run_steps(args, outputs, false);
 }
 
+void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor> outputs,
+                           std::span<const int> holders) const {
+  if (holders.size() != outputs.size())
+    throw Error(fmt::format("compiled function: expected a holder count per output ({}), got {}", outputs.size(),
+                            holders.size()));
+  run_steps(args, outputs, false, holders);
+}
+
 namespace {
 // The step times CompiledFunction::profile gathers (on its own thread only).
 thread_local std::vector<double>* step_seconds = nullptr;
@@ -188,13 +196,14 @@ std::string CompiledFunction::profile(const std::vector<Tensor>& args, int runs)
   return text;
 }
 
-void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<Tensor> outputs, bool timed) const {
+void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<Tensor> outputs, bool timed,
+                                 std::span<const int> holders) const {
   const Impl& impl = checked();
   // The common case checked inline; on a mismatch, the shared check builds the message.
   bool ok = args.size() == impl.input_types.size();
   for (std::size_t i = 0; ok && i < args.size(); ++i)
     ok = args[i]->defined() && args[i]->dtype() == impl.input_types[i].dtype &&
-         args[i]->shape() == impl.input_types[i].shape;
+         same_shape(args[i]->shape(), impl.input_types[i].shape);
   if (!ok) {
     std::vector<Tensor> copies;
     for (const Tensor* a : args) copies.push_back(*a);
@@ -218,8 +227,12 @@ void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<
   // written in place (a caller's kept results). Any other filled slot may hold one of
   // the arguments (x = f(x)), whose memory must outlive the call: its new output is
   // made aside and handed over after it.
-  const auto reusable = [&](const Tensor& o, const VarType& type) {
-    if (!o.defined() || o.dtype() != type.dtype || o.shape() != type.shape || !o.unshared()) return false;
+  const auto reusable = [&](std::size_t k) {
+    const Tensor& o = outputs[k];
+    const VarType& type = impl.output_types[k];
+    if (!o.defined() || o.dtype() != type.dtype || !same_shape(o.shape(), type.shape) ||
+        !o.unshared(holders.empty() ? 1 : holders[k]))
+      return false;
     const auto* lo = static_cast<const unsigned char*>(o.raw());
     for (const Tensor* a : args) {
       const auto* alo = static_cast<const unsigned char*>(a->raw());
@@ -229,13 +242,13 @@ void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<
   };
   bool direct = true;  // every slot empty or reused
   for (std::size_t k = 0; direct && k < outputs.size(); ++k)
-    direct = !outputs[k].defined() || reusable(outputs[k], impl.output_types[k]);
+    direct = !outputs[k].defined() || reusable(k);
   std::vector<Tensor> staged;
   Tensor* result = outputs.data();
   if (!direct) {
     staged.resize(outputs.size());
     for (std::size_t k = 0; k < outputs.size(); ++k)
-      if (reusable(outputs[k], impl.output_types[k])) staged[k] = std::move(outputs[k]);
+      if (reusable(k)) staged[k] = std::move(outputs[k]);
     result = staged.data();
   }
 

@@ -60,7 +60,7 @@ class PyJit {
     };
     CachedCall call{
         .hit = [&](const JitCore::Hit& hit) {
-          return rebuilt(*static_cast<const py::object*>(hit.structure.get()), hit.outputs);
+          return rebuilt(*static_cast<const py::object*>(hit.structure), hit.outputs);
         },
         .uncached = [&] { return f_(*args); },
         .describe = [&] { return describe_all(args); },

@@ -102,8 +102,8 @@ Tensor Tensor::borrow(const void* data, DType dtype, Shape shape) {
   return t;
 }
 
-bool Tensor::unshared() const {
-  if (storage_ == nullptr || storage_.use_count() != 1 || annex_ != nullptr) return false;
+bool Tensor::unshared(long holders) const {
+  if (storage_ == nullptr || storage_.use_count() != holders || annex_ != nullptr) return false;
   // (use_count's load is relaxed: another thread's last copy, dropped just before, must
   // have finished with the memory before the caller writes it.)
   std::atomic_thread_fence(std::memory_order_acquire);
@@ -326,7 +326,7 @@ uint64_t stable_version(const ParamNode& node) {
   return node.version.load();
 }
 
-bool check_unrecorded_args(std::span<const Tensor* const> args, Unrecorded code) {
+bool check_unrecorded_args_tagged(std::span<const Tensor* const> args, Unrecorded code) {
   const bool compiled = code == Unrecorded::compiled;
   const auto which = [&](std::size_t i) {  // names argument i as the caller's messages do
     return compiled ? fmt::format("compiled function: argument {}", i + 1)

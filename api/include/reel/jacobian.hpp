@@ -117,16 +117,18 @@ struct Derived {
   std::shared_ptr<const void> info;
 };
 
-// A derivation may also give `into`'s two halves (CachedDerivative::into): take(r, outs)
-// moves a kept result's tensors out, in the derived tape's output order, for the
-// compiled code to write into; put(r, outs, info) moves the outputs back into r,
-// reusing its containers when their structure matches (else r = unpack(outs, info)).
+// A derivation may also give `into`'s two halves (CachedDerivative::into): take(r, outs,
+// holders) moves a kept result's tensors out, in the derived tape's output order, for
+// the compiled code to write into, with how many of r's tensors hold each one's memory
+// (it and r's copies of it: Jacobian::value of values[0]); put(r, outs, info) moves the
+// outputs back into r, reusing its containers when their structure matches (else
+// r = unpack(outs, info)).
 struct JacobianDerivation {
   using Result = Jacobian;
   JacobianMode mode = JacobianMode::automatic;
   Derived derive(const Tape& f, std::size_t num_args, std::span<const Tensor> inputs) const;
   Jacobian unpack(std::vector<Tensor> outs, const void* info) const;
-  void take(Jacobian& r, std::vector<Tensor>& outs) const;
+  void take(Jacobian& r, std::vector<Tensor>& outs, std::vector<int>& holders) const;
   void put(Jacobian& r, std::vector<Tensor>& outs, const void* info) const;
   bool holds(const Jacobian& r, const Tensor* t) const;  // t is one of r's tensors
 };
@@ -135,7 +137,7 @@ struct HessianDerivation {
   using Result = Hessian;
   Derived derive(const Tape& f, std::size_t num_args, std::span<const Tensor> inputs) const;
   Hessian unpack(std::vector<Tensor> outs, const void* info) const;
-  void take(Hessian& r, std::vector<Tensor>& outs) const;
+  void take(Hessian& r, std::vector<Tensor>& outs, std::vector<int>& holders) const;
   void put(Hessian& r, std::vector<Tensor>& outs, const void* info) const;
   bool holds(const Hessian& r, const Tensor* t) const;
 };
@@ -144,6 +146,7 @@ struct HessianDerivation {
 // no vector).
 struct IntoScratch {
   std::vector<Tensor> tensors;
+  std::vector<int> holders;
   bool busy = false;
 };
 
@@ -265,7 +268,8 @@ class CachedDerivative : public detail::CachedFunction<F> {
     if constexpr (detail::gives_numbers_for_reals<F, A...>()) {
       detail::numbers_as_kept_tensors<F>([&](const auto&... a) { call(r, reuse, a...); }, args...);
     } else {
-      constexpr bool can_reuse = requires(typename D::Result& x, std::vector<Tensor>& v) { d_.take(x, v); };
+      constexpr bool can_reuse =
+          requires(typename D::Result& x, std::vector<Tensor>& v, std::vector<int>& h) { d_.take(x, v, h); };
       reuse = reuse && can_reuse;
       const auto tensors = detail::tensor_pointers(args...);
       // An argument that is one of r's own tensors (jf.into(r, r.value)) is read by the
@@ -282,30 +286,34 @@ class CachedDerivative : public detail::CachedFunction<F> {
       // the thread's objects are gone, at its end).
       detail::IntoScratch* scratch = reuse ? detail::thread_object<detail::IntoScratch>() : nullptr;
       std::vector<Tensor> local;
+      std::vector<int> local_holders;
       const bool use_kept = scratch != nullptr && !scratch->busy;
       std::vector<Tensor>& taken = use_kept ? scratch->tensors : local;
+      std::vector<int>& holders = use_kept ? scratch->holders : local_holders;
       struct Release {
         std::vector<Tensor>* v;
+        std::vector<int>* h;
         bool* busy;
         ~Release() {
           v->clear();
+          h->clear();
           if (busy != nullptr) *busy = false;
         }
-      } release{&taken, use_kept ? &scratch->busy : nullptr};
+      } release{&taken, &holders, use_kept ? &scratch->busy : nullptr};
       if (use_kept) scratch->busy = true;
       if constexpr (can_reuse)
-        if (reuse) d_.take(r, taken);
+        if (reuse) d_.take(r, taken, holders);
       CachedCall call{.hit =
                           [&](JitCore::Hit& hit) {
                             if constexpr (can_reuse) {
                               if (reuse) {
-                                d_.put(r, hit.outputs, hit.structure.get());
+                                d_.put(r, hit.outputs, hit.structure);
                                 hit.outputs.clear();
                                 if (hit.outputs.capacity() > taken.capacity()) taken.swap(hit.outputs);
                                 return;
                               }
                             }
-                            r = d_.unpack(std::move(hit.outputs), hit.structure.get());
+                            r = d_.unpack(std::move(hit.outputs), hit.structure);
                           },
                       .uncached = [&] { r = detail::derive_and_play(d_, this->f_, args...); },
                       .describe = [&] { return detail::describe_args(args...); },
@@ -326,7 +334,7 @@ class CachedDerivative : public detail::CachedFunction<F> {
         detail::make_key(key, args...);
         return key.view();
       };
-      this->core_->call(key_of, tensors, {}, call, reuse ? &taken : nullptr);
+      this->core_->call(key_of, tensors, {}, call, reuse ? &taken : nullptr, &holders);
     }
   }
 

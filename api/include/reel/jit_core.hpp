@@ -201,9 +201,27 @@ class JitCore {
   // `what` names the front door in errors and in the log ("jit", "simplegrad", ...).
   JitCore(JitOptions options, const char* what);
   ~JitCore();
-  struct Hit {
+  // A hit's outputs, and the structure its path was added with (NewPath::structure),
+  // valid while the Hit lives: it holds the path (or, for the path this thread ran last,
+  // keeps that memo busy, which holds it), so that a hit takes no reference count.
+  class Hit {
+   public:
     std::vector<Tensor> outputs;
-    std::shared_ptr<const void> structure;  // the NewPath's
+    const void* structure = nullptr;
+
+    Hit() = default;
+    Hit(Hit&& o) noexcept
+        : outputs(std::move(o.outputs)), structure(o.structure), path_(std::move(o.path_)),
+          busy_(std::exchange(o.busy_, nullptr)) {}
+    Hit& operator=(Hit&&) = delete;
+    ~Hit() {
+      if (busy_ != nullptr) *busy_ = false;
+    }
+
+   private:
+    friend class JitCore;
+    std::shared_ptr<const void> path_;
+    bool* busy_ = nullptr;
   };
 
   // One call through the cache, the miss protocol of every front door: a call inside
@@ -219,14 +237,16 @@ class JitCore {
   // `recycle` (without `out`): tensors a compiled hit may write its outputs into, in
   // output order, when there are as many as it makes (CompiledFunction::run reuses
   // those of the right type that nothing else holds); they come back in the hit's
-  // `outputs`.
+  // `outputs`. `holders` (null, or one per recycled tensor): how many tensors the
+  // caller owns that hold each one's memory (CompiledFunction::run's).
   template <class MakeKey, class Call>
   auto call(const MakeKey& make_key, std::span<const Tensor* const> tensors, std::span<Tensor> out, Call& c,
-            std::vector<Tensor>* recycle = nullptr) {
+            std::vector<Tensor>* recycle = nullptr, const std::vector<int>* holders = nullptr) {
     if (detail::check_unrecorded_args(tensors, detail::Unrecorded::cached)) return c.uncached();
     const std::string_view key = make_key();
     Looks looks;
     looks.recycle = recycle;
+    looks.holders = holders;
     if (std::optional<Hit> hit = c.unlocked([&] { return run(key, tensors, looks.look(out)); })) return c.hit(*hit);
     const std::unique_lock<std::recursive_mutex> lock = c.waits ? miss_lock() : try_miss_lock();
     if (!lock.owns_lock()) return c.uncached();
@@ -258,19 +278,22 @@ class JitCore {
     std::string* failed = nullptr;
     const std::vector<std::string>* parts = nullptr;
     std::vector<Tensor>* recycle = nullptr;  // (call's)
+    const std::vector<int>* holders = nullptr;  // (call's)
   };
   // What the looks of one call share: the paths tried, the guards failed.
   struct Looks {
     std::vector<std::shared_ptr<const void>> tried;
     std::string failed;
     std::vector<Tensor>* recycle = nullptr;
+    const std::vector<int>* holders = nullptr;
     Look look(std::span<Tensor> out = {}, const std::vector<std::string>* parts = nullptr) {
       return {.out = out,
               .final = parts != nullptr,
               .tried = &tried,
               .failed = &failed,
               .parts = parts,
-              .recycle = recycle};
+              .recycle = recycle,
+              .holders = holders};
     }
   };
   std::optional<Hit> run(std::string_view key, std::span<const Tensor* const> tensors, const Look& look);

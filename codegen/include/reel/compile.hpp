@@ -102,6 +102,11 @@ class CompiledFunction {
   // half-computed values stay behind); a slot that was to get a new tensor keeps its
   // old one.
   void run(std::span<const Tensor* const> args, std::span<Tensor> outputs) const;
+  // The same, where outputs[k] is written in place when exactly holders[k] tensors hold
+  // its memory (Tensor::unshared(holders)): the slot and copies of it that the caller
+  // owns and means to overwrite (a result struct's second name for one of its tensors).
+  // `holders` has one element per output.
+  void run(std::span<const Tensor* const> args, std::span<Tensor> outputs, std::span<const int> holders) const;
   std::size_t num_outputs() const;
 
   const Tape& tape() const;            // the tape that was compiled (after cleanup)
@@ -127,7 +132,8 @@ class CompiledFunction {
  private:
   friend CompiledFunction compile(Tape&& tape, const CompileOptions& options);
   const Impl& checked() const;  // throws reel::Error for an empty (default-made) object
-  void run_steps(std::span<const Tensor* const> args, std::span<Tensor> outputs, bool timed) const;
+  void run_steps(std::span<const Tensor* const> args, std::span<Tensor> outputs, bool timed,
+                 std::span<const int> holders = {}) const;
   std::shared_ptr<const Impl> impl_;
 };
 

@@ -11,6 +11,15 @@ namespace reel {
 
 using Shape = std::vector<int64_t>;
 
+// a == b, inline: the checks of a compiled call compare a few short shapes, for which
+// a call to memcmp costs more than the comparison.
+inline bool same_shape(const Shape& a, const Shape& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 // Throws reel::Error (naming `op` when given) if the shape has more elements than
 // fit in int64 at 8 bytes each: such a tensor's byte count would overflow.
 int64_t numel(const Shape& shape, const char* op = nullptr);

@@ -76,7 +76,15 @@ class Tensor {
   // nothing else can see its values, and a call that writes results into tensors the
   // caller kept (CompiledFunction::run, a cached derivative's `into`) may overwrite it
   // in place instead of allocating a new one.
-  bool unshared() const;
+  bool unshared() const { return unshared(1); }
+  // The same where exactly `holders` tensors hold the memory, this one and holders - 1
+  // others the caller accounts for (a result struct's copies of one of its own tensors).
+  bool unshared(long holders) const;
+  // Whether both hold the same memory through the same owner (copies of one tensor, or
+  // views of it made by reshaped).
+  bool same_storage(const Tensor& other) const {
+    return !storage_.owner_before(other.storage_) && !other.storage_.owner_before(storage_);
+  }
 
   // Same storage seen with another shape of equal numel. Not an operation: while
   // tracing, use reel::reshape, which is recorded on the tape.
@@ -201,7 +209,12 @@ enum class Unrecorded { compiled, cached };
 // cannot be recorded on a tape). Cached code takes a traced tensor (not checked for
 // params: the enclosing trace handles them) and gets true back: it then calls the
 // function itself, which the enclosing trace records.
-bool check_unrecorded_args(std::span<const Tensor* const> args, Unrecorded code);
+bool check_unrecorded_args_tagged(std::span<const Tensor* const> args, Unrecorded code);
+inline bool check_unrecorded_args(std::span<const Tensor* const> args, Unrecorded code) {
+  for (const Tensor* a : args)  // (plain tensors, the usual case, checked inline)
+    if (!a->trace_tags().empty() || a->is_tracked()) return check_unrecorded_args_tagged(args, code);
+  return false;
+}
 }  // namespace detail
 
 // Largest |a - b| over elements; shapes must match.

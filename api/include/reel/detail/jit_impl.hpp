@@ -26,7 +26,7 @@ namespace detail {
 // A hit's result: its outputs rebuilt with the structure of the traced result.
 template <class R>
 R unflatten_hit(const JitCore::Hit& hit) {
-  return static_cast<const TreeDef<R>*>(hit.structure.get())->unflatten(hit.outputs);
+  return static_cast<const TreeDef<R>*>(hit.structure)->unflatten(hit.outputs);
 }
 
 // f traced on a cached call's arguments, for a miss: its values read become guards
