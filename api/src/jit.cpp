@@ -275,9 +275,9 @@ std::shared_ptr<Path> JitCore::next_path(std::string_view key, Attempt& a) {
 
 std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const Tensor* const> tensors,
                                          const Look& look) {
-  Attempt a(look);
   HitMemo* const memo = detail::thread_object<HitMemo>();  // (null at the thread's end)
   const bool use_memo = memo != nullptr && !memo->busy;
+  std::optional<Attempt> attempt;  // (made once the memo misses or fails: a memo hit makes none)
   if (use_memo && memo->core == s_->id && memo->generation == s_->generation.load(std::memory_order_acquire) &&
       memo->key == key && memo->path != nullptr) {
     memo->busy = true;
@@ -288,13 +288,16 @@ std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const T
       return hit;
     } catch (const GuardFailure& e) {  // the full lookup goes on, without this path
       memo->busy = false;
-      a.failed_with(std::move(memo->path), e);
+      attempt.emplace(look);
+      attempt->failed_with(std::move(memo->path), e);
       memo->clear();
     } catch (...) {
       memo->busy = false;
       throw;
     }
   }
+  if (!attempt) attempt.emplace(look);
+  Attempt& a = *attempt;
   uint64_t generation = 0;
   a.first = first_path(key, generation);
   while (std::shared_ptr<Path> p = next_path(key, a)) {

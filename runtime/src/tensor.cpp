@@ -84,7 +84,7 @@ Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape
 }
 
 namespace {
-// The deleter of memory that is not Reel's own (Tensor::unshared tells it apart):
+// The deleter of memory that is not Reel's own (Tensor::foreign_ marks it):
 // borrowed memory (no owner) is never freed; adopted memory is released with its owner.
 struct Foreign {
   std::shared_ptr<void> owner;
@@ -99,6 +99,7 @@ Tensor Tensor::borrow(const void* data, DType dtype, Shape shape) {
   t.numel_ = reel::numel(shape, "tensor");
   t.shape_ = std::move(shape);
   t.storage_ = std::shared_ptr<void>(const_cast<void*>(data), Foreign{});
+  t.foreign_ = true;
   return t;
 }
 
@@ -107,7 +108,7 @@ bool Tensor::unshared(long holders) const {
   // (use_count's load is relaxed: another thread's last copy, dropped just before, must
   // have finished with the memory before the caller writes it.)
   std::atomic_thread_fence(std::memory_order_acquire);
-  return std::get_deleter<Foreign>(storage_) == nullptr;
+  return !foreign_;
 }
 
 Tensor Tensor::adopt(std::shared_ptr<void> storage, DType dtype, Shape shape) {
@@ -122,6 +123,7 @@ Tensor Tensor::adopt(std::shared_ptr<void> storage, DType dtype, Shape shape) {
   if (storage != nullptr) {
     void* p = storage.get();
     t.storage_ = std::shared_ptr<void>(p, Foreign{std::move(storage)});
+    t.foreign_ = true;
   } else {
     t.storage_ = allocate(0);
   }

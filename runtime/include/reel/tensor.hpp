@@ -120,6 +120,7 @@ class Tensor {
  private:
   std::shared_ptr<void> storage_;
   DType dtype_ = DType::f64;
+  bool foreign_ = false;  // storage_ is borrowed or adopted memory, not Reel's own
   Shape shape_;
   int64_t numel_ = 0;
   std::shared_ptr<const detail::TensorAnnex> annex_;  // tags and track node; null for a plain tensor
