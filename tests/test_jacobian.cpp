@@ -500,6 +500,20 @@ TEST_CASE("into writes in place through a result's second names; hits are counte
   jf.into(J, randn({3}, 81));
   CHECK(J.jacobian.same_storage(J.blocks[0][0]));
   CHECK(J.jacobian.shape() == Shape{3, 3});
+  // A call that throws leaves the result empty (no name of half-written memory).
+  auto picky = jit_jacobian([](const Tensor& v) {
+    if (v.rank() != 1) throw Error("picky: expected a vector");
+    return sin(v);
+  });
+  Jacobian P;
+  for (int call = 0; call < 3; ++call) picky.into(P, tensor({0.1, 0.2}));
+  CHECK_THROWS_WITH_AS(picky.into(P, zeros({2, 2})), doctest::Contains("picky: expected a vector"), Error);
+  CHECK_FALSE(P.value.defined());
+  CHECK_FALSE(P.jacobian.defined());
+  CHECK(P.values.empty());
+  picky.into(P, tensor({0.3, 0.4}));
+  check_close(P.jacobian, jacobian([](const Tensor& v) { return sin(v); }, tensor({0.3, 0.4})).jacobian, 1e-12, 1e-12,
+              "into after a throw");
   // Hessians too.
   auto jh = jit_hessian([](const Tensor& v) { return sum(exp(v)); });
   Hessian H;

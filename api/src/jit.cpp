@@ -93,11 +93,12 @@ std::atomic<uint64_t> next_core_id{1};
 // found at. While that cache's generation is unchanged its key still finds that path
 // first (its signature the most recently used), so a call with the same key runs it
 // without the lock and the lookup: what a cached function called in a loop with one
-// signature does on every call, with no atomic read-modify-write but the hit count.
-// The memo holds its path: a destroyed cache empties its paths (JitCore::~JitCore);
-// an evicted path is freed when the memos holding it let go (at once on the thread
-// that evicts; on another thread at its next cached call or at its end). `busy` while the memo's path runs and
-// its hit is used: a call made from inside (an external step calling a cached function)
+// signature does on every call, with no atomic read-modify-write (its hits are counted
+// in a counter of its own). The memo holds its path: a destroyed cache empties the
+// paths in its lists (JitCore::~JitCore); an evicted path is freed when the memos
+// holding it let go: at once on the thread that evicts; on another thread when it
+// remembers another hit (found first by a lookup of any cache), when a guard of it
+// fails, or at its end. `busy` while the memo's path runs and its hit is used: a call made from inside (an external step calling a cached function)
 // neither reads nor replaces it.
 struct HitMemo {
   uint64_t core = 0;
@@ -318,7 +319,9 @@ std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const T
         memo->core = s_->id;
         memo->generation = generation;
         memo->key.assign(key);
-        memo->path = p;
+        // (The path it held goes after the memo is whole again: its destructor may run
+        // code that makes a cached call.)
+        const std::shared_ptr<Path> before = std::exchange(memo->path, p);
       }
       hit.path_ = std::move(p);  // (the structure's owner, while the hit is used)
       return hit;

@@ -119,7 +119,7 @@ Tensor Tensor::adopt(std::shared_ptr<void> storage, DType dtype, Shape shape) {
   t.shape_ = std::move(shape);
   if (storage == nullptr && t.numel_ > 0) throw Error("tensor: adopt needs memory for a non-empty tensor");
   // An empty tensor still needs storage to be defined: a shared empty block.
-  // (Held through a deleter of its own, so that unshared() knows the memory is not Reel's.)
+  // (Held through a deleter of its own and marked foreign_: unshared() knows the memory is not Reel's.)
   if (storage != nullptr) {
     void* p = storage.get();
     t.storage_ = std::shared_ptr<void>(p, Foreign{std::move(storage)});

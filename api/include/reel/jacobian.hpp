@@ -255,8 +255,8 @@ class CachedDerivative : public detail::CachedFunction<F> {
   // r holds the only reference to one and its shape is this call's (see
   // CompiledFunction::run), so a loop of calls allocates nothing for its results. A
   // copy of one of r's tensors kept elsewhere keeps its values (that slot gets a new
-  // tensor), but a pointer into r's memory sees the new ones. If the call throws, r's
-  // tensors may be gone.
+  // tensor), but a pointer into r's memory sees the new ones. If the call throws, r is
+  // left empty.
   template <class... A>
   void into(typename D::Result& r, const A&... args) const {
     call(r, true, args...);
@@ -334,7 +334,14 @@ class CachedDerivative : public detail::CachedFunction<F> {
         detail::make_key(key, args...);
         return key.view();
       };
-      this->core_->call(key_of, tensors, {}, call, reuse ? &taken : nullptr, &holders);
+      try {
+        this->core_->call(key_of, tensors, {}, call, reuse ? &taken : nullptr, &holders);
+      } catch (...) {
+        // r's tensors were taken, and its second names (value of values[0]) may hold
+        // half-written memory: none of it stays behind.
+        if (reuse) r = typename D::Result{};
+        throw;
+      }
     }
   }
 
