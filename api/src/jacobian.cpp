@@ -388,8 +388,9 @@ int holders_of(const Tensor& t, std::initializer_list<const Tensor*> names) {
   for (const Tensor* c : names) n += t.defined() && c->same_storage(t);
   return n;
 }
-void take_holders(std::span<const Tensor> taken, std::initializer_list<const Tensor*> names, std::vector<int>& holders) {
-  for (const Tensor& t : taken) holders.push_back(holders_of(t, names));
+// The holders of the tensors taken into `kept` from `first` on.
+void take_holders(Recycle& kept, std::size_t first, std::initializer_list<const Tensor*> names) {
+  for (std::size_t k = first; k < kept.tensors.size(); ++k) kept.holders.push_back(holders_of(kept.tensors[k], names));
 }
 
 // A result's second name for t made a copy of it again, unless it still is one (t was
@@ -409,11 +410,11 @@ bool HessianDerivation::holds(const Hessian& r, const Tensor* t) const {
   return t == &r.value || t == &r.hessian || in_list(r.grads, t) || in_blocks(r.blocks, t);
 }
 
-void JacobianDerivation::take(Jacobian& r, std::vector<Tensor>& outs, std::vector<int>& holders) const {
-  const std::size_t first = outs.size();
-  for (Tensor& v : r.values) outs.push_back(std::move(v));
-  take_blocks(r.blocks, outs);
-  take_holders(std::span<const Tensor>(outs).subspan(first), {&r.value, &r.jacobian}, holders);
+void JacobianDerivation::take(Jacobian& r, Recycle& kept) const {
+  const std::size_t first = kept.tensors.size();
+  for (Tensor& v : r.values) kept.tensors.push_back(std::move(v));
+  take_blocks(r.blocks, kept.tensors);
+  take_holders(kept, first, {&r.value, &r.jacobian});
 }
 
 void JacobianDerivation::put(Jacobian& r, std::vector<Tensor>& outs, const void* info) const {
@@ -471,13 +472,13 @@ Hessian HessianDerivation::unpack(std::vector<Tensor> outs, const void* info) co
   return h;
 }
 
-void HessianDerivation::take(Hessian& r, std::vector<Tensor>& outs, std::vector<int>& holders) const {
-  const std::size_t first = outs.size();
-  if (r.value.defined()) outs.push_back(std::move(r.value));
+void HessianDerivation::take(Hessian& r, Recycle& kept) const {
+  const std::size_t first = kept.tensors.size();
+  if (r.value.defined()) kept.tensors.push_back(std::move(r.value));
   for (Tensor& g : r.grads)
-    if (g.defined()) outs.push_back(std::move(g));
-  take_blocks(r.blocks, outs);
-  take_holders(std::span<const Tensor>(outs).subspan(first), {&r.hessian}, holders);
+    if (g.defined()) kept.tensors.push_back(std::move(g));
+  take_blocks(r.blocks, kept.tensors);
+  take_holders(kept, first, {&r.hessian});
 }
 
 void HessianDerivation::put(Hessian& r, std::vector<Tensor>& outs, const void* info) const {

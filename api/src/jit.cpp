@@ -98,8 +98,9 @@ std::atomic<uint64_t> next_core_id{1};
 // paths in its lists (JitCore::~JitCore); an evicted path is freed when the memos
 // holding it let go: at once on the thread that evicts; on another thread when it
 // remembers another hit (found first by a lookup of any cache), when a guard of it
-// fails, or at its end. `busy` while the memo's path runs and its hit is used: a call made from inside (an external step calling a cached function)
-// neither reads nor replaces it.
+// fails, or at its end. `busy` while the memo's path runs and its hit is used: a call
+// made from inside (an external step calling a cached function) neither reads nor
+// replaces it.
 struct HitMemo {
   uint64_t core = 0;
   uint64_t generation = 0;
@@ -146,8 +147,8 @@ void forget_memo(uint64_t core) {
 
 JitCore::~JitCore() {
   forget_memo(s_->id);
-  // Other threads' memos may hold some of these paths (until their next cached call):
-  // what the paths own goes now (the tape and its captures, the compiled code), which
+  // Other threads' memos may hold some of these paths (HitMemo says until when): what
+  // the paths own goes now (the tape and its captures, the compiled code), which
   // is safe because no call of this cache runs while it is destroyed, and no memo
   // uses a path of a cache whose id is gone.
   for (auto& [_, e] : s_->entries)
@@ -207,10 +208,9 @@ JitCore::Hit JitCore::run_path(Path& p, std::span<const Tensor* const> tensors, 
   if (!look.out.empty() && look.out.size() != made)
     throw Error(fmt::format("{}: a cached path makes {} outputs, the call expects {}", s_->what, made, look.out.size()));
   if (compiled) {
-    if (look.out.empty() && look.recycle != nullptr && look.recycle->size() == made) {
-      hit.outputs = std::move(*look.recycle);
-      if (look.holders != nullptr && look.holders->size() == made) p.compiled->run(tensors, hit.outputs, *look.holders);
-      else p.compiled->run(tensors, hit.outputs);
+    if (look.out.empty() && look.recycle != nullptr && look.recycle->tensors.size() == made) {
+      hit.outputs = std::move(look.recycle->tensors);
+      p.compiled->run(tensors, hit.outputs, look.recycle->holders);
       return hit;
     }
     if (look.out.empty()) hit.outputs.resize(made);
@@ -276,9 +276,9 @@ std::shared_ptr<Path> JitCore::next_path(std::string_view key, Attempt& a) {
 
 std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const Tensor* const> tensors,
                                          const Look& look) {
+  Attempt a(look);
   HitMemo* const memo = detail::thread_object<HitMemo>();  // (null at the thread's end)
   const bool use_memo = memo != nullptr && !memo->busy;
-  std::optional<Attempt> attempt;  // (made once the memo misses or fails: a memo hit makes none)
   if (use_memo && memo->core == s_->id && memo->generation == s_->generation.load(std::memory_order_acquire) &&
       memo->key == key && memo->path != nullptr) {
     memo->busy = true;
@@ -289,16 +289,13 @@ std::optional<JitCore::Hit> JitCore::run(std::string_view key, std::span<const T
       return hit;
     } catch (const GuardFailure& e) {  // the full lookup goes on, without this path
       memo->busy = false;
-      attempt.emplace(look);
-      attempt->failed_with(std::move(memo->path), e);
+      a.failed_with(std::move(memo->path), e);
       memo->clear();
     } catch (...) {
       memo->busy = false;
       throw;
     }
   }
-  if (!attempt) attempt.emplace(look);
-  Attempt& a = *attempt;
   uint64_t generation = 0;
   a.first = first_path(key, generation);
   while (std::shared_ptr<Path> p = next_path(key, a)) {

@@ -117,10 +117,10 @@ struct Derived {
   std::shared_ptr<const void> info;
 };
 
-// A derivation may also give `into`'s two halves (CachedDerivative::into): take(r, outs,
-// holders) moves a kept result's tensors out, in the derived tape's output order, for
-// the compiled code to write into, with how many of r's tensors hold each one's memory
-// (it and r's copies of it: Jacobian::value of values[0]); put(r, outs, info) moves the
+// A derivation may also give `into`'s two halves (CachedDerivative::into): take(r, kept)
+// moves a kept result's tensors out, in the derived tape's output order, for the
+// compiled code to write into, with how many of r's tensors hold each one's memory (it
+// and r's copies of it: Jacobian::value of values[0]); put(r, outs, info) moves the
 // outputs back into r, reusing its containers when their structure matches (else
 // r = unpack(outs, info)).
 struct JacobianDerivation {
@@ -128,7 +128,7 @@ struct JacobianDerivation {
   JacobianMode mode = JacobianMode::automatic;
   Derived derive(const Tape& f, std::size_t num_args, std::span<const Tensor> inputs) const;
   Jacobian unpack(std::vector<Tensor> outs, const void* info) const;
-  void take(Jacobian& r, std::vector<Tensor>& outs, std::vector<int>& holders) const;
+  void take(Jacobian& r, Recycle& kept) const;
   void put(Jacobian& r, std::vector<Tensor>& outs, const void* info) const;
   bool holds(const Jacobian& r, const Tensor* t) const;  // t is one of r's tensors
 };
@@ -137,7 +137,7 @@ struct HessianDerivation {
   using Result = Hessian;
   Derived derive(const Tape& f, std::size_t num_args, std::span<const Tensor> inputs) const;
   Hessian unpack(std::vector<Tensor> outs, const void* info) const;
-  void take(Hessian& r, std::vector<Tensor>& outs, std::vector<int>& holders) const;
+  void take(Hessian& r, Recycle& kept) const;
   void put(Hessian& r, std::vector<Tensor>& outs, const void* info) const;
   bool holds(const Hessian& r, const Tensor* t) const;
 };
@@ -145,8 +145,7 @@ struct HessianDerivation {
 // The tensors `into` takes from a kept result, per thread (reused, so a call allocates
 // no vector).
 struct IntoScratch {
-  std::vector<Tensor> tensors;
-  std::vector<int> holders;
+  Recycle kept;
   bool busy = false;
 };
 
@@ -269,7 +268,7 @@ class CachedDerivative : public detail::CachedFunction<F> {
       detail::numbers_as_kept_tensors<F>([&](const auto&... a) { call(r, reuse, a...); }, args...);
     } else {
       constexpr bool can_reuse =
-          requires(typename D::Result& x, std::vector<Tensor>& v, std::vector<int>& h) { d_.take(x, v, h); };
+          requires(typename D::Result& x, Recycle& kept) { d_.take(x, kept); };
       reuse = reuse && can_reuse;
       const auto tensors = detail::tensor_pointers(args...);
       // An argument that is one of r's own tensors (jf.into(r, r.value)) is read by the
@@ -285,31 +284,27 @@ class CachedDerivative : public detail::CachedFunction<F> {
       // a call on this thread is using it: f may call this function while traced; or
       // the thread's objects are gone, at its end).
       detail::IntoScratch* scratch = reuse ? detail::thread_object<detail::IntoScratch>() : nullptr;
-      std::vector<Tensor> local;
-      std::vector<int> local_holders;
+      Recycle local;
       const bool use_kept = scratch != nullptr && !scratch->busy;
-      std::vector<Tensor>& taken = use_kept ? scratch->tensors : local;
-      std::vector<int>& holders = use_kept ? scratch->holders : local_holders;
+      Recycle& taken = use_kept ? scratch->kept : local;
       struct Release {
-        std::vector<Tensor>* v;
-        std::vector<int>* h;
+        Recycle* kept;
         bool* busy;
         ~Release() {
-          v->clear();
-          h->clear();
+          kept->clear();
           if (busy != nullptr) *busy = false;
         }
-      } release{&taken, &holders, use_kept ? &scratch->busy : nullptr};
+      } release{&taken, use_kept ? &scratch->busy : nullptr};
       if (use_kept) scratch->busy = true;
       if constexpr (can_reuse)
-        if (reuse) d_.take(r, taken, holders);
+        if (reuse) d_.take(r, taken);
       CachedCall call{.hit =
                           [&](JitCore::Hit& hit) {
                             if constexpr (can_reuse) {
                               if (reuse) {
                                 d_.put(r, hit.outputs, hit.structure);
                                 hit.outputs.clear();
-                                if (hit.outputs.capacity() > taken.capacity()) taken.swap(hit.outputs);
+                                if (hit.outputs.capacity() > taken.tensors.capacity()) taken.tensors.swap(hit.outputs);
                                 return;
                               }
                             }
@@ -335,7 +330,7 @@ class CachedDerivative : public detail::CachedFunction<F> {
         return key.view();
       };
       try {
-        this->core_->call(key_of, tensors, {}, call, reuse ? &taken : nullptr, &holders);
+        this->core_->call(key_of, tensors, {}, call, reuse ? &taken : nullptr);
       } catch (...) {
         // r's tensors were taken, and its second names (value of values[0]) may hold
         // half-written memory: none of it stays behind.

@@ -194,6 +194,18 @@ namespace detail {
 struct Path;  // one traced path of a signature (api/src/jit.cpp)
 }
 
+// Tensors a compiled hit may write its outputs into (a kept result's, for `into`), in
+// output order, each with how many tensors the caller owns hold its memory (it and the
+// caller's copies of it: CompiledFunction::run's holders).
+struct Recycle {
+  std::vector<Tensor> tensors;
+  std::vector<int> holders;  // one per tensor
+  void clear() {
+    tensors.clear();
+    holders.clear();
+  }
+};
+
 // The cache of one cached function: the paths traced per signature (key), run compiled
 // or interpreted.
 class JitCore {
@@ -234,19 +246,16 @@ class JitCore {
   // its `outputs` stay empty: no vector on a hit. `make_key() -> string_view` builds the
   // key once the arguments are known not to be traced (a traced call runs uncached
   // whatever its key would have been; a param is refused before anything else).
-  // `recycle` (without `out`): tensors a compiled hit may write its outputs into, in
-  // output order, when there are as many as it makes (CompiledFunction::run reuses
-  // those of the right type that nothing else holds); they come back in the hit's
-  // `outputs`. `holders` (null, or one per recycled tensor): how many tensors the
-  // caller owns that hold each one's memory (CompiledFunction::run's).
+  // `recycle` (without `out`): tensors a compiled hit writes its outputs into when
+  // there are as many as it makes (CompiledFunction::run reuses those of the right
+  // type held by their counted holders alone); they come back in the hit's `outputs`.
   template <class MakeKey, class Call>
   auto call(const MakeKey& make_key, std::span<const Tensor* const> tensors, std::span<Tensor> out, Call& c,
-            std::vector<Tensor>* recycle = nullptr, const std::vector<int>* holders = nullptr) {
+            Recycle* recycle = nullptr) {
     if (detail::check_unrecorded_args(tensors, detail::Unrecorded::cached)) return c.uncached();
     const std::string_view key = make_key();
     Looks looks;
     looks.recycle = recycle;
-    looks.holders = holders;
     if (std::optional<Hit> hit = c.unlocked([&] { return run(key, tensors, looks.look(out)); })) return c.hit(*hit);
     const std::unique_lock<std::recursive_mutex> lock = c.waits ? miss_lock() : try_miss_lock();
     if (!lock.owns_lock()) return c.uncached();
@@ -277,23 +286,20 @@ class JitCore {
     std::vector<std::shared_ptr<const void>>* tried = nullptr;  // held: no address reuse
     std::string* failed = nullptr;
     const std::vector<std::string>* parts = nullptr;
-    std::vector<Tensor>* recycle = nullptr;  // (call's)
-    const std::vector<int>* holders = nullptr;  // (call's)
+    Recycle* recycle = nullptr;  // (call's)
   };
   // What the looks of one call share: the paths tried, the guards failed.
   struct Looks {
     std::vector<std::shared_ptr<const void>> tried;
     std::string failed;
-    std::vector<Tensor>* recycle = nullptr;
-    const std::vector<int>* holders = nullptr;
+    Recycle* recycle = nullptr;
     Look look(std::span<Tensor> out = {}, const std::vector<std::string>* parts = nullptr) {
       return {.out = out,
               .final = parts != nullptr,
               .tried = &tried,
               .failed = &failed,
               .parts = parts,
-              .recycle = recycle,
-              .holders = holders};
+              .recycle = recycle};
     }
   };
   std::optional<Hit> run(std::string_view key, std::span<const Tensor* const> tensors, const Look& look);
