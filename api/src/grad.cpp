@@ -98,9 +98,9 @@ std::vector<Tensor> play_forward(const Tape& tape, std::span<const Tensor> args,
 namespace detail {
 
 CompiledFunction compile_gradient(Tape traced) {
-  Tape gradient = grad_tape(traced);
+  Tape gradient = grad_tape(traced);  // (verified by grad_tape's reverse pass, and made from it)
   traced = Tape();
-  return compile(std::move(gradient));
+  return detail::compile_verified(std::move(gradient), {});
 }
 
 }  // namespace detail

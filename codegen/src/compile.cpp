@@ -44,20 +44,23 @@ struct Planned : codegen::ProgramPlan {
   codegen::Schedule schedule;
 };
 
-// Everything before LLVM: reroll and the cleanup passes (unless the tape has run them last, as
-// grad_tape's and jvp_tape's have), plan, memory plan, schedule; loops' bodies alike.
 void check_options(const CompileOptions& options) {
   if (options.chunk_elements < 0)
     throw Error(fmt::format("compile: CompileOptions::chunk_elements must be >= 0 (0: no chunks), given {}",
                             options.chunk_elements));
 }
 
-template <class T>
-Planned plan_tape(T&& input, const CompileOptions& options) {
-  check_options(options);
-  Planned p{codegen::plan_program(std::forward<T>(input), options.reuse_memory), {}};
+// Everything before LLVM: reroll and the cleanup passes (unless the tape has run them last, as
+// grad_tape's and jvp_tape's have), plan, memory plan, schedule; loops' bodies alike.
+Planned scheduled(codegen::ProgramPlan planned, const CompileOptions& options) {
+  Planned p{std::move(planned), {}};
   p.schedule = codegen::make_schedule(p.tape, p.plan, options.chunk_elements);
   return p;
+}
+
+Planned plan_tape(const Tape& input, const CompileOptions& options) {
+  check_options(options);
+  return scheduled(codegen::plan_program(input, options.reuse_memory), options);
 }
 
 // (At the tiers `quick` says, or with it empty at those a compile building them all
@@ -97,14 +100,21 @@ CompiledFunction compile(const Tape& tape, const CompileOptions& options) {
   if (tape.cleaned) return compile(Tape(tape), options);
   check_options(options);  // (before the passes, as the other overload: the same errors first)
   verify(tape);
-  return compile(cleanup_traced(tape), options);
+  return detail::compile_verified(cleanup_traced(tape), options);
 }
 
 CompiledFunction compile(Tape&& tape, const CompileOptions& options) {
+  check_options(options);
+  verify(tape);
+  return detail::compile_verified(std::move(tape), options);
+}
+
+CompiledFunction detail::compile_verified(Tape&& tape, const CompileOptions& options) {
   // The thread pool is set up here (REEL_NUM_THREADS read), not in a call of the
   // compiled code.
   num_threads();
-  Planned p = plan_tape(std::move(tape), options);
+  check_options(options);
+  Planned p = scheduled(codegen::plan_verified(std::move(tape), options.reuse_memory), options);
   auto impl = std::make_shared<CompiledFunction::Impl>();
   impl->options = options;
   for (Var o : p.tape.outputs) impl->output_types.push_back(p.tape.type(o));

@@ -1,5 +1,6 @@
 #include "kernel_spec.hpp"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 namespace reel::codegen {
@@ -31,7 +32,20 @@ int64_t product(const std::vector<int64_t>& v, std::size_t from) {
 
 std::vector<int64_t> contiguous(const Shape& shape) { return broadcast_strides(shape, shape); }
 
-std::string ints(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ",")); }
+std::string ints(const std::vector<int64_t>& v) {
+  std::string s;
+  append_ints(s, v);
+  return s;
+}
+
+void append_ints(std::string& to, const std::vector<int64_t>& v) {
+  to.push_back('[');
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) to.push_back(',');
+    fmt::format_to(std::back_inserter(to), FMT_COMPILE("{}"), v[i]);
+  }
+  to.push_back(']');
+}
 
 SplitExtent split_extent(const KernelSpec& k) {
   const KernelRow& row = kernel_row(k);
@@ -48,10 +62,12 @@ std::string make_key(const KernelSpec& k) {
 std::string key_head(const KernelSpec& k, const char* kind, const std::vector<int64_t>& dims,
                      const std::vector<int64_t>& segments) {
   std::string key = std::string(kind) + " (";
-  for (DType d : k.params) key += fmt::format("{} ", dtype_name(d));
-  key += ") dims " + ints(dims) + (k.empty ? " empty" : "");
-  if (!segments.empty()) key += " segments " + ints(segments);
-  if (!k.align.empty()) key += " align " + ints(k.align);
+  for (DType d : k.params) key.append(dtype_name(d)).push_back(' ');
+  key += ") dims ";
+  append_ints(key, dims);
+  if (k.empty) key += " empty";
+  if (!segments.empty()) append_ints(key += " segments ", segments);
+  if (!k.align.empty()) append_ints(key += " align ", k.align);
   return key;
 }
 

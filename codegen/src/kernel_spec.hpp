@@ -53,7 +53,9 @@ void coalesce(std::vector<int64_t>& dims, std::vector<std::vector<int64_t>>& str
 int64_t product(const std::vector<int64_t>& v, std::size_t from = 0);
 // Row-major element strides of a shape.
 std::vector<int64_t> contiguous(const Shape& shape);
-// A list of integers as keys spell it: [1,2,3].
+// A list of integers as keys spell it: [1,2,3]; append_ints writes it at the end of `to`
+// (a scalar trace makes thousands of keys).
 std::string ints(const std::vector<int64_t>& v);
+void append_ints(std::string& to, const std::vector<int64_t>& v);
 
 }  // namespace reel::codegen

@@ -19,8 +19,7 @@ ProgramPlan plan_program(const Tape& input, bool reuse_memory) {
   return planned(input.cleaned ? input : cleanup_traced(input), reuse_memory);  // reroll, then simplify, cse, dce
 }
 
-ProgramPlan plan_program(Tape&& input, bool reuse_memory) {
-  verify(input);
+ProgramPlan plan_verified(Tape&& input, bool reuse_memory) {
   return planned(input.cleaned ? std::move(input) : cleanup_traced(input), reuse_memory);
 }
 

@@ -15,6 +15,8 @@ struct ProgramPlan {
 
 // Throws reel::Error for a malformed tape or an operation code generation cannot handle.
 ProgramPlan plan_program(const Tape& tape, bool reuse_memory);
-ProgramPlan plan_program(Tape&& tape, bool reuse_memory);  // (a cleaned tape moved, not copied)
+// The same for a tape known to be well formed (detail::compile_verified), not verified
+// again; a cleaned one is moved, not copied.
+ProgramPlan plan_verified(Tape&& tape, bool reuse_memory);
 
 }  // namespace reel::codegen

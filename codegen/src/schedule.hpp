@@ -74,6 +74,13 @@ class Scheduler {
   // A kernel on these buffers, spec.align given (or empty).
   void add_kernel(KernelSpec spec, std::vector<BufferRef> buffers);
   void add_step(StepArgs step) { program_->steps.push_back(std::move(step)); }
+  // A number per variable of the tape for the step being scheduled to use, all -1
+  // between steps (the step puts back what it set): a fused loop numbers its values here
+  // (a map per loop was a tenth of scheduling a scalar gradient's thousands of loops).
+  std::vector<int>& var_scratch() {
+    if (scratch_.empty()) scratch_.assign(static_cast<std::size_t>(t_.size()) + 1, -1);
+    return scratch_;
+  }
 
  private:
   void schedule(const Step& step);
@@ -86,6 +93,7 @@ class Scheduler {
   std::vector<int64_t> constant_offsets_;  // per constant: byte offset in the pool
   std::vector<unsigned char> pool_;        // the constant pool, then the loop kernels' bodies' pools
   std::shared_ptr<Program> program_ = std::make_shared<Program>();
+  std::vector<int> scratch_;  // var_scratch
 };
 
 }  // namespace reel::codegen

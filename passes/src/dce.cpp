@@ -7,8 +7,10 @@ namespace {
 
 // Which operations stay: the live ones, and the result operations of a live call (part
 // of its line). Inputs are the signature; guards (effects) stay.
-std::vector<bool> kept(const Tape& tape) {
-  check_structure("dce", tape);  // before the liveness walk reads arguments
+// `check`: a caller's tape is checked before the liveness walk reads arguments (not one
+// a pass of the pipeline has just made: compact).
+std::vector<bool> kept(const Tape& tape, bool check) {
+  if (check) check_structure("dce", tape);
   std::vector<bool> live(static_cast<std::size_t>(tape.size()) + 1, false);
   for (Var o : tape.outputs) live[static_cast<std::size_t>(o)] = true;
   for (Var v = tape.size(); v >= 1; --v) {
@@ -36,7 +38,7 @@ struct Keeper {
 
 }  // namespace
 
-Tape dce(const Tape& tape) { return passes::rewrite_ops("dce", tape, Keeper<TapeBuilder>{kept(tape)}); }
-Tape passes::dce(Tape&& tape) { return compact("dce", std::move(tape), Keeper<InPlace>{kept(tape)}); }
+Tape dce(const Tape& tape) { return passes::rewrite_ops("dce", tape, Keeper<TapeBuilder>{kept(tape, true)}); }
+Tape passes::dce(Tape&& tape) { return compact("dce", std::move(tape), Keeper<InPlace>{kept(tape, false)}); }
 
 }  // namespace reel

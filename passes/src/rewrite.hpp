@@ -45,12 +45,14 @@ class InPlace {
 };
 // rewrite_ops on a tape to consume, in place: `step` gets each operation with its
 // arguments renamed and takes (keeps) it or one in its place, or stands another
-// variable for it.
+// variable for it. The tape is one a pass has just made, so well formed: it is not
+// checked (check_structure) again.
 using CompactStep = std::function<Var(InPlace&, Var, Op&&)>;
 Tape compact(const char* pass, Tape&& tape, const CompactStep& step);
 
 // The cleanup passes consuming their tape (what a pass pipeline runs on the tapes it
-// made): the same results as reel::simplify, cse and dce.
+// made, and only on those: compact does not check them): the same results as
+// reel::simplify, cse and dce.
 Tape simplify(Tape&& tape);
 Tape cse(Tape&& tape);
 Tape dce(Tape&& tape);

@@ -86,6 +86,15 @@ CodeCacheInfo code_cache_info();
 void set_code_cache_dir(const std::string& dir);
 void set_code_cache_max_bytes(int64_t bytes);
 
+class CompiledFunction;
+namespace detail {
+// reel::compile of a tape known to be well formed: one verified (reel::verify) by the
+// caller, or made by the pass pipeline from a verified tape (grad_tape's, which
+// reel::compile_grad compiles, or the cleanup passes' in reel::compile). It is not
+// verified again: at 10^5 operations that was a tenth of a gradient's compile.
+CompiledFunction compile_verified(Tape&& tape, const CompileOptions& options);
+}  // namespace detail
+
 // A tape compiled to native code. Call it like the tape: f(args) -> outputs. Copies
 // share the code, which is freed when the last copy goes. It may be called from
 // several threads at once (each thread gets its own workspace).
@@ -130,7 +139,7 @@ class CompiledFunction {
   struct Impl;
 
  private:
-  friend CompiledFunction compile(Tape&& tape, const CompileOptions& options);
+  friend CompiledFunction detail::compile_verified(Tape&& tape, const CompileOptions& options);
   const Impl& checked() const;  // throws reel::Error for an empty (default-made) object
   void run_steps(std::span<const Tensor* const> args, std::span<Tensor> outputs, bool timed,
                  std::span<const int> holders = {}) const;

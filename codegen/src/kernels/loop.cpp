@@ -2,6 +2,7 @@
 // stores, sums; ranges of the innermost dimension), its emission, and its row.
 #include "kernels/loop.hpp"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/Intrinsics.h>
@@ -28,12 +29,40 @@ using llvm::Value;
 
 // The loads of a loop: the inputs read element for element, then the strided reads, then
 // the gathers' indexed loads; `value` numbers each tape variable's local value.
+// Each tape variable's local value in a loop, numbered in the scheduler's scratch
+// (Scheduler::var_scratch), which it leaves as it found it.
+class LocalValues {
+ public:
+  explicit LocalValues(std::vector<int>& scratch) : s_(scratch) {}
+  LocalValues(const LocalValues&) = delete;
+  LocalValues& operator=(const LocalValues&) = delete;
+  ~LocalValues() {
+    for (Var v : set_) s_[static_cast<std::size_t>(v)] = -1;
+  }
+  void set(Var v, int value) {
+    int& x = s_[static_cast<std::size_t>(v)];
+    if (x < 0) set_.push_back(v);
+    x = value;
+  }
+  bool contains(Var v) const { return s_[static_cast<std::size_t>(v)] >= 0; }
+  int at(Var v) const {
+    const int x = s_[static_cast<std::size_t>(v)];
+    if (x < 0) throw Error(fmt::format("compile: internal error: %{} has no value in its loop", v));
+    return x;
+  }
+
+ private:
+  std::vector<int>& s_;
+  std::vector<Var> set_;
+};
+
 struct LoopLoads {
+  explicit LoopLoads(std::vector<int>& scratch) : value(scratch) {}
   // Each parameter's slot and the element its pointer starts at: 0, or a strided read's
   // offset (its own parameter, so that reads of different elements share a kernel).
   std::vector<int> param_slots;
   std::vector<int64_t> param_offsets;
-  std::unordered_map<Var, int> value;           // tape variable -> local value
+  LocalValues value;                            // tape variable -> local value
   std::map<std::size_t, Var> gathered_indices;  // a gather's load -> its indices
   std::map<std::size_t, Var> constant_loads;    // a constant's load -> the constant
   std::vector<int> placed_params;               // per LoopStep::placed: its parameter
@@ -65,7 +94,7 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
     if (std::find(plain.begin(), plain.end(), a) == plain.end() ||
         std::find(loop.rereads.begin(), loop.rereads.end(), a) != loop.rereads.end())
       continue;
-    ls.value[a] = static_cast<int>(s.loads.size());
+    ls.value.set(a, static_cast<int>(s.loads.size()));
     if (t.op(a).kind == OpKind::constant) ls.constant_loads[s.loads.size()] = a;
     // (A loop of one element iterates over nothing: loop_shape.)
     const std::vector<int64_t> strides =
@@ -81,7 +110,7 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
     const Var x = t.op(m).args[0];
     StridedMap sm = strided_map(t, m);
     if (loop.shape.empty()) sm.strides.clear();
-    ls.value[m] = static_cast<int>(s.loads.size());
+    ls.value.set(m, static_cast<int>(s.loads.size()));
     if (sm.offset > 0 && std::find(written.begin(), written.end(), p.slot_of[x]) == written.end())
       s.loads.push_back({param(x, sm.offset), t.type(x).dtype, sm.strides, -1, {}, 0, {}, {}, 0});
     else
@@ -101,7 +130,7 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
       l.strides.push_back(outer ? xs[d] : in_indices ? 0 : xs[d - rank + 1]);
       l.index_strides.push_back(in_indices ? is[d - axis] : 0);
     }
-    ls.value[m] = static_cast<int>(s.loads.size());
+    ls.value.set(m, static_cast<int>(s.loads.size()));
     ls.gathered_indices[s.loads.size()] = idx;
     s.loads.push_back(std::move(l));
   }
@@ -202,7 +231,7 @@ void schedule_loop(Scheduler& sch, const LoopStep& loop) {
     return;
   KernelSpec k;
   LoopSpec s;
-  LoopLoads ls;
+  LoopLoads ls(sch.var_scratch());
   add_loads(t, p, loop, k, s, ls);
   // A value in the loop: a member's, or a view's (its member's).
   auto value_of = [&](Var a) {
@@ -216,7 +245,7 @@ void schedule_loop(Scheduler& sch, const LoopStep& loop) {
     LoopSpec::Inst inst{op.prim, {}, {}, op.type.dtype};
     if (op.prim->structure == Structure::elementwise) inst.element = sch.element_rule(op);
     for (Var a : op.args) inst.args.push_back(value_of(a));
-    ls.value[m] = static_cast<int>(s.loads.size() + s.insts.size());
+    ls.value.set(m, static_cast<int>(s.loads.size() + s.insts.size()));
     s.insts.push_back(std::move(inst));
   }
   for (Var m : loop.members)
@@ -436,29 +465,42 @@ void emit_loop(KernelEmitter& e) {
 std::string loop_key(const KernelSpec& k) {
   const LoopSpec& s = k.as<LoopSpec>();
   std::string key = key_head(k, "loop", s.dims, s.segments);
-  auto out = std::back_inserter(key);  // (formatted in place: a scalar trace makes thousands of these keys)
+  // (Formatted in place with compiled formats: a scalar trace makes thousands of these
+  // keys, and parsing the formats was a quarter of scheduling one.)
+  auto out = std::back_inserter(key);
   for (const auto& l : s.loads) {
-    fmt::format_to(out, "; load {} {} {}", l.param, dtype_name(l.dtype), ints(l.strides));
-    if (l.index_param >= 0) fmt::format_to(out, " at {} {} x {}", l.index_param, ints(l.index_strides), l.index_stride);
-    if (!l.deltas.empty()) key += " shifted " + ints(l.deltas);
-    if (!l.fixed.empty()) key += " fixed " + ints(l.fixed);
-    if (l.offset != 0) fmt::format_to(out, " +{}", l.offset);
+    fmt::format_to(out, FMT_COMPILE("; load {} {} "), l.param, dtype_name(l.dtype));
+    append_ints(key, l.strides);
+    if (l.index_param >= 0) {
+      fmt::format_to(out, FMT_COMPILE(" at {} "), l.index_param);
+      append_ints(key, l.index_strides);
+      fmt::format_to(out, FMT_COMPILE(" x {}"), l.index_stride);
+    }
+    if (!l.deltas.empty()) append_ints(key += " shifted ", l.deltas);
+    if (!l.fixed.empty()) append_ints(key += " fixed ", l.fixed);
+    if (l.offset != 0) fmt::format_to(out, FMT_COMPILE(" +{}"), l.offset);
   }
   // An elementwise operation by its element program, not its name: primitives with
   // the same math (a user's logistic and sigmoid) share kernels.
   for (const auto& i : s.insts) {
-    if (i.prim->structure == Structure::elementwise)
-      fmt::format_to(out, "; {} [{}]({})", dtype_name(i.dtype), i.element->text, fmt::join(i.args, ","));
-    else
-      fmt::format_to(out, "; {} {}({})", dtype_name(i.dtype), i.prim->name, fmt::join(i.args, ","));
+    key.append("; ").append(dtype_name(i.dtype)).push_back(' ');
+    if (i.prim->structure == Structure::elementwise) key.append("[").append(i.element->text).push_back(']');
+    else key.append(i.prim->name);
+    key.push_back('(');
+    for (std::size_t a = 0; a < i.args.size(); ++a) fmt::format_to(out, FMT_COMPILE("{}{}"), a > 0 ? "," : "", i.args[a]);
+    key.push_back(')');
   }
   for (const auto& st : s.stores) {
-    fmt::format_to(out, "; store {} {} {}", st.value, st.param, ints(st.strides));
-    if (st.offset != 0) fmt::format_to(out, " +{}", st.offset);
+    fmt::format_to(out, FMT_COMPILE("; store {} {} "), st.value, st.param);
+    append_ints(key, st.strides);
+    if (st.offset != 0) fmt::format_to(out, FMT_COMPILE(" +{}"), st.offset);
   }
   for (const auto& su : s.sums) {
-    fmt::format_to(out, "; sum {} {} {} {}", su.value, su.param, su.scale, dtype_name(su.dtype));
-    if (!su.strides.empty()) fmt::format_to(out, " columns {} {}", su.count, ints(su.strides));
+    fmt::format_to(out, FMT_COMPILE("; sum {} {} {} {}"), su.value, su.param, su.scale, dtype_name(su.dtype));
+    if (!su.strides.empty()) {
+      fmt::format_to(out, FMT_COMPILE(" columns {} "), su.count);
+      append_ints(key, su.strides);
+    }
   }
   return key;
 }
