@@ -56,6 +56,7 @@ std::vector<Var> placement_order(const Tape& t, const std::vector<bool>& folded)
     // Operations of one shape (one loop_shape) keep the tape's order among themselves:
     // one waits only while operations of other shapes come (which would end its loop
     // anyway).
+    while (oldest < queue.size() && placed[queue[oldest]]) ++oldest;  // (a scalar tape places them all at once)
     if (op.kind == OpKind::call && oldest < queue.size()) {
       const Shape loop = loop_shape(op.type.shape);
       for (std::size_t q = oldest; q < queue.size(); ++q)
