@@ -583,6 +583,45 @@ TEST_CASE("a compiled function writes in place into a slot whose other holders t
                        Error);
 }
 
+TEST_CASE("a compiled function writes its outputs through pointers to the caller's tensors") {
+  const CompiledFunction f = compile(trace(
+      [](const Tensor& a) { return std::vector<Tensor>{a * 2.0, sum(a)}; }, zeros({3})));
+  const Tensor x = tensor({1.0, 2.0, 3.0});
+  const Tensor* args[1] = {&x};
+  struct Fields {
+    Tensor twice, total;
+  } r;
+  Tensor* const to[2] = {&r.twice, &r.total};
+  const int one[2] = {1, 1};
+  f.run(args, to, one);
+  CHECK(r.twice.values() == std::vector<double>{2, 4, 6});
+  CHECK(r.total.item() == 6.0);
+  const void* const kept = r.twice.raw();
+  const Tensor x2 = tensor({-1.0, 0.5, 4.0});
+  const Tensor* args2[1] = {&x2};
+  f.run(args2, to, one);  // written where it is
+  CHECK(r.twice.raw() == kept);
+  CHECK(r.twice.values() == std::vector<double>{-2, 1, 8});
+  CHECK(r.total.item() == 3.5);
+  const std::vector<Tensor> plain = f({x2});
+  CHECK(plain[0].values() == r.twice.values());
+  Tensor* const twice[2] = {&r.twice, &r.twice};
+  CHECK_THROWS_WITH_AS(f.run(args, twice, one), doctest::Contains("one tensor for two outputs"), Error);
+  Tensor* const null[2] = {&r.twice, nullptr};
+  CHECK_THROWS_WITH_AS(f.run(args, null, one), doctest::Contains("got a null pointer"), Error);
+  const int three[3] = {1, 1, 1};
+  CHECK_THROWS_WITH_AS(f.run(args, to, std::span<const int>(three)), doctest::Contains("a holder count per output (2), got 3"),
+                       Error);
+  // An argument that is one of the outputs' tensors (x = f(x)) is read whole first.
+  Tensor y = tensor({1.0, 2.0, 3.0});
+  Tensor s;
+  const Tensor* self[1] = {&y};
+  Tensor* const into_y[2] = {&y, &s};
+  f.run(self, into_y, one);
+  CHECK(y.values() == std::vector<double>{2, 4, 6});
+  CHECK(s.item() == 6.0);
+}
+
 TEST_CASE("Tensor::unshared: only a plain tensor holding memory of its own alone") {
   Tensor t = zeros({4});
   CHECK(t.unshared());

@@ -469,6 +469,32 @@ TEST_CASE("jit_jacobian and jit_hessian into a kept result: the same values, wri
   check_close(S.dense(), jacobian(band, z).jacobian, 1e-10, 1e-12, "sparse into");
 }
 
+TEST_CASE("into a result kept from another signature with as many tensors in other places") {
+  // f(x, n) and f(n, x): one float argument each, so one block each, in another column.
+  const auto f = [](const Tensor& a, const Tensor& b) {
+    return a.dtype() == DType::i64 ? sin(b) * 2.0 : sin(a) * 2.0;
+  };
+  auto jf = jit_jacobian(f);
+  const Tensor x = tensor({0.1, 0.2, 0.3}), n = full({}, 2, DType::i64);
+  Jacobian J;
+  for (int call = 0; call < 3; ++call) {
+    jf.into(J, x, n);
+    REQUIRE(J.blocks.size() == 1);
+    REQUIRE(J.blocks[0].size() == 2);
+    CHECK(J.blocks[0][0].defined());
+    CHECK_FALSE(J.blocks[0][1].defined());
+    jf.into(J, n, x);  // the same count of tensors, the block in the other column
+    const Jacobian plain = jacobian(f, n, x);
+    REQUIRE(J.blocks.size() == 1);
+    REQUIRE(J.blocks[0].size() == 2);
+    CHECK_FALSE(J.blocks[0][0].defined());
+    check_close(J.blocks[0][1], plain.blocks[0][1], 1e-12, 1e-12, "into: the other column");
+    CHECK(J.jacobian.defined() == plain.jacobian.defined());  // (blocks[0][0]'s name: undefined here)
+    check_close(J.value, plain.value, 1e-12, 1e-12, "into: value");
+    CHECK(J.value.same_storage(J.values[0]));
+  }
+}
+
 TEST_CASE("into writes in place through a result's second names; hits are counted on every thread") {
   auto jf = jit_jacobian([](const Tensor& x) { return sin(x) * 3.0; });
   Jacobian J;

@@ -349,26 +349,34 @@ Jacobian JacobianDerivation::unpack(std::vector<Tensor> outs, const void* info) 
 
 namespace {
 
-// The defined tensors of a kept result's blocks, row by row (an i64 argument's block
-// is undefined and has no output).
-void take_blocks(std::vector<std::vector<Tensor>>& blocks, std::vector<Tensor>& outs) {
+// Where the defined tensors of a kept result's blocks are, row by row (an i64
+// argument's block is undefined and has no output).
+void block_slots(std::vector<std::vector<Tensor>>& blocks, std::vector<Tensor*>& slots) {
   for (auto& row : blocks)
     for (Tensor& b : row)
-      if (b.defined()) outs.push_back(std::move(b));
+      if (b.defined()) slots.push_back(&b);
 }
 
-// Whether kept blocks have this derivation's `rows` rows (those of rows_float, or all
-// for null) and a column per argument; then they are filled in place from `next`.
-bool put_blocks(std::vector<std::vector<Tensor>>& blocks, std::vector<Tensor>& outs, std::size_t& next,
-                std::size_t rows, const std::vector<bool>* rows_float, const std::vector<bool>& arg_float) {
+// Whether blocks have this derivation's `rows` rows (those of rows_float, or all for
+// null) and a column per argument, defined exactly where it has outputs: where take
+// found them, a hit wrote its outputs in their order.
+bool blocks_fit(const std::vector<std::vector<Tensor>>& blocks, std::size_t rows, const std::vector<bool>* rows_float,
+                const std::vector<bool>& arg_float) {
   if (blocks.size() != rows) return false;
-  for (const auto& row : blocks)
-    if (row.size() != arg_float.size()) return false;
-  for (std::size_t r = 0; r < rows; ++r)
+  for (std::size_t r = 0; r < rows; ++r) {
+    if (blocks[r].size() != arg_float.size()) return false;
     for (std::size_t a = 0; a < arg_float.size(); ++a)
-      if ((rows_float == nullptr || (*rows_float)[r]) && arg_float[a]) blocks[r][a] = std::move(outs.at(next++));
-      else blocks[r][a] = Tensor();
+      if (blocks[r][a].defined() != ((rows_float == nullptr || (*rows_float)[r]) && arg_float[a])) return false;
+  }
   return true;
+}
+
+// The outputs a hit wrote through the slots, in their order (for unpack, when the
+// kept result's structure is not the hit's).
+std::vector<Tensor> gathered(const Recycle& kept) {
+  std::vector<Tensor> outs;
+  for (Tensor* t : kept.slots) outs.push_back(std::move(*t));
+  return outs;
 }
 
 // Whether t is one of the tensors of `list` (of `blocks`).
@@ -379,18 +387,18 @@ bool in_blocks(const std::vector<std::vector<Tensor>>& blocks, const Tensor* t) 
   return std::any_of(blocks.begin(), blocks.end(), [&](const std::vector<Tensor>& row) { return in_list(row, t); });
 }
 
-// How many of a kept result's tensors hold the memory of t, one of them taken: t and
-// those of the result's second names for its tensors (value, jacobian) that are
-// copies of it. Counted rather than dropped: a copy dropped and made again after the
-// call costs two atomic reference counts, the call's run writes in place with these.
+// How many of a kept result's tensors hold the memory of t, one of its slots: t and
+// those of the result's second names for its tensors (value, jacobian) that are copies
+// of it. Counted rather than dropped: a copy dropped and made again after the call
+// costs two atomic reference counts, the call's run writes in place with these.
 int holders_of(const Tensor& t, std::initializer_list<const Tensor*> names) {
   int n = 1;
   for (const Tensor* c : names) n += t.defined() && c->same_storage(t);
   return n;
 }
-// The holders of the tensors taken into `kept` from `first` on.
-void take_holders(Recycle& kept, std::size_t first, std::initializer_list<const Tensor*> names) {
-  for (std::size_t k = first; k < kept.tensors.size(); ++k) kept.holders.push_back(holders_of(kept.tensors[k], names));
+// The holders of the slots of `kept` from `first` on.
+void slot_holders(Recycle& kept, std::size_t first, std::initializer_list<const Tensor*> names) {
+  for (std::size_t k = first; k < kept.slots.size(); ++k) kept.holders.push_back(holders_of(*kept.slots[k], names));
 }
 
 // A result's second name for t made a copy of it again, unless it still is one (t was
@@ -411,20 +419,18 @@ bool HessianDerivation::holds(const Hessian& r, const Tensor* t) const {
 }
 
 void JacobianDerivation::take(Jacobian& r, Recycle& kept) const {
-  const std::size_t first = kept.tensors.size();
-  for (Tensor& v : r.values) kept.tensors.push_back(std::move(v));
-  take_blocks(r.blocks, kept.tensors);
-  take_holders(kept, first, {&r.value, &r.jacobian});
+  const std::size_t first = kept.slots.size();
+  for (Tensor& v : r.values) kept.slots.push_back(&v);
+  block_slots(r.blocks, kept.slots);
+  slot_holders(kept, first, {&r.value, &r.jacobian});
 }
 
-void JacobianDerivation::put(Jacobian& r, std::vector<Tensor>& outs, const void* info) const {
+void JacobianDerivation::put(Jacobian& r, Recycle& kept, const void* info) const {
   const Info& in = *static_cast<const Info*>(info);
-  std::size_t next = in.outputs;
-  if (r.values.size() != in.outputs || !put_blocks(r.blocks, outs, next, in.outputs, nullptr, in.arg_float)) {
-    r = unpack(std::move(outs), info);
+  if (r.values.size() != in.outputs || !blocks_fit(r.blocks, in.outputs, nullptr, in.arg_float)) {
+    r = unpack(gathered(kept), info);
     return;
   }
-  for (std::size_t o = 0; o < in.outputs; ++o) r.values[o] = std::move(outs.at(o));
   name_again(r.value, r.values[0]);
   if (r.blocks[0].empty()) r.jacobian = Tensor();
   else name_again(r.jacobian, r.blocks[0][0]);
@@ -473,25 +479,23 @@ Hessian HessianDerivation::unpack(std::vector<Tensor> outs, const void* info) co
 }
 
 void HessianDerivation::take(Hessian& r, Recycle& kept) const {
-  const std::size_t first = kept.tensors.size();
-  if (r.value.defined()) kept.tensors.push_back(std::move(r.value));
+  const std::size_t first = kept.slots.size();
+  if (r.value.defined()) kept.slots.push_back(&r.value);
   for (Tensor& g : r.grads)
-    if (g.defined()) kept.tensors.push_back(std::move(g));
-  take_blocks(r.blocks, kept.tensors);
-  take_holders(kept, first, {&r.hessian});
+    if (g.defined()) kept.slots.push_back(&g);
+  block_slots(r.blocks, kept.slots);
+  slot_holders(kept, first, {&r.hessian});
 }
 
-void HessianDerivation::put(Hessian& r, std::vector<Tensor>& outs, const void* info) const {
+void HessianDerivation::put(Hessian& r, Recycle& kept, const void* info) const {
   const Info& in = *static_cast<const Info*>(info);
-  std::size_t next = 1;
-  for (bool fl : in.arg_float) next += fl;
-  if (r.grads.size() != in.arg_float.size() || !put_blocks(r.blocks, outs, next, in.arg_float.size(), &in.arg_float, in.arg_float)) {
-    r = unpack(std::move(outs), info);
+  bool fits = r.value.defined() && r.grads.size() == in.arg_float.size() &&
+              blocks_fit(r.blocks, in.arg_float.size(), &in.arg_float, in.arg_float);
+  for (std::size_t a = 0; fits && a < in.arg_float.size(); ++a) fits = r.grads[a].defined() == in.arg_float[a];
+  if (!fits) {
+    r = unpack(gathered(kept), info);
     return;
   }
-  r.value = std::move(outs.at(0));
-  std::size_t g = 1;
-  for (std::size_t a = 0; a < in.arg_float.size(); ++a) r.grads[a] = in.arg_float[a] ? std::move(outs.at(g++)) : Tensor();
   if (r.blocks.empty()) r.hessian = Tensor();
   else name_again(r.hessian, r.blocks[0][0]);
 }

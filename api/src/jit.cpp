@@ -208,9 +208,9 @@ JitCore::Hit JitCore::run_path(Path& p, std::span<const Tensor* const> tensors, 
   if (!look.out.empty() && look.out.size() != made)
     throw Error(fmt::format("{}: a cached path makes {} outputs, the call expects {}", s_->what, made, look.out.size()));
   if (compiled) {
-    if (look.out.empty() && look.recycle != nullptr && look.recycle->tensors.size() == made) {
-      hit.outputs = std::move(look.recycle->tensors);
-      p.compiled->run(tensors, hit.outputs, look.recycle->holders);
+    if (look.out.empty() && look.recycle != nullptr && look.recycle->slots.size() == made) {
+      p.compiled->run(tensors, look.recycle->slots, look.recycle->holders);
+      hit.in_place = true;
       return hit;
     }
     if (look.out.empty()) hit.outputs.resize(made);

@@ -167,6 +167,39 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
   run_steps(args, outputs, false, holders);
 }
 
+void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor* const> outputs,
+                           std::span<const int> holders) const {
+  if (holders.size() != outputs.size())
+    throw Error(fmt::format("compiled function: expected a holder count per output ({}), got {}", outputs.size(),
+                            holders.size()));
+  bool twice = false;  // (pairwise for a few outputs: no allocation on the hot path)
+  if (outputs.size() <= 16) {
+    for (std::size_t k = 0; k < outputs.size() && !twice; ++k)
+      for (std::size_t j = k + 1; j < outputs.size() && !twice; ++j) twice = outputs[k] == outputs[j];
+  } else {
+    std::vector<const Tensor*> sorted(outputs.begin(), outputs.end());
+    std::sort(sorted.begin(), sorted.end());
+    twice = std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+  }
+  if (std::find(outputs.begin(), outputs.end(), nullptr) != outputs.end())
+    throw Error("compiled function: expected a tensor to write each output into, got a null pointer");
+  if (twice)
+    throw Error("compiled function: expected a different tensor for each output, got one tensor for two outputs");
+  run_steps(args, outputs, false, holders);
+}
+
+// The outputs by pointer (on the stack for a few).
+void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<Tensor> outputs, bool timed,
+                                 std::span<const int> holders) const {
+  constexpr std::size_t kInline = 16;
+  Tensor* small[kInline];
+  std::vector<Tensor*> big;
+  Tensor** to = small;
+  if (outputs.size() > kInline) to = (big.resize(outputs.size()), big.data());
+  for (std::size_t k = 0; k < outputs.size(); ++k) to[k] = &outputs[k];
+  run_steps(args, std::span<Tensor* const>(to, outputs.size()), timed, holders);
+}
+
 namespace {
 // The step times CompiledFunction::profile gathers (on its own thread only).
 thread_local std::vector<double>* step_seconds = nullptr;
@@ -206,7 +239,7 @@ std::string CompiledFunction::profile(const std::vector<Tensor>& args, int runs)
   return text;
 }
 
-void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<Tensor> outputs, bool timed,
+void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<Tensor* const> outputs, bool timed,
                                  std::span<const int> holders) const {
   const Impl& impl = checked();
   // The common case checked inline; on a mismatch, the shared check builds the message.
@@ -238,7 +271,7 @@ void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<
   // the arguments (x = f(x)), whose memory must outlive the call: its new output is
   // made aside and handed over after it.
   const auto reusable = [&](std::size_t k) {
-    const Tensor& o = outputs[k];
+    const Tensor& o = *outputs[k];
     const VarType& type = impl.output_types[k];
     if (!o.defined() || o.dtype() != type.dtype || !same_shape(o.shape(), type.shape) ||
         !o.unshared(holders.empty() ? 1 : holders[k]))
@@ -252,14 +285,13 @@ void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<
   };
   bool direct = true;  // every slot empty or reused
   for (std::size_t k = 0; direct && k < outputs.size(); ++k)
-    direct = !outputs[k].defined() || reusable(k);
+    direct = !outputs[k]->defined() || reusable(k);
   std::vector<Tensor> staged;
-  Tensor* result = outputs.data();
+  auto result = [&](std::size_t k) -> Tensor& { return direct ? *outputs[k] : staged[k]; };
   if (!direct) {
     staged.resize(outputs.size());
     for (std::size_t k = 0; k < outputs.size(); ++k)
-      if (reusable(k)) staged[k] = std::move(outputs[k]);
-    result = staged.data();
+      if (reusable(k)) staged[k] = std::move(*outputs[k]);
   }
 
   const codegen::Program& program = *impl.program;
@@ -280,8 +312,9 @@ void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<
     bases[codegen::kFirstInputBase + i] = const_cast<void*>(p);
   }
   for (std::size_t k = 0; k < outputs.size(); ++k) {
-    if (!result[k].defined()) result[k] = Tensor(impl.output_types[k].dtype, impl.output_types[k].shape);
-    bases[codegen::kFirstInputBase + args.size() + k] = result[k].mutable_raw();
+    Tensor& r = result(k);
+    if (!r.defined()) r = Tensor(impl.output_types[k].dtype, impl.output_types[k].shape);
+    bases[codegen::kFirstInputBase + args.size() + k] = r.mutable_raw();
   }
   if (impl.driver != nullptr && !timed) {
     impl.driver(bases);
@@ -293,12 +326,12 @@ void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<
       }
       else program.run(bases);
     } catch (...) {  // an external step threw: leave no half-computed outputs behind
-      for (std::size_t k = 0; k < outputs.size(); ++k) result[k] = Tensor();
+      for (std::size_t k = 0; k < outputs.size(); ++k) result(k) = Tensor();
       throw;
     }
   }
   if (!direct)
-    for (std::size_t k = 0; k < outputs.size(); ++k) outputs[k] = std::move(staged[k]);
+    for (std::size_t k = 0; k < outputs.size(); ++k) *outputs[k] = std::move(staged[k]);
 }
 
 const CompiledFunction::Impl& CompiledFunction::checked() const {

@@ -118,18 +118,19 @@ struct Derived {
 };
 
 // A derivation may also give `into`'s two halves (CachedDerivative::into): take(r, kept)
-// moves a kept result's tensors out, in the derived tape's output order, for the
-// compiled code to write into, with how many of r's tensors hold each one's memory (it
-// and r's copies of it: Jacobian::value of values[0]); put(r, outs, info) moves the
-// outputs back into r, reusing its containers when their structure matches (else
-// r = unpack(outs, info)).
+// lists where a kept result's tensors are, in the derived tape's output order, for the
+// compiled code to write into where they are, with how many of r's tensors hold each
+// one's memory (it and r's copies of it: Jacobian::value of values[0]); after a hit has
+// written through those slots, put(r, kept, info) names r's second names again, or, if
+// r's structure is not the hit's, gathers the outputs from the slots and makes
+// r = unpack(outs, info).
 struct JacobianDerivation {
   using Result = Jacobian;
   JacobianMode mode = JacobianMode::automatic;
   Derived derive(const Tape& f, std::size_t num_args, std::span<const Tensor> inputs) const;
   Jacobian unpack(std::vector<Tensor> outs, const void* info) const;
   void take(Jacobian& r, Recycle& kept) const;
-  void put(Jacobian& r, std::vector<Tensor>& outs, const void* info) const;
+  void put(Jacobian& r, Recycle& kept, const void* info) const;
   bool holds(const Jacobian& r, const Tensor* t) const;  // t is one of r's tensors
 };
 
@@ -138,11 +139,11 @@ struct HessianDerivation {
   Derived derive(const Tape& f, std::size_t num_args, std::span<const Tensor> inputs) const;
   Hessian unpack(std::vector<Tensor> outs, const void* info) const;
   void take(Hessian& r, Recycle& kept) const;
-  void put(Hessian& r, std::vector<Tensor>& outs, const void* info) const;
+  void put(Hessian& r, Recycle& kept, const void* info) const;
   bool holds(const Hessian& r, const Tensor* t) const;
 };
 
-// The tensors `into` takes from a kept result, per thread (reused, so a call allocates
+// Where `into` finds a kept result's tensors, per thread (reused, so a call allocates
 // no vector).
 struct IntoScratch {
   Recycle kept;
@@ -301,10 +302,8 @@ class CachedDerivative : public detail::CachedFunction<F> {
       CachedCall call{.hit =
                           [&](JitCore::Hit& hit) {
                             if constexpr (can_reuse) {
-                              if (reuse) {
-                                d_.put(r, hit.outputs, hit.structure);
-                                hit.outputs.clear();
-                                if (hit.outputs.capacity() > taken.tensors.capacity()) taken.tensors.swap(hit.outputs);
+                              if (reuse && hit.in_place) {
+                                d_.put(r, taken, hit.structure);
                                 return;
                               }
                             }

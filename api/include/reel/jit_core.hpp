@@ -194,14 +194,15 @@ namespace detail {
 struct Path;  // one traced path of a signature (api/src/jit.cpp)
 }
 
-// Tensors a compiled hit may write its outputs into (a kept result's, for `into`), in
-// output order, each with how many tensors the caller owns hold its memory (it and the
-// caller's copies of it: CompiledFunction::run's holders).
+// Where a compiled hit may write its outputs (a kept result's tensors, for `into`), in
+// output order: each a tensor the caller owns, where it lives (a field of the result),
+// with how many tensors the caller owns hold its memory (it and the caller's copies of
+// it: CompiledFunction::run's holders).
 struct Recycle {
-  std::vector<Tensor> tensors;
-  std::vector<int> holders;  // one per tensor
+  std::vector<Tensor*> slots;
+  std::vector<int> holders;  // one per slot
   void clear() {
-    tensors.clear();
+    slots.clear();
     holders.clear();
   }
 };
@@ -220,10 +221,12 @@ class JitCore {
    public:
     std::vector<Tensor> outputs;
     const void* structure = nullptr;
+    // The outputs were written through the call's Recycle::slots (`outputs` is empty).
+    bool in_place = false;
 
     Hit() = default;
     Hit(Hit&& o) noexcept
-        : outputs(std::move(o.outputs)), structure(o.structure), path_(std::move(o.path_)),
+        : outputs(std::move(o.outputs)), structure(o.structure), in_place(o.in_place), path_(std::move(o.path_)),
           busy_(std::exchange(o.busy_, nullptr)) {}
     Hit& operator=(Hit&&) = delete;
     ~Hit() {
@@ -246,9 +249,10 @@ class JitCore {
   // its `outputs` stay empty: no vector on a hit. `make_key() -> string_view` builds the
   // key once the arguments are known not to be traced (a traced call runs uncached
   // whatever its key would have been; a param is refused before anything else).
-  // `recycle` (without `out`): tensors a compiled hit writes its outputs into when
-  // there are as many as it makes (CompiledFunction::run reuses those of the right
-  // type held by their counted holders alone); they come back in the hit's `outputs`.
+  // `recycle` (without `out`): where a compiled hit writes its outputs when it has as
+  // many slots as the hit makes outputs (CompiledFunction::run reuses the slots'
+  // tensors of the right type held by their counted holders alone); the hit is then
+  // `in_place`.
   template <class MakeKey, class Call>
   auto call(const MakeKey& make_key, std::span<const Tensor* const> tensors, std::span<Tensor> out, Call& c,
             Recycle* recycle = nullptr) {

@@ -116,6 +116,10 @@ class CompiledFunction {
   // owns and means to overwrite (a result struct's second name for one of its tensors).
   // `holders` has one element per output.
   void run(std::span<const Tensor* const> args, std::span<Tensor> outputs, std::span<const int> holders) const;
+  // The same, output k written into *outputs[k]: tensors that live in a caller's own
+  // fields (a kept result struct's) are written where they are, not moved into a list
+  // and back.
+  void run(std::span<const Tensor* const> args, std::span<Tensor* const> outputs, std::span<const int> holders) const;
   std::size_t num_outputs() const;
 
   const Tape& tape() const;            // the tape that was compiled (after cleanup)
@@ -142,6 +146,8 @@ class CompiledFunction {
   friend CompiledFunction detail::compile_verified(Tape&& tape, const CompileOptions& options);
   const Impl& checked() const;  // throws reel::Error for an empty (default-made) object
   void run_steps(std::span<const Tensor* const> args, std::span<Tensor> outputs, bool timed,
+                 std::span<const int> holders = {}) const;
+  void run_steps(std::span<const Tensor* const> args, std::span<Tensor* const> outputs, bool timed,
                  std::span<const int> holders = {}) const;
   std::shared_ptr<const Impl> impl_;
 };
