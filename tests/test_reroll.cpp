@@ -342,6 +342,30 @@ TEST_CASE("reroll: a loop of scans (calls with several results) folds") {
   check_same_function(unrolled, rolled, args);
 }
 
+TEST_CASE("reroll: scattered reads do not fold; reads that advance only every other iteration fold with two steps") {
+  const std::vector<Tensor> args{randn({60, 3}, 3), randn({3}, 4)};
+  auto f = [](const std::vector<Tensor>& a) {
+    Tensor h = a[1];
+    unsigned r = 7;
+    for (int t = 0; t < 40; ++t) {  // rows at pseudo-random places: no step between them
+      r = r * 1103515245u + 12345u;
+      const int64_t row = static_cast<int64_t>((r >> 16) % 60u);
+      h = tanh(h * 0.5 + sum(slice(a[0], row, row + 1), 0));
+    }
+    for (int64_t t = 0; t < 24; ++t) {  // rows 0, 31, 2, 33, ...: a step of 2 every other iteration
+      const int64_t row = t + (t % 2) * 30;
+      h = tanh(h * 0.5 + sum(slice(a[0], row, row + 1), 0));
+    }
+    return sum(h);
+  };
+  const Tape unrolled = test::trace_list(f, args);
+  const Tape rolled = reroll(unrolled);
+  CAPTURE(to_string(rolled));
+  CHECK(count_scans(rolled) == 1);
+  CHECK(rolled.size() + 100 < unrolled.size());  // (the scattered reads stay as they are)
+  check_same_function(unrolled, rolled, args);
+}
+
 TEST_CASE("reroll: a dependency two iterations back in every iteration folds with a body of two steps") {
   const std::vector<Tensor> args{randn({3}, 1) * 0.5, randn({3}, 2) * 0.5};
   auto f = [](const std::vector<Tensor>& a) {

@@ -107,6 +107,8 @@ class Reroller {
   // arguments' K0 and how far back they are, up to kNear).
   void keys() {
     k0_.assign(static_cast<std::size_t>(n_) + 1, 0);
+    start_at_.assign(static_cast<std::size_t>(n_) + 1, kNone);
+    slice_at_.clear();
     last_use_.assign(static_cast<std::size_t>(n_) + 1, kNoVar);
     period_.assign(static_cast<std::size_t>(n_) + 1, 0);
     LastSeen last;
@@ -125,6 +127,8 @@ class Reroller {
           mix(h, o.args.size());
           mix(h, static_cast<uint64_t>(o.results));
           if (is_slice(o)) {  // the start may advance (an xs); the width may not
+            slice_at_.push_back(v);
+            start_at_[static_cast<std::size_t>(v)] = o.attrs.integer("start");
             mix(h, static_cast<uint64_t>(o.attrs.integer("axis")));
             mix(h, static_cast<uint64_t>(step_of(o)));
             mix(h, static_cast<uint64_t>(o.attrs.integer("stop") - o.attrs.integer("start")));
@@ -260,6 +264,30 @@ class Reroller {
     return true;
   }
 
+  // Whether verify(s, e, Q) may find a loop, as far as slices tell: if a body has a
+  // slice (every window of Q operations of a candidate run has the same ones), a loop
+  // found has at least min_repeats iterations, whose iterations 1 to min_repeats - 1 read
+  // slices advancing by one step (iteration_ok), so some slice v in [s, e) starts
+  // min_repeats - 1 slices v, v + Q, v + 2Q, ... whose starts advance by one step. A
+  // chain reading scattered elements (no loop) is turned down without looking at its
+  // operations, for each of the 16 multiples of its period.
+  bool slices_may_advance(Var s, Var e, int32_t Q) const {
+    const int64_t points = o_.min_repeats - 1;
+    if (points < 3) return true;  // (two starts always make a step)
+    auto it = std::lower_bound(slice_at_.begin(), slice_at_.end(), s);
+    if (it == slice_at_.end() || *it >= s + Q) return true;  // no slice in the body
+    auto start = [&](int64_t v) { return start_at_[static_cast<std::size_t>(v)]; };
+    for (; it != slice_at_.end() && *it + (points - 1) * Q < e; ++it) {
+      const int64_t v = *it;
+      if (start(v + Q) == kNone) continue;
+      const int64_t step = start(v + Q) - start(v);
+      int64_t j = 2;
+      while (j < points && start(v + j * Q) != kNone && start(v + j * Q) - start(v + (j - 1) * Q) == step) ++j;
+      if (j == points) return true;
+    }
+    return false;
+  }
+
   struct Found {
     Var start;
     int64_t R;
@@ -318,6 +346,7 @@ class Reroller {
         for (int m = 1; m <= kMaxMultiple; ++m) {
           const int64_t P = static_cast<int64_t>(m) * r.P;
           if (P > o_.max_period || (ge - gs) / P < o_.min_repeats) break;
+          if (!slices_may_advance(gs, ge, static_cast<int32_t>(P))) continue;
           const auto found = verify(gs, ge, static_cast<int32_t>(P));
           for (const Found& f : found) {
             Loop loop = analyze(f, static_cast<int32_t>(P));
@@ -798,6 +827,8 @@ class Reroller {
   Var n_;
   const Primitive* slice_;
   std::vector<uint64_t> k0_;
+  std::vector<int64_t> start_at_;  // each slice's start (kNone for other operations)
+  std::vector<Var> slice_at_;      // the slices, in order
   AttrHasher attr_hash_;
   std::vector<Var> last_use_;
   std::vector<int32_t> period_;
