@@ -9,6 +9,7 @@
 #include <thread>
 #include <tuple>
 
+#include "reel/custom.hpp"
 #include "reel/ir/body_tape.hpp"
 #include "reel/jacobian.hpp"
 #include "test_prims.hpp"
@@ -493,6 +494,47 @@ TEST_CASE("into a result kept from another signature with as many tensors in oth
     check_close(J.value, plain.value, 1e-12, 1e-12, "into: value");
     CHECK(J.value.same_storage(J.values[0]));
   }
+}
+
+TEST_CASE("into a result that the compiled code's own C++ call fills again meanwhile (found by review)") {
+  // A primitive without a lowering runs its eager function inside the compiled code;
+  // here that function calls into on the same result, with the other signature.
+  static std::function<void()> reenter;
+  static bool inside = false;
+  define_primitive({.name = "test_into_reenter",
+                    .eager =
+                        [](std::span<const Tensor> x, const Attrs&) {
+                          if (reenter && !inside) {
+                            inside = true;
+                            reenter();
+                            inside = false;
+                          }
+                          return x[0] * 1.0;
+                        },
+                    .vjp = [](const std::vector<Tensor>&, const Tensor&, const Tensor& d,
+                              const Attrs&) { return std::vector<Tensor>{d}; },
+                    .jvp = [](const std::vector<Tensor>&, const Tensor&, const std::vector<Tensor>& t,
+                              const Attrs&) { return t[0]; }});
+  const auto f = [](const Tensor& a, const Tensor& b) {
+    const Tensor& v = a.dtype() == DType::i64 ? b : a;
+    return sin(reel::apply("test_into_reenter", std::vector<Tensor>{v})) * 2.0;
+  };
+  auto jf = jit_jacobian(f, JitOptions{.compile_after = 1});
+  const Tensor x = tensor({0.1, 0.2, 0.3}), n = full({}, 2, DType::i64);
+  Jacobian J, K;
+  for (int i = 0; i < 3; ++i) {
+    jf.into(J, x, n);
+    jf.into(K, n, x);
+  }
+  reenter = [&] { jf.into(J, n, x); };  // the same J, the other signature
+  jf.into(J, x, n);
+  reenter = nullptr;
+  const Jacobian plain = jacobian(f, x, n);
+  REQUIRE(J.blocks.size() == 1);
+  REQUIRE(J.blocks[0].size() == 2);
+  check_close(J.blocks[0][0], plain.blocks[0][0], 1e-12, 1e-12, "into after a nested into: block");
+  CHECK_FALSE(J.blocks[0][1].defined());
+  check_close(J.value, plain.value, 1e-12, 1e-12, "into after a nested into: value");
 }
 
 TEST_CASE("into writes in place through a result's second names; hits are counted on every thread") {

@@ -44,6 +44,7 @@ struct Path {
   std::shared_ptr<const void> structure;  // the caller's (JitCore::add)
   std::once_flag compiled_once;
   std::optional<CompiledFunction> compiled;  // set once, under compiled_once
+  bool calls_out = false;                    // compiled->calls_out(), set with it
   std::atomic<bool> ready{false};             // compiled is set (other threads read it after this)
   std::atomic<uint64_t> calls{1};             // successful interpreted runs; the trace was the first
 };
@@ -164,6 +165,7 @@ void JitCore::compile_path(Path& p) {
   std::call_once(p.compiled_once, [&] {
     const auto t0 = std::chrono::steady_clock::now();
     p.compiled.emplace(compile(p.tape, s_->options.compile));
+    p.calls_out = p.compiled->calls_out();
     p.ready.store(true, std::memory_order_release);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::lock_guard<std::mutex> lock(s_->mutex);
@@ -208,7 +210,10 @@ JitCore::Hit JitCore::run_path(Path& p, std::span<const Tensor* const> tensors, 
   if (!look.out.empty() && look.out.size() != made)
     throw Error(fmt::format("{}: a cached path makes {} outputs, the call expects {}", s_->what, made, look.out.size()));
   if (compiled) {
-    if (look.out.empty() && look.recycle != nullptr && look.recycle->slots.size() == made) {
+    // (Not through the slots when the compiled code calls C++ code of its own, which may
+    // reassign the result the slots point into: a nested call of the same function.)
+    if (look.out.empty() && look.recycle != nullptr && look.recycle->slots.size() == made &&
+        !p.calls_out) {
       p.compiled->run(tensors, look.recycle->slots, look.recycle->holders);
       hit.in_place = true;
       return hit;

@@ -110,6 +110,9 @@ CompiledFunction compile(Tape&& tape, const CompileOptions& options) {
 }
 
 CompiledFunction detail::compile_verified(Tape&& tape, const CompileOptions& options) {
+#ifndef NDEBUG
+  verify("compile", tape);  // (a debug build checks the passes' output all the same)
+#endif
   // The thread pool is set up here (REEL_NUM_THREADS read), not in a call of the
   // compiled code.
   num_threads();
@@ -172,14 +175,22 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
   if (holders.size() != outputs.size())
     throw Error(fmt::format("compiled function: expected a holder count per output ({}), got {}", outputs.size(),
                             holders.size()));
-  bool twice = false;  // (pairwise for a few outputs: no allocation on the hot path)
-  if (outputs.size() <= 16) {
-    for (std::size_t k = 0; k < outputs.size() && !twice; ++k)
-      for (std::size_t j = k + 1; j < outputs.size() && !twice; ++j) twice = outputs[k] == outputs[j];
+  // Each output a tensor of its own: compared pair by pair for a few, else sorted on the
+  // stack (no allocation on the hot path up to kInline outputs; a Hessian of 7
+  // arguments has 57).
+  bool twice = false;
+  if (outputs.size() <= 8) {
+    for (std::size_t k = 0; k < outputs.size(); ++k)
+      for (std::size_t j = k + 1; j < outputs.size(); ++j) twice |= outputs[k] == outputs[j];
   } else {
-    std::vector<const Tensor*> sorted(outputs.begin(), outputs.end());
-    std::sort(sorted.begin(), sorted.end());
-    twice = std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+    constexpr std::size_t kInline = 64;
+    const Tensor* small[kInline];
+    std::vector<const Tensor*> big;
+    const Tensor** sorted = small;
+    if (outputs.size() > kInline) sorted = (big.resize(outputs.size()), big.data());
+    std::copy(outputs.begin(), outputs.end(), sorted);
+    std::sort(sorted, sorted + outputs.size());
+    twice = std::adjacent_find(sorted, sorted + outputs.size()) != sorted + outputs.size();
   }
   if (std::find(outputs.begin(), outputs.end(), nullptr) != outputs.end())
     throw Error("compiled function: expected a tensor to write each output into, got a null pointer");
@@ -345,6 +356,7 @@ int64_t CompiledFunction::workspace_bytes() const { return checked().workspace_b
 int64_t CompiledFunction::workspace_lower_bound() const { return checked().workspace_lower_bound; }
 std::size_t CompiledFunction::num_steps() const { return checked().program->calls.size(); }
 bool CompiledFunction::uses_driver() const { return checked().driver != nullptr; }
+bool CompiledFunction::calls_out() const { return checked().program->calls_out; }
 std::size_t CompiledFunction::num_kernels() const { return checked().kernels.size(); }
 int CompiledFunction::kernels_compiled() const { return checked().kernels_compiled; }
 const std::string& CompiledFunction::llvm_ir() const {

@@ -316,8 +316,16 @@ void bind_program(Program& program, const std::vector<StepFn>& kernel_code,
       for (const std::shared_ptr<Program>& branch : c->branches) bind_program(*branch, kernel_code, kernel_params);
   }
   program.calls = bind_steps(program.steps, kernel_code, kernel_params, program.arena);
-  program.may_throw = false;
-  for (const StepArgs& s : program.steps) program.may_throw = program.may_throw || may_throw(s);
+  program.may_throw = std::any_of(program.steps.begin(), program.steps.end(), [](const StepArgs& s) { return may_throw(s); });
+  program.calls_out = std::any_of(program.steps.begin(), program.steps.end(), [](const StepArgs& s) { return calls_out(s); });
+}
+
+bool calls_out(const StepArgs& step) {
+  if (const auto* loop = std::get_if<LoopArgs>(&step))
+    return (loop->body && loop->body->calls_out) || (loop->cond && loop->cond->calls_out);
+  if (const auto* c = std::get_if<ConcurrentArgs>(&step))
+    return std::any_of(c->branches.begin(), c->branches.end(), [](const auto& b) { return b->calls_out; });
+  return std::holds_alternative<ExternArgs>(step);
 }
 
 bool may_throw(const StepArgs& step) {

@@ -53,6 +53,7 @@ struct Program {
   int64_t workspace_bytes = 0;
   std::size_t num_inputs = 0, num_outputs = 0;
   bool may_throw = false;         // some step may throw (and may nest another compiled call)
+  bool calls_out = false;         // some step calls a C++ function (an eager primitive's)
 
   // Runs the steps in order.
   void run(void* const* bases) const {
@@ -67,7 +68,7 @@ struct Program {
 std::string describe_step(const StepArgs& step, const std::vector<std::string>& kernel_keys);
 
 // Binds a program's steps (bind_steps), and first those of the loops' bodies within,
-// and sets may_throw.
+// and sets may_throw and calls_out.
 void bind_program(Program& program, const std::vector<StepFn>& kernel_code,
                   const std::vector<std::size_t>& kernel_params);
 
@@ -76,5 +77,9 @@ void bind_program(Program& program, const std::vector<StepFn>& kernel_code,
 // JIT code, and its calls may nest other compiled calls on the same thread. A loop's
 // step may if a step of its bodies may.
 bool may_throw(const StepArgs& step);
+// Whether a step calls a C++ function outside the compiled code (an eager primitive's),
+// which may run anything, another call of the same cached function included. A loop's
+// step does if a step of its bodies does.
+bool calls_out(const StepArgs& step);
 
 }  // namespace reel::codegen

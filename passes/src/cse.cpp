@@ -157,7 +157,7 @@ Tape cse(const Tape& tape) {
 
 Tape passes::cse(Tape&& tape) {
   Merger<InPlace> m(static_cast<std::size_t>(tape.size()));
-  return compact("cse", std::move(tape), std::ref(m));
+  return compact(std::move(tape), std::ref(m));
 }
 
 }  // namespace reel

@@ -39,6 +39,6 @@ struct Keeper {
 }  // namespace
 
 Tape dce(const Tape& tape) { return passes::rewrite_ops("dce", tape, Keeper<TapeBuilder>{kept(tape, true)}); }
-Tape passes::dce(Tape&& tape) { return compact("dce", std::move(tape), Keeper<InPlace>{kept(tape, false)}); }
+Tape passes::dce(Tape&& tape) { return compact(std::move(tape), Keeper<InPlace>{kept(tape, false)}); }
 
 }  // namespace reel

@@ -36,7 +36,7 @@ Var InPlace::copy(const Op& op, std::vector<Var> args) {
   return take(TapeBuilder::renamed(op, std::move(args)));
 }
 
-Tape compact(const char*, Tape&& tape, const CompactStep& step) {
+Tape compact(Tape&& tape, const CompactStep& step) {
   // (Not checked: compact runs on a tape a pass of the pipeline has just made, well formed
   // by construction, PassPipeline::run; `rewrite` checks a caller's.)
   InPlace b(tape);

@@ -37,7 +37,7 @@ class InPlace {
   const Tape& tape() const { return t_; }
 
  private:
-  friend Tape compact(const char* pass, Tape&& tape, const std::function<Var(InPlace&, Var, Op&&)>& step);
+  friend Tape compact(Tape&& tape, const std::function<Var(InPlace&, Var, Op&&)>& step);
   explicit InPlace(Tape& t) : t_(t) {}
   Tape& t_;
   Var count_ = 0;  // operations taken
@@ -48,7 +48,7 @@ class InPlace {
 // variable for it. The tape is one a pass has just made, so well formed: it is not
 // checked (check_structure) again.
 using CompactStep = std::function<Var(InPlace&, Var, Op&&)>;
-Tape compact(const char* pass, Tape&& tape, const CompactStep& step);
+Tape compact(Tape&& tape, const CompactStep& step);
 
 // The cleanup passes consuming their tape (what a pass pipeline runs on the tapes it
 // made, and only on those: compact does not check them): the same results as

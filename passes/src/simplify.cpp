@@ -126,6 +126,6 @@ Var simplify_step(Builder& b, Var, Op&& op) {
 }  // namespace
 
 Tape simplify(const Tape& tape) { return passes::rewrite_ops("simplify", tape, simplify_step<TapeBuilder>); }
-Tape passes::simplify(Tape&& tape) { return compact("simplify", std::move(tape), simplify_step<InPlace>); }
+Tape passes::simplify(Tape&& tape) { return compact(std::move(tape), simplify_step<InPlace>); }
 
 }  // namespace reel

@@ -144,7 +144,10 @@ struct HessianDerivation {
 };
 
 // Where `into` finds a kept result's tensors, per thread (reused, so a call allocates
-// no vector).
+// no vector). The slots point into the result's own containers: they are written
+// through only by compiled code that calls no C++ code of its own
+// (CompiledFunction::calls_out), which could reassign the result mid-call (a nested
+// `into` of the same result), and read back by `put` right after.
 struct IntoScratch {
   Recycle kept;
   bool busy = false;
@@ -331,8 +334,8 @@ class CachedDerivative : public detail::CachedFunction<F> {
       try {
         this->core_->call(key_of, tensors, {}, call, reuse ? &taken : nullptr);
       } catch (...) {
-        // r's tensors were taken, and its second names (value of values[0]) may hold
-        // half-written memory: none of it stays behind.
+        // r's tensors, and its second names (value of values[0]), may hold half-written
+        // memory: none of it stays behind.
         if (reuse) r = typename D::Result{};
         throw;
       }

@@ -120,6 +120,10 @@ class CompiledFunction {
   // fields (a kept result struct's) are written where they are, not moved into a list
   // and back.
   void run(std::span<const Tensor* const> args, std::span<Tensor* const> outputs, std::span<const int> holders) const;
+  // Whether a call runs C++ code of its own (an eager primitive's function: a primitive
+  // without a lowering), which may run anything, such as another call of the caller's
+  // that reassigns the tensors `run` writes through.
+  bool calls_out() const;
   std::size_t num_outputs() const;
 
   const Tape& tape() const;            // the tape that was compiled (after cleanup)

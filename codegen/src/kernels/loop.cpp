@@ -27,8 +27,6 @@ using llvm::Value;
 
 // ---- Scheduling
 
-// The loads of a loop: the inputs read element for element, then the strided reads, then
-// the gathers' indexed loads; `value` numbers each tape variable's local value.
 // Each tape variable's local value in a loop, numbered in the scheduler's scratch
 // (Scheduler::var_scratch), which it leaves as it found it.
 class LocalValues {
@@ -56,6 +54,8 @@ class LocalValues {
   std::vector<Var> set_;
 };
 
+// The loads of a loop: the inputs read element for element, then the strided reads, then
+// the gathers' indexed loads; `value` numbers each tape variable's local value.
 struct LoopLoads {
   explicit LoopLoads(std::vector<int>& scratch) : value(scratch) {}
   // Each parameter's slot and the element its pointer starts at: 0, or a strided read's
