@@ -526,15 +526,64 @@ TEST_CASE("into a result that the compiled code's own C++ call fills again meanw
     jf.into(J, x, n);
     jf.into(K, n, x);
   }
-  reenter = [&] { jf.into(J, n, x); };  // the same J, the other signature
+  int reentered = 0;
+  reenter = [&] { ++reentered, jf.into(J, n, x); };  // the same J, the other signature
   jf.into(J, x, n);
   reenter = nullptr;
+  CHECK(reentered == 1);
   const Jacobian plain = jacobian(f, x, n);
   REQUIRE(J.blocks.size() == 1);
   REQUIRE(J.blocks[0].size() == 2);
   check_close(J.blocks[0][0], plain.blocks[0][0], 1e-12, 1e-12, "into after a nested into: block");
   CHECK_FALSE(J.blocks[0][1].defined());
   check_close(J.value, plain.value, 1e-12, 1e-12, "into after a nested into: value");
+}
+
+TEST_CASE("into after a path whose own C++ call filled the result again failed its guard (found by review)") {
+  // Path A (a positive sum) runs the primitive's eager function, which calls into on the
+  // same result with the other signature, then fails its guard; path B, whose code calls
+  // nothing, then writes into the result as it is now.
+  static std::function<void()> reenter;
+  static bool inside = false;
+  define_primitive({.name = "test_into_reenter_guarded",
+                    .eager =
+                        [](std::span<const Tensor> x, const Attrs&) {
+                          if (reenter && !inside) {
+                            inside = true;
+                            reenter();
+                            inside = false;
+                          }
+                          return x[0] * 1.0;
+                        },
+                    .vjp = [](const std::vector<Tensor>&, const Tensor&, const Tensor& d,
+                              const Attrs&) { return std::vector<Tensor>{d}; },
+                    .jvp = [](const std::vector<Tensor>&, const Tensor&, const std::vector<Tensor>& t,
+                              const Attrs&) { return t[0]; }});
+  const auto f = [](const Tensor& a, const Tensor& b) {
+    const Tensor& v = a.dtype() == DType::i64 ? b : a;
+    const Tensor y = reel::apply("test_into_reenter_guarded", std::vector<Tensor>{v});
+    if (sum(v) > 0.0) return y * 2.0;
+    return sin(v);
+  };
+  auto jf = jit_jacobian(f);
+  const Tensor pos = tensor({0.1, 0.2, 0.3}), neg = tensor({-0.1, -0.2, -0.3}), n = full({}, 2, DType::i64);
+  Jacobian J, K;
+  for (int i = 0; i < 3; ++i) {
+    jf.into(K, neg, n);  // path B, compiled
+    jf.into(K, n, pos);  // the other signature
+    jf.into(J, pos, n);  // path A last: tried first next time
+  }
+  int reentered = 0;
+  reenter = [&] { ++reentered, jf.into(J, n, pos); };
+  jf.into(J, neg, n);
+  reenter = nullptr;
+  CHECK(reentered == 1);  // (path A ran, called into, and failed its guard)
+  const Jacobian plain = jacobian(f, neg, n);
+  REQUIRE(J.blocks.size() == 1);
+  REQUIRE(J.blocks[0].size() == 2);
+  check_close(J.blocks[0][0], plain.blocks[0][0], 1e-12, 1e-12, "into after a failed guard: block");
+  CHECK_FALSE(J.blocks[0][1].defined());
+  check_close(J.value, plain.value, 1e-12, 1e-12, "into after a failed guard: value");
 }
 
 TEST_CASE("into writes in place through a result's second names; hits are counted on every thread") {

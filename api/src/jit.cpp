@@ -210,13 +210,23 @@ JitCore::Hit JitCore::run_path(Path& p, std::span<const Tensor* const> tensors, 
   if (!look.out.empty() && look.out.size() != made)
     throw Error(fmt::format("{}: a cached path makes {} outputs, the call expects {}", s_->what, made, look.out.size()));
   if (compiled) {
-    // (Not through the slots when the compiled code calls C++ code of its own, which may
-    // reassign the result the slots point into: a nested call of the same function.)
-    if (look.out.empty() && look.recycle != nullptr && look.recycle->slots.size() == made &&
-        !p.calls_out) {
-      p.compiled->run(tensors, look.recycle->slots, look.recycle->holders);
-      hit.in_place = true;
-      return hit;
+    // Into a kept result: its slots filled now, written and put back with no other code
+    // between (Recycle says why).
+    if (look.out.empty() && look.recycle != nullptr && look.recycle->target != nullptr && !p.calls_out) {
+      Recycle& rc = *look.recycle;
+      rc.clear();
+      rc.target->fill(rc);
+      bool fits = rc.slots.size() == made;
+      for (std::size_t k = 0; fits && k < rc.slots.size(); ++k)
+        fits = !rc.slots[k]->defined() || rc.slots[k]->unshared(rc.holders[k]);
+      if (fits) {
+        p.compiled->run(tensors, rc.slots, rc.holders);
+        rc.target->put(rc, hit.structure);
+        rc.clear();
+        hit.in_place = true;
+        return hit;
+      }
+      rc.clear();
     }
     if (look.out.empty()) hit.outputs.resize(made);
     p.compiled->run(tensors, look.out.empty() ? std::span<Tensor>(hit.outputs) : look.out);

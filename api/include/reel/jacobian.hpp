@@ -144,10 +144,8 @@ struct HessianDerivation {
 };
 
 // Where `into` finds a kept result's tensors, per thread (reused, so a call allocates
-// no vector). The slots point into the result's own containers: they are written
-// through only by compiled code that calls no C++ code of its own
-// (CompiledFunction::calls_out), which could reassign the result mid-call (a nested
-// `into` of the same result), and read back by `put` right after.
+// no vector). The slots point into the result's own containers, so they are filled,
+// written and read back within one compiled run (reel::Recycle says when).
 struct IntoScratch {
   Recycle kept;
   bool busy = false;
@@ -284,9 +282,9 @@ class CachedDerivative : public detail::CachedFunction<F> {
       CacheKey key;
       std::optional<detail::Derived> dv;  // a miss's derivative
       std::vector<Tensor> outs;
-      // r's tensors, for a compiled hit to write into: a vector kept per thread (unless
-      // a call on this thread is using it: f may call this function while traced; or
-      // the thread's objects are gone, at its end).
+      // Where r's tensors are, for a compiled hit to write into: a vector kept per thread
+      // (unless a call on this thread is using it: f may call this function while
+      // traced; or the thread's objects are gone, at its end), filled by the hit's run.
       detail::IntoScratch* scratch = reuse ? detail::thread_object<detail::IntoScratch>() : nullptr;
       Recycle local;
       const bool use_kept = scratch != nullptr && !scratch->busy;
@@ -296,20 +294,27 @@ class CachedDerivative : public detail::CachedFunction<F> {
         bool* busy;
         ~Release() {
           kept->clear();
+          kept->target = nullptr;
           if (busy != nullptr) *busy = false;
         }
       } release{&taken, use_kept ? &scratch->busy : nullptr};
       if (use_kept) scratch->busy = true;
-      if constexpr (can_reuse)
-        if (reuse) d_.take(r, taken);
+      struct Target final : RecycleTarget {
+        const D* d;
+        typename D::Result* r;
+        void fill(Recycle& kept) override {
+          if constexpr (can_reuse) d->take(*r, kept);
+        }
+        void put(Recycle& kept, const void* structure) override {
+          if constexpr (can_reuse) d->put(*r, kept, structure);
+        }
+      } target;
+      target.d = &d_;
+      target.r = &r;
+      taken.target = &target;
       CachedCall call{.hit =
                           [&](JitCore::Hit& hit) {
-                            if constexpr (can_reuse) {
-                              if (reuse && hit.in_place) {
-                                d_.put(r, taken, hit.structure);
-                                return;
-                              }
-                            }
+                            if (hit.in_place) return;  // (written into r and put back)
                             r = d_.unpack(std::move(hit.outputs), hit.structure);
                           },
                       .uncached = [&] { r = detail::derive_and_play(d_, this->f_, args...); },

@@ -194,11 +194,28 @@ namespace detail {
 struct Path;  // one traced path of a signature (api/src/jit.cpp)
 }
 
-// Where a compiled hit may write its outputs (a kept result's tensors, for `into`), in
-// output order: each a tensor the caller owns, where it lives (a field of the result),
-// with how many tensors the caller owns hold its memory (it and the caller's copies of
-// it: CompiledFunction::run's holders).
+struct Recycle;
+// A kept result a compiled hit may write its outputs into (`into`'s): fill lists where
+// its tensors are (Recycle::slots, in output order); put, after a run wrote through them,
+// makes the result whole (its second names, or its structure when it was another's).
+class RecycleTarget {
+ public:
+  virtual void fill(Recycle& r) = 0;
+  virtual void put(Recycle& r, const void* structure) = 0;
+
+ protected:
+  ~RecycleTarget() = default;
+};
+
+// Where a compiled hit may write its outputs: each a tensor the caller owns, where it
+// lives (a field of the result), with how many tensors the caller owns hold its memory
+// (it and the caller's copies of it: CompiledFunction::run's holders). JitCore::run_path
+// has `target` fill the slots just before a compiled run and put right after it, with no
+// other code between (not on a path whose compiled code calls C++ code of its own,
+// CompiledFunction::calls_out, and only when every slot is empty or written in place):
+// nothing can reassign the result while the slots point into it.
 struct Recycle {
+  RecycleTarget* target = nullptr;
   std::vector<Tensor*> slots;
   std::vector<int> holders;  // one per slot
   void clear() {
@@ -249,10 +266,11 @@ class JitCore {
   // its `outputs` stay empty: no vector on a hit. `make_key() -> string_view` builds the
   // key once the arguments are known not to be traced (a traced call runs uncached
   // whatever its key would have been; a param is refused before anything else).
-  // `recycle` (without `out`): where a compiled hit writes its outputs when it has as
-  // many slots as the hit makes outputs (CompiledFunction::run reuses the slots'
-  // tensors of the right type held by their counted holders alone); the hit is then
-  // `in_place`.
+  // `recycle` (without `out`): a kept result a compiled hit writes its outputs into
+  // when its target fills as many slots as the hit makes outputs, each empty or held by
+  // its counted holders alone (CompiledFunction::run writes those of the right type in
+  // place), and the path's code calls no C++ code of its own; the hit is then
+  // `in_place`, the result already put.
   template <class MakeKey, class Call>
   auto call(const MakeKey& make_key, std::span<const Tensor* const> tensors, std::span<Tensor> out, Call& c,
             Recycle* recycle = nullptr) {
