@@ -111,7 +111,7 @@ CompiledFunction compile(Tape&& tape, const CompileOptions& options) {
 
 CompiledFunction detail::compile_verified(Tape&& tape, const CompileOptions& options) {
 #ifndef NDEBUG
-  verify("compile", tape);  // (a debug build checks the passes' output all the same)
+  verify("compile", tape);  // (a debug build verifies it all the same)
 #endif
   // The thread pool is set up here (REEL_NUM_THREADS read), not in a call of the
   // compiled code.
@@ -341,8 +341,9 @@ void CompiledFunction::run_steps(std::span<const Tensor* const> args, std::span<
       throw;
     }
   }
+  // (Swapped, so the slots' old tensors go with `staged`, once every slot is written.)
   if (!direct)
-    for (std::size_t k = 0; k < outputs.size(); ++k) *outputs[k] = std::move(staged[k]);
+    for (std::size_t k = 0; k < outputs.size(); ++k) std::swap(*outputs[k], staged[k]);
 }
 
 const CompiledFunction::Impl& CompiledFunction::checked() const {

@@ -254,10 +254,11 @@ class CachedDerivative : public detail::CachedFunction<F> {
   // The same result, written into `r`: a result this function gave before (or an empty
   // one). On a compiled cache hit the new values go into r's tensors in place wherever
   // r holds the only reference to one and its shape is this call's (see
-  // CompiledFunction::run), so a loop of calls allocates nothing for its results. A
-  // copy of one of r's tensors kept elsewhere keeps its values (that slot gets a new
-  // tensor), but a pointer into r's memory sees the new ones. If the call throws, r is
-  // left empty.
+  // CompiledFunction::run), so a loop of calls allocates nothing for its results
+  // (unless the compiled code calls C++ code of its own, an eager primitive's: then r
+  // is filled as operator() fills it). A copy of one of r's tensors kept elsewhere
+  // keeps its values (that slot gets a new tensor), but a pointer into r's memory sees
+  // the new ones. If the call throws, r is left empty.
   template <class... A>
   void into(typename D::Result& r, const A&... args) const {
     call(r, true, args...);

@@ -91,7 +91,8 @@ namespace detail {
 // reel::compile of a tape known to be well formed: one verified (reel::verify) by the
 // caller, or made by the pass pipeline from a verified tape (grad_tape's, which
 // reel::compile_grad compiles, or the cleanup passes' in reel::compile). It is not
-// verified again: at 10^5 operations that was a tenth of a gradient's compile.
+// verified again except in a debug build: at 10^5 operations that was a tenth of a
+// gradient's compile.
 CompiledFunction compile_verified(Tape&& tape, const CompileOptions& options);
 }  // namespace detail
 
@@ -118,7 +119,8 @@ class CompiledFunction {
   void run(std::span<const Tensor* const> args, std::span<Tensor> outputs, std::span<const int> holders) const;
   // The same, output k written into *outputs[k]: tensors that live in a caller's own
   // fields (a kept result struct's) are written where they are, not moved into a list
-  // and back.
+  // and back. Nothing may reassign those tensors while the call runs (code it calls:
+  // calls_out); old tensors a slot gives up are released once every output is written.
   void run(std::span<const Tensor* const> args, std::span<Tensor* const> outputs, std::span<const int> holders) const;
   // Whether a call runs C++ code of its own (an eager primitive's function: a primitive
   // without a lowering), which may run anything, such as another call of the caller's
