@@ -496,17 +496,18 @@ TEST_CASE("into a result kept from another signature with as many tensors in oth
   }
 }
 
-TEST_CASE("into a result that the compiled code's own C++ call fills again meanwhile (found by review)") {
-  // A primitive without a lowering runs its eager function inside the compiled code;
-  // here that function calls into on the same result, with the other signature.
-  static std::function<void()> reenter;
-  static bool inside = false;
-  define_primitive({.name = "test_into_reenter",
+namespace {
+// An identity primitive without a lowering: compiled code calls its eager function,
+// which runs `hook` (if set, and not from within itself): C++ code of the caller's
+// that a compiled call runs.
+void define_reentering(const char* name, std::function<void()>& hook) {
+  define_primitive({.name = name,
                     .eager =
-                        [](std::span<const Tensor> x, const Attrs&) {
-                          if (reenter && !inside) {
+                        [&hook](std::span<const Tensor> x, const Attrs&) {
+                          static thread_local bool inside = false;
+                          if (hook && !inside) {
                             inside = true;
-                            reenter();
+                            hook();
                             inside = false;
                           }
                           return x[0] * 1.0;
@@ -515,6 +516,23 @@ TEST_CASE("into a result that the compiled code's own C++ call fills again meanw
                               const Attrs&) { return std::vector<Tensor>{d}; },
                     .jvp = [](const std::vector<Tensor>&, const Tensor&, const std::vector<Tensor>& t,
                               const Attrs&) { return t[0]; }});
+}
+
+// J is `plain`, a Jacobian of f(x, n) with n an i64: one block, in the first column.
+void check_first_column(const Jacobian& J, const Jacobian& plain) {
+  REQUIRE(J.blocks.size() == 1);
+  REQUIRE(J.blocks[0].size() == 2);
+  check_close(J.blocks[0][0], plain.blocks[0][0], 1e-12, 1e-12, "into: block");
+  CHECK_FALSE(J.blocks[0][1].defined());
+  check_close(J.value, plain.value, 1e-12, 1e-12, "into: value");
+}
+}  // namespace
+
+TEST_CASE("into a result that the compiled code's own C++ call fills again meanwhile (found by review)") {
+  // A primitive without a lowering runs its eager function inside the compiled code;
+  // here that function calls into on the same result, with the other signature.
+  static std::function<void()> reenter;
+  define_reentering("test_into_reenter", reenter);
   const auto f = [](const Tensor& a, const Tensor& b) {
     const Tensor& v = a.dtype() == DType::i64 ? b : a;
     return sin(reel::apply("test_into_reenter", std::vector<Tensor>{v})) * 2.0;
@@ -531,12 +549,7 @@ TEST_CASE("into a result that the compiled code's own C++ call fills again meanw
   jf.into(J, x, n);
   reenter = nullptr;
   CHECK(reentered == 1);
-  const Jacobian plain = jacobian(f, x, n);
-  REQUIRE(J.blocks.size() == 1);
-  REQUIRE(J.blocks[0].size() == 2);
-  check_close(J.blocks[0][0], plain.blocks[0][0], 1e-12, 1e-12, "into after a nested into: block");
-  CHECK_FALSE(J.blocks[0][1].defined());
-  check_close(J.value, plain.value, 1e-12, 1e-12, "into after a nested into: value");
+  check_first_column(J, jacobian(f, x, n));
 }
 
 TEST_CASE("into after a path whose own C++ call filled the result again failed its guard (found by review)") {
@@ -544,21 +557,7 @@ TEST_CASE("into after a path whose own C++ call filled the result again failed i
   // same result with the other signature, then fails its guard; path B, whose code calls
   // nothing, then writes into the result as it is now.
   static std::function<void()> reenter;
-  static bool inside = false;
-  define_primitive({.name = "test_into_reenter_guarded",
-                    .eager =
-                        [](std::span<const Tensor> x, const Attrs&) {
-                          if (reenter && !inside) {
-                            inside = true;
-                            reenter();
-                            inside = false;
-                          }
-                          return x[0] * 1.0;
-                        },
-                    .vjp = [](const std::vector<Tensor>&, const Tensor&, const Tensor& d,
-                              const Attrs&) { return std::vector<Tensor>{d}; },
-                    .jvp = [](const std::vector<Tensor>&, const Tensor&, const std::vector<Tensor>& t,
-                              const Attrs&) { return t[0]; }});
+  define_reentering("test_into_reenter_guarded", reenter);
   const auto f = [](const Tensor& a, const Tensor& b) {
     const Tensor& v = a.dtype() == DType::i64 ? b : a;
     const Tensor y = reel::apply("test_into_reenter_guarded", std::vector<Tensor>{v});
@@ -578,12 +577,7 @@ TEST_CASE("into after a path whose own C++ call filled the result again failed i
   jf.into(J, neg, n);
   reenter = nullptr;
   CHECK(reentered == 1);  // (path A ran, called into, and failed its guard)
-  const Jacobian plain = jacobian(f, neg, n);
-  REQUIRE(J.blocks.size() == 1);
-  REQUIRE(J.blocks[0].size() == 2);
-  check_close(J.blocks[0][0], plain.blocks[0][0], 1e-12, 1e-12, "into after a failed guard: block");
-  CHECK_FALSE(J.blocks[0][1].defined());
-  check_close(J.value, plain.value, 1e-12, 1e-12, "into after a failed guard: value");
+  check_first_column(J, jacobian(f, neg, n));
 }
 
 TEST_CASE("into writes in place through a result's second names; hits are counted on every thread") {
