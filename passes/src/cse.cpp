@@ -1,4 +1,3 @@
-#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -71,47 +70,44 @@ struct OpEqual {
 };
 
 // A set of the new tape's variables by value (OpHash, OpEqual): open addressing with
-// linear probing over a power-of-two table of (hash tag, variable) pairs, at most three
-// quarters full; a probe compares tags (the hash's high half) before it looks at an
-// operation. Eight bytes a slot: the table of a million-operation tape is 16 MB of fresh
-// pages, whose zeroing by the kernel is part of its cost. (An unordered_set's chained
+// linear probing over a power-of-two table of (hash, variable) pairs, at most half full.
+// A probe compares hashes before it looks at an operation. (An unordered_set's chained
 // nodes, even from an arena, were two fifths of CSE's time on a scalar gradient.)
 class VarSet {
  public:
   VarSet(std::size_t expected, const Tape& tape) : hash_{&tape}, equal_{&tape} {
     std::size_t capacity = 16;
-    while (capacity < expected + expected / 2) capacity *= 2;
+    while (capacity < 2 * expected) capacity *= 2;
     slots_.assign(capacity, Slot{0, kNoVar});
   }
   // v, and true, if no equal variable is in the set (v is added); else the equal one.
   std::pair<Var, bool> insert(Var v) {
-    if (4 * (count_ + 1) > 3 * slots_.size()) grow();
+    if (2 * (count_ + 1) > slots_.size()) grow();
     const std::size_t h = hash_(v);
-    const auto tag = static_cast<uint32_t>(h >> 32);
     const std::size_t mask = slots_.size() - 1;
     for (std::size_t i = h & mask;; i = (i + 1) & mask) {
       Slot& s = slots_[i];
       if (s.var == kNoVar) {
-        s = {tag, v};
+        s = {h, v};
         ++count_;
         return {v, true};
       }
-      if (s.tag == tag && equal_(s.var, v)) return {s.var, false};
+      if (s.hash == h && equal_(s.var, v)) return {s.var, false};
     }
   }
 
  private:
   struct Slot {
-    uint32_t tag;
+    std::size_t hash;
     Var var;
   };
-  void grow() {  // (each slot's position is its hash's low bits: rehashed from its operation)
+  void grow() {
     std::vector<Slot> old = std::move(slots_);
     slots_.assign(2 * old.size(), Slot{0, kNoVar});
     const std::size_t mask = slots_.size() - 1;
     for (const Slot& s : old)
       if (s.var != kNoVar) {
-        std::size_t i = hash_(s.var) & mask;
+        std::size_t i = s.hash & mask;
         while (slots_[i].var != kNoVar) i = (i + 1) & mask;
         slots_[i] = s;
       }
