@@ -162,19 +162,22 @@ void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor
   run_steps(args, outputs, false);
 }
 
+namespace {
+void check_holders(std::size_t outputs, std::size_t holders) {
+  if (holders != outputs)
+    throw Error(fmt::format("compiled function: expected a holder count per output ({}), got {}", outputs, holders));
+}
+}  // namespace
+
 void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor> outputs,
                            std::span<const int> holders) const {
-  if (holders.size() != outputs.size())
-    throw Error(fmt::format("compiled function: expected a holder count per output ({}), got {}", outputs.size(),
-                            holders.size()));
+  check_holders(outputs.size(), holders.size());
   run_steps(args, outputs, false, holders);
 }
 
 void CompiledFunction::run(std::span<const Tensor* const> args, std::span<Tensor* const> outputs,
                            std::span<const int> holders) const {
-  if (holders.size() != outputs.size())
-    throw Error(fmt::format("compiled function: expected a holder count per output ({}), got {}", outputs.size(),
-                            holders.size()));
+  check_holders(outputs.size(), holders.size());
   // Each output a tensor of its own: compared pair by pair for a few, else sorted on the
   // stack (no allocation on the hot path up to kInline outputs; a Hessian of 7
   // arguments has 57).

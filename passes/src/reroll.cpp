@@ -151,6 +151,8 @@ class Reroller {
     }
   }
   uint64_t k0(Var v) const { return k0_[static_cast<std::size_t>(v)]; }
+  // A slice's start, recorded by keys() (kNone for other operations).
+  int64_t start_at(int64_t v) const { return start_at_[static_cast<std::size_t>(v)]; }
 
   // Whether a and b (K0-equal) are the same operation but for their arguments (and a
   // slice's start).
@@ -210,7 +212,7 @@ class Reroller {
         else st.slots.push_back({Cls::invariant, a});
       }
       if (o.kind == OpKind::result && st.slots.back().cls != Cls::internal) return false;
-      if (is_slice(o)) st.start1[static_cast<std::size_t>(j)] = o.attrs.integer("start");
+      if (is_slice(o)) st.start1[static_cast<std::size_t>(j)] = start_at(base + j);
     }
     st.first.push_back(static_cast<int32_t>(st.slots.size()));
     return true;
@@ -251,7 +253,7 @@ class Reroller {
         if (!slot_ok(st.slots[static_cast<std::size_t>(first) + m], o.args[m], ro.args[m], base, P, k)) return false;
       const auto J = static_cast<std::size_t>(j);
       if (st.start1[J] == kNone) continue;
-      const int64_t start = o.attrs.integer("start");
+      const int64_t start = start_at(v);
       if (k == 2 && st.delta[J] == kNone) {
         st.delta[J] = start - st.start1[J];
         if (st.delta[J] != 0 && !advancing_slice_ok(o, st.slots[static_cast<std::size_t>(first)], st.delta[J]))
@@ -276,13 +278,12 @@ class Reroller {
     if (points < 3) return true;  // (two starts always make a step)
     auto it = std::lower_bound(slice_at_.begin(), slice_at_.end(), s);
     if (it == slice_at_.end() || *it >= s + Q) return true;  // no slice in the body
-    auto start = [&](int64_t v) { return start_at_[static_cast<std::size_t>(v)]; };
     for (; it != slice_at_.end() && *it + (points - 1) * Q < e; ++it) {
       const int64_t v = *it;
-      if (start(v + Q) == kNone) continue;
-      const int64_t step = start(v + Q) - start(v);
+      if (start_at(v + Q) == kNone) continue;
+      const int64_t step = start_at(v + Q) - start_at(v);
       int64_t j = 2;
-      while (j < points && start(v + j * Q) != kNone && start(v + j * Q) - start(v + (j - 1) * Q) == step) ++j;
+      while (j < points && start_at(v + j * Q) != kNone && start_at(v + j * Q) - start_at(v + (j - 1) * Q) == step) ++j;
       if (j == points) return true;
     }
     return false;
@@ -388,7 +389,7 @@ class Reroller {
     // slices and folds too.
     std::map<std::pair<Var, int64_t>, std::pair<int64_t, int64_t>> span;  // (source, step) -> [first, last)
     auto advancing = [&](std::size_t J) { return st.start1[J] != kNone && st.delta[J] != 0; };
-    auto start_of = [&](int32_t j) { return op(start + j).attrs.integer("start"); };
+    auto start_of = [&](int32_t j) { return start_at(start + j); };
     for (int32_t j = 0; j < P; ++j) {
       const auto J = static_cast<std::size_t>(j);
       if (!advancing(J)) continue;
