@@ -171,6 +171,11 @@ llvm::MDNode* KernelEmitter::loop_hints(bool no_unroll, bool no_vectorize) {
   if (no_vectorize)
     ops.push_back(llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.vectorize.enable"),
                                           llvm::ConstantAsMetadata::get(b.getFalse())}));
+  else if (no_unroll)
+    // LLVM reads unroll.disable as "interleave once" too: a reduction would then keep one
+    // vector accumulator and wait on each add's latency. Four vectors in flight hide it.
+    ops.push_back(llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.interleave.count"),
+                                          llvm::ConstantAsMetadata::get(b.getInt32(kInterleave))}));
   llvm::MDNode* md = llvm::MDNode::getDistinct(ctx, ops);
   md->replaceOperandWith(0, md);  // a loop ID refers to itself
   return md;

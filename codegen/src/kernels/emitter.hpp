@@ -53,6 +53,8 @@ class KernelEmitter {
   // not unrolled further: unrolling them made compile times up to ten times longer (an
   // MLP gradient took 220 ms instead of 25 ms) for no measurable speed.
   static constexpr int64_t kMaxUnrolledTripCount = 16;
+  // Vector iterations in flight in a long loop (llvm.loop.interleave.count).
+  static constexpr int kInterleave = 4;
   // Whether a loop nest over dims is one short loop, which the optimiser unrolls completely.
   static bool unrolls_completely(const std::vector<int64_t>& dims) {
     return dims.size() == 1 && dims[0] <= kMaxUnrolledTripCount;
