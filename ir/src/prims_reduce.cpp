@@ -2,6 +2,7 @@
 // axes (negative axes count from the end), with or without keepdims; sum_to(x,
 // shape), the adjoint of broadcasting; argmax and argmin (i64). The first five lower
 // to one code-generation pattern: combine into a keep-dims target shape, then scale.
+#include <optional>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -124,8 +125,14 @@ Primitive reduction(const char* name, Handle self, ReduceOp op, double (*scale)(
 double one(int64_t) { return 1.0; }
 double inverse(int64_t n) { return 1.0 / static_cast<double>(n); }  // 1/0 = inf: a mean of nothing is NaN
 
-// d reduction / d x as a tensor of x's shape, for prod, max and min.
-using Weights = Var (*)(TapeBuilder& b, const Primitive& reduction, Var x, Var y, const Attrs& a);
+// d reduction / d x as a tensor of x's shape, for prod, max and min: `w`, divided by
+// `share` (keep-dims shaped) when there is one. The division is done on the reduced
+// shape, before the spread: one per result instead of one per element.
+struct Weighting {
+  Var w;
+  std::optional<Var> share;
+};
+using Weights = Weighting (*)(TapeBuilder& b, const Primitive& reduction, Var x, Var y, const Attrs& a);
 
 // prod: w_i = the product of the other elements, written so that its own derivatives
 // are right too (second derivatives, hvp) when some elements are 0. With P the product
@@ -136,7 +143,7 @@ using Weights = Var (*)(TapeBuilder& b, const Primitive& reduction, Var x, Var y
 //   two zeros:  w = P * (S - x) at a zero (the other zero), 0 elsewhere
 //   more:       0
 // The divisions use x with its zeros replaced by 1, so no branch divides by 0.
-Var prod_weights(TapeBuilder& b, const Primitive& reduction, Var x, Var, const Attrs& a) {
+Weighting prod_weights(TapeBuilder& b, const Primitive& reduction, Var x, Var, const Attrs& a) {
   const VarType xt = b.type(x);
   const Var zero = constant_like(b, 0, x), one_ = constant_like(b, 1, x), two = constant_like(b, 2, x);
   const Var is_zero = b.call(prims::eq(), {x, zero});
@@ -149,18 +156,19 @@ Var prod_weights(TapeBuilder& b, const Primitive& reduction, Var x, Var, const A
   const Var none = p_over;
   const Var one_zero = b.call(prims::where(), {is_zero, p, b.mul(p_over, s)});
   const Var two_zeros = b.call(prims::where(), {is_zero, b.mul(p, b.sub(s, x)), zero});
-  return b.call(prims::where(), {b.call(prims::eq(), {zeros, zero}), none,
-                          b.call(prims::where(), {b.call(prims::eq(), {zeros, one_}), one_zero,
-                                           b.call(prims::where(), {b.call(prims::eq(), {zeros, two}), two_zeros, zero})})});
+  return {b.call(prims::where(), {b.call(prims::eq(), {zeros, zero}), none,
+                           b.call(prims::where(), {b.call(prims::eq(), {zeros, one_}), one_zero,
+                                            b.call(prims::where(), {b.call(prims::eq(), {zeros, two}), two_zeros, zero})})}),
+          std::nullopt};
 }
 
 // max / min: the gradient goes to the elements equal to the result, split evenly
-// among ties.
-Var extremum_weights(TapeBuilder& b, const Primitive& reduction, Var x, Var y, const Attrs& a) {
+// among ties (the mask, shared by the count of ties).
+Weighting extremum_weights(TapeBuilder& b, const Primitive& reduction, Var x, Var y, const Attrs& a) {
   const VarType xt = b.type(x);
   const Var mask =
       b.call(prims::eq(), {x, b.broadcast_to(b.reshape(y, keep_shape(reduction.name.c_str(), xt, a)), xt.shape)});
-  return b.div(mask, reduce_keep(b, prims::sum(), mask, xt, a));
+  return {mask, reduce_keep(b, prims::sum(), mask, xt, a)};
 }
 
 // prod, max, min: the adjoint and tangent through `weights`.
@@ -168,13 +176,17 @@ Primitive weighted(const char* name, Handle self, ReduceOp op, Weights weights) 
   return reduction(name, self, op, one,
                    {.adjoint = [name, self, weights](TapeBuilder& b, const AdjointArgs& a) {
                       const VarType x = b.type(a.args[0]);
-                      const Var w = weights(b, self(), a.args[0], a.out, a.attrs);
-                      return std::vector<Var>{b.mul(spread(b, name, a.dout, x, a.attrs), w)};
+                      const Weighting w = weights(b, self(), a.args[0], a.out, a.attrs);
+                      Var dout = a.dout;
+                      if (w.share) dout = b.div(b.reshape(dout, keep_shape(name, x, a.attrs)), *w.share);
+                      return std::vector<Var>{b.mul(spread(b, name, dout, x, a.attrs), w.w)};
                     },
                     .tangent = [self, weights](TapeBuilder& b, const TangentArgs& a) {
                       const VarType x = b.type(a.args[0]);
-                      const Var w = weights(b, self(), a.args[0], a.out, a.attrs);
-                      return b.reshape(reduce_keep(b, prims::sum(), b.mul(a.tangents[0], w), x, a.attrs), b.type(a.out).shape);
+                      const Weighting w = weights(b, self(), a.args[0], a.out, a.attrs);
+                      Var t = reduce_keep(b, prims::sum(), b.mul(a.tangents[0], w.w), x, a.attrs);
+                      if (w.share) t = b.div(t, *w.share);
+                      return b.reshape(t, b.type(a.out).shape);
                     }});
 }
 
