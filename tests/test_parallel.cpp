@@ -47,6 +47,12 @@ std::vector<Program> large_programs() {
        [](const std::vector<Tensor>& a) { return sum(sin(matmul(a[0], a[1]))); }, {randn({300, 200}, 12), randn({200, 250}, 13)}},
       {"matrix-vector [3000,400] x [400] and back",
        [](const std::vector<Tensor>& a) { return sum(square(matmul(a[0], a[1]))); }, {randn({3000, 400}, 14), randn({400}, 15)}},
+      // Row sums of a loop's values, added up in the result by the loop, a chunk of rows each.
+      {"sums and means of products over rows of [3000, 400]",
+       [](const std::vector<Tensor>& a) {
+         return sum(square(sum(a[0] * a[1], 1))) + sum(cos(mean(sin(a[0]), std::vector<int64_t>{1}, true)));
+       },
+       {randn({3000, 400}, 16), randn({400}, 17)}},
       {"f32 softmax cross-entropy rows, [256, 1000]",
        [](const std::vector<Tensor>& a) { return mean(logsumexp(a[0], 1)) - mean(a[0]); },
        {randn({256, 1000}, 9, DType::f32)}},

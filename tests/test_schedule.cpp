@@ -619,6 +619,40 @@ TEST_CASE("column sums are accumulated by the loop that computes their input") {
   test::run_checked(w, {wide});
 }
 
+// A sum over trailing dimensions (row sums: a matrix-vector product written as a sum of
+// products, a mean over the last axis) of an f64 loop member is added up by that loop in
+// the result itself, each row's total in registers: no pass of its own, no product
+// stored. Reassociated, as a reduction step's over rows is: close to the interpreter's.
+TEST_CASE("row sums are accumulated by the loop that computes their input") {
+  const Tensor x = randn({300, 7, 5}, 44), v = randn({5}, 45), m = randn({300, 7}, 46);
+  const Tape t = trace(
+      [](const Tensor& a, const Tensor& b, const Tensor& c) {
+        const Tensor y = a * b;
+        return std::vector<Tensor>{sum(y, std::vector<int64_t>{2}), sum(y, std::vector<int64_t>{1, 2}),
+                                   mean(exp(a), std::vector<int64_t>{2}, true), sum(sin(c), 1)};
+      },
+      x, v, m);
+  const std::string plan = plan_text(t);
+  CHECK_MESSAGE(plan.find("reduce") == std::string::npos, plan);
+  CHECK_MESSAGE(plan.find("stores []") != std::string::npos, plan);  // (the products are not stored)
+  test::run_checked(t, {x, v, m});
+  const std::vector<Tensor> want = play(t, {x, v, m}), got = compile(t)({x, v, m});
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(max_abs_diff(got.at(i), want[i]) < 1e-12);
+  // A matrix-vector product and its gradient (a sum over rows, then one over columns),
+  // against the product itself.
+  const Tensor P = randn({50, 30}, 47), w = randn({30}, 48);
+  const Tape g = grad_tape(trace([&](const Tensor& a) { return sum(square(sum(a * P, std::vector<int64_t>{1}))); }, w));
+  CHECK_MESSAGE(plan_text(g).find("reduce") == std::string::npos, plan_text(g));
+  const Tensor r = matmul(P, w);
+  const Tensor want_grad = matmul(transpose(P), r * 2.0);
+  CHECK(max_abs_diff(compile(g)({w}).at(1), want_grad) < 1e-11);
+  test::run_checked(g, {w});
+  // f32 results and reductions of something other than a loop member keep their own step.
+  const Tensor xf = randn({40, 9}, 49, DType::f32);
+  CHECK(plan_text(trace([](const Tensor& a) { return sum(a * 2.0, 1); }, xf)).find("reduce") != std::string::npos);
+  CHECK(plan_text(trace([](const Tensor& a) { return sum(a, 1); }, m)).find("reduce") != std::string::npos);
+}
+
 // A reduction that keeps the innermost dimension (over rows) is compiled as blocks of
 // accumulators read row by row (kernels/reduce.cpp, 1024 per block): every element combines its
 // reduced ones in the interpreter's order, so the results are the interpreter's, bit

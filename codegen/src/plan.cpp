@@ -53,7 +53,7 @@ class Planner {
     if (current_ < 0) return false;
     int64_t total = numel(t_.type(v).shape);
     for (Var r : current_loop().reductions)
-      if (numel(t_.type(r).shape) > 1) total += numel(t_.type(r).shape);
+      if (numel(t_.type(r).shape) > 1 && !is_trailing_sum(t_, r)) total += numel(t_.type(r).shape);
     return total <= kMaxColumnSums;
   }
 
@@ -111,10 +111,11 @@ class Planner {
       }
       case Structure::reduction: {
         const Var in = op.args[0];
-        if ((is_full_reduction(t_, v) || (is_leading_sum(t_, v) && column_sums_fit(v))) && is_member(in)) {
+        if ((is_full_reduction(t_, v) || (is_leading_sum(t_, v) && column_sums_fit(v)) || is_trailing_sum(t_, v)) &&
+            is_member(in)) {
           current_loop().reductions.push_back(v);
           loop_of_[v] = current_;
-          needs_memory_[v] = true;  // written after the loop
+          needs_memory_[v] = true;  // written after the loop (row sums: as it goes)
           return;
         }
         close_loop();

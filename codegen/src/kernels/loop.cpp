@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "kernels/emitter.hpp"
+#include "kernels/reduce.hpp"
 #include "schedule.hpp"
 
 namespace reel::codegen {
@@ -257,9 +258,10 @@ void schedule_loop(Scheduler& sch, const LoopStep& loop) {
     LoopSpec::Sum sum{value_of(op.args[0]), param_of(p, ls, r), op.prim->lowering.reduce_scale(t.type(op.args[0]), op.attrs),
                       op.type.dtype, {}, 1};
     const Shape target = op.prim->lowering.reduce_target(t.type(op.args[0]), op.attrs);
-    if (numel(target) > 1) {  // column sums: the result's element at the kept dimensions
+    if (numel(target) > 1) {  // column or row sums: the result's element at the kept dimensions
       sum.strides = broadcast_strides(target, loop.shape);
       sum.count = numel(target);
+      sum.rows = is_trailing_sum(t, r);
     }
     s.sums.push_back(std::move(sum));
   }
@@ -390,12 +392,32 @@ void fuse_sincos(KernelEmitter& e, llvm::BasicBlock& block, std::vector<Value*>&
   }
 }
 
+// A row sum's kept (leading) dimensions and their strides into its result.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> kept_rows(const LoopSpec& s, const LoopSpec::Sum& su) {
+  std::size_t kept = su.strides.size();
+  while (kept > 0 && su.strides[kept - 1] == 0) --kept;
+  return {std::vector<int64_t>(s.dims.begin(), s.dims.begin() + static_cast<std::ptrdiff_t>(kept)),
+          std::vector<int64_t>(su.strides.begin(), su.strides.begin() + static_cast<std::ptrdiff_t>(kept))};
+}
+
+// Each result of a row sum (of this chunk's rows) set to f(its value).
+void over_rows(KernelEmitter& e, const LoopSpec& s, const LoopSpec::Sum& su, const std::function<Value*(Value*)>& f) {
+  const auto [dims, strides] = kept_rows(s, su);
+  e.loop_nest(dims, [&](const std::vector<Value*>& j) {
+    Value* at = e.element_ptr(su.param, DType::f64, e.offset(j, strides));
+    e.b.CreateStore(f(e.b.CreateLoad(e.b.getDoubleTy(), at)), at);
+  }, {}, e.spec.chunk > 0);
+}
+
 void emit_loop(KernelEmitter& e) {
   IRBuilder<>& b = e.b;
   const KernelSpec& k = e.spec;
   const LoopSpec& s = k.as<LoopSpec>();
   std::vector<llvm::AllocaInst*> acc;
-  for (const LoopSpec::Sum& su : s.sums) acc.push_back(su.strides.empty() ? e.new_accumulator() : e.new_columns(su.count));
+  for (const LoopSpec::Sum& su : s.sums) {
+    acc.push_back(su.rows ? nullptr : su.strides.empty() ? e.new_accumulator() : e.new_columns(su.count));
+    if (su.rows && !k.empty) over_rows(e, s, su, [&](Value*) { return llvm::ConstantFP::get(b.getDoubleTy(), 0.0); });
+  }
   if (!k.empty) {
     e.loop_nest(s.dims, [&](const std::vector<Value*>& idx) {
       std::vector<Value*> value;
@@ -440,6 +462,7 @@ void emit_loop(KernelEmitter& e) {
         const LoopSpec::Sum& su = s.sums[i];
         Value* v = value[static_cast<std::size_t>(su.value)];
         if (su.strides.empty()) e.accumulate(acc[i], v);
+        else if (su.rows) e.accumulate(e.element_ptr(su.param, DType::f64, e.offset(idx, su.strides)), v);
         else e.accumulate(b.CreateInBoundsGEP(b.getDoubleTy(), acc[i], e.offset(idx, su.strides)), v, kernels::ReduceOp::sum, true);
       }
     }, s.segments, k.chunk > 0);
@@ -447,7 +470,10 @@ void emit_loop(KernelEmitter& e) {
   int64_t partial_at = 0;  // a chunk's partial results: each sum's, one after another (count each)
   for (std::size_t i = 0; i < s.sums.size(); ++i) {
     const LoopSpec::Sum& su = s.sums[i];
-    if (k.chunk > 0) {
+    if (su.rows) {
+      if (su.scale != 1.0 && !k.empty)
+        over_rows(e, s, su, [&](Value* x) { return b.CreateFMul(x, llvm::ConstantFP::get(b.getDoubleTy(), su.scale)); });
+    } else if (k.chunk > 0) {
       e.store_partial(acc[i], partial_at, su.count);
       partial_at += su.count;
     } else if (!su.strides.empty()) {
@@ -498,7 +524,7 @@ std::string loop_key(const KernelSpec& k) {
   for (const auto& su : s.sums) {
     fmt::format_to(out, FMT_COMPILE("; sum {} {} {} {}"), su.value, su.param, su.scale, dtype_name(su.dtype));
     if (!su.strides.empty()) {
-      fmt::format_to(out, FMT_COMPILE(" columns {} "), su.count);
+      fmt::format_to(out, FMT_COMPILE(" {} {} "), su.rows ? "rows" : "columns", su.count);
       append_ints(key, su.strides);
     }
   }
@@ -507,10 +533,12 @@ std::string loop_key(const KernelSpec& k) {
 
 // The outer dimension, unless it is the only one and segmented. Column sums' chunks
 // would be blocks of the reduced (leading) dimension, each with a partial array; should
-// the outer dimension be a kept one (not expected), the loop runs whole.
+// the outer dimension be a kept one (not expected), the loop runs whole. Row sums' chunks
+// are blocks of their rows.
 SplitExtent loop_split(const KernelSpec& k) {
   const LoopSpec& s = k.as<LoopSpec>();
-  if (std::any_of(s.sums.begin(), s.sums.end(), [](const LoopSpec::Sum& su) { return !su.strides.empty() && su.strides[0] != 0; }))
+  if (std::any_of(s.sums.begin(), s.sums.end(),
+                  [](const LoopSpec::Sum& su) { return !su.rows && !su.strides.empty() && su.strides[0] != 0; }))
     return {};
   if (s.dims.empty() || (s.dims.size() == 1 && !s.segments.empty())) return {};
   return {s.dims[0], product(s.dims, 1)};
@@ -518,7 +546,8 @@ SplitExtent loop_split(const KernelSpec& k) {
 
 void loop_partials(const KernelSpec& k, ParallelKernelArgs& parallel) {
   for (const LoopSpec::Sum& sum : k.as<LoopSpec>().sums)
-    parallel.sums.push_back(
+    if (!sum.rows)  // (a chunk's rows are its own)
+      parallel.sums.push_back(
         {.param = sum.param, .scale = sum.scale, .dtype = sum.dtype, .op = kernels::ReduceOp::sum, .count = sum.count});
 }
 

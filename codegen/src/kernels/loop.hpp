@@ -81,6 +81,10 @@ struct LoopSpec {
     // adds to at strides . i (0 along the reduced dimensions). Empty: a sum of all.
     std::vector<int64_t> strides;
     int64_t count = 1;
+    // A sum over trailing dimensions (row sums, is_trailing_sum): the results are added
+    // up in the output itself, zeroed first; a chunk of the outer (kept) dimension owns
+    // its rows, so no partial sums.
+    bool rows = false;
   };
   std::vector<int64_t> dims;  // coalesced iteration space
   // With loads that have deltas or fixed elements, the innermost dimension in ranges,

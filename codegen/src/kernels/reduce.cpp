@@ -38,6 +38,23 @@ bool is_leading_sum(const Tape& t, Var v) {
   return true;
 }
 
+bool is_trailing_sum(const Tape& t, Var v) {
+  const Op& op = t.op(v);
+  if (op.prim->lowering.reduce_op != kernels::ReduceOp::sum || op.prim->lowering.reduce_index ||
+      op.type.dtype != DType::f64)
+    return false;
+  const Shape& in = t.type(op.args[0]).shape;
+  Shape target = op.prim->lowering.reduce_target(t.type(op.args[0]), op.attrs);
+  if (target.size() > in.size() || numel(target) <= 1 || numel(target) == numel(in)) return false;
+  target.insert(target.begin(), in.size() - target.size(), 1);  // (sum_to's: aligned to the right)
+  std::size_t d = 0;
+  while (d < in.size() && (target[d] == in[d] || in[d] == 1)) ++d;  // the kept leading dimensions
+  if (d == 0 || in[0] == 1) return false;
+  for (; d < in.size(); ++d)
+    if (target[d] != 1) return false;
+  return true;
+}
+
 namespace {
 
 using llvm::IRBuilder;

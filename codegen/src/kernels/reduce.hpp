@@ -36,5 +36,10 @@ bool is_full_reduction(const Tape& t, Var v);
 // broadcast bias's gradient, a column count), of at most kMaxColumnSums results: a loop
 // over the input accumulates it in an array, a sum per result, as it goes.
 bool is_leading_sum(const Tape& t, Var v);
+// A sum in f64 over trailing dimensions that keeps the leading ones whole (row sums: a
+// matrix-vector product written as a sum of products, a softmax's denominators): a loop
+// over the input adds each element into its result in the output as it goes, and the
+// compiler keeps a row's total in registers. Any number of results.
+bool is_trailing_sum(const Tape& t, Var v);
 
 }  // namespace reel::codegen
