@@ -317,6 +317,46 @@ TEST_CASE("simplify: a stack of a tensor's slices is the tensor, a reshape of a 
   CHECK(to_string(dce(simplify(moved))) == to_string(moved));
 }
 
+// The gradient of a row of slices that all read one number per row (a loop split in
+// two): one value, broadcast to each piece and placed side by side, is its broadcast.
+TEST_CASE("simplify: pieces of one broadcast value placed side by side are its broadcast") {
+  const Tape t = parse_tape(
+      "inp %1::f64[4]\n"
+      "%2 = neg(%1)::f64[4]\n"
+      "%3 = reshape(%2, shape=[4,1])::f64[4,1]\n"
+      "%4 = neg(%1)::f64[4]\n"  // (the same value computed twice, as the reverse pass does)
+      "%5 = reshape(%4, shape=[4,1])::f64[4,1]\n"
+      "%6 = broadcast_to(%5, shape=[4,3])::f64[4,3]\n"
+      "%7 = place(%3, %6, axis=1, starts=[3,0], step=1, size=4)::f64[4,4]\n"
+      "out %7");
+  const Tape s = dce(simplify(t));
+  CHECK(to_string(s) ==
+        "inp %1::f64[4]\n"
+        "%2 = neg(%1)::f64[4]\n"
+        "%3 = reshape(%2, shape=[4,1])::f64[4,1]\n"
+        "%4 = broadcast_to(%3, shape=[4,4])::f64[4,4]\n"
+        "out %4");
+  check_runs_as(t, s, {randn({4}, 5)});
+  // Rows of one row placed one under the other are its broadcast too.
+  const Tape rows = parse_tape(
+      "inp %1::f64[1,3]\n%2 = broadcast_to(%1, shape=[2,3])::f64[2,3]\n"
+      "%3 = place(%1, %2, axis=0, starts=[0,1], step=1, size=3)::f64[3,3]\nout %3");
+  CHECK(to_string(dce(simplify(rows))) == "inp %1::f64[1,3]\n%2 = broadcast_to(%1, shape=[3,3])::f64[3,3]\nout %2");
+  check_runs_as(rows, dce(simplify(rows)), {randn({1, 3}, 6)});
+  // Pieces of different values, or of a value that varies along the placement's axis
+  // (slices of it, or it twice), stay.
+  for (const char* kept : {
+           "inp %1::f64[4,1]\ninp %2::f64[4,1]\n"
+           "%3 = place(%1, %2, axis=1, starts=[0,1], step=1, size=2)::f64[4,2]\nout %3",
+           "inp %1::f64[2]\n%2 = place(%1, %1, axis=0, starts=[0,2], step=1, size=4)::f64[4]\nout %2",
+           "inp %1::f64[4,1]\n%2 = slice(%1, axis=0, start=0, stop=2, step=1)::f64[2,1]\n"
+           "%3 = slice(%1, axis=0, start=2, stop=4, step=1)::f64[2,1]\n"
+           "%4 = place(%3, %2, axis=0, starts=[0,2], step=1, size=4)::f64[4,1]\nout %4"}) {
+    const Tape k = parse_tape(kept);
+    CHECK_MESSAGE(to_string(dce(simplify(k))).find("place(") != std::string::npos, kept);
+  }
+}
+
 TEST_CASE("simplify folds a small view or slice of a constant into a constant, not a large one") {
   const Tape t = parse_tape(
       "%1 = const [1, 0, 0, 1, 2, 3]::f64[2,3]\n"

@@ -1,12 +1,14 @@
 // Algebraic simplification of the identities the reverse pass produces most: a seed of
 // ones multiplied in (x * 1 -> x), double negation, a reshape of a reshape, slices put
 // back where they came from (a stack of a tensor's slices is the tensor; so is the
-// gradient of those slices), a slice of all of a tensor, a small view, strided read or
+// gradient of those slices), pieces of one broadcast value placed side by side (its
+// broadcast), a slice of all of a tensor, a small view, strided read or
 // placement of constants (a column of a Jacobian's seeds: a constant too). Only exact
 // IEEE identities (x + 0 is not one: -0 + 0 is +0), and only where the kept operand
 // already has the result's type, so no broadcast is lost.
 #include <cmath>
 
+#include "reel/ir/prims.hpp"
 #include "reel/passes.hpp"
 #include "rewrite.hpp"
 
@@ -66,6 +68,57 @@ Var placed_back(const Tape& t, const Op& op, const std::vector<Var>& a) {
   return source;
 }
 
+// Whether u and w are the same value: the same variable, or the same pure operation of
+// the same values, up to `depth` operations deep (the reverse pass computes some twice,
+// `neg(g)` and its reshape for each slice's gradient; cse merges them only later).
+bool same_value(const Tape& t, Var u, Var w, int depth) {
+  if (u == w) return true;
+  const Op &a = t.op(u), &b = t.op(w);
+  if (depth == 0 || a.kind != OpKind::call || b.kind != OpKind::call || a.prim != b.prim || !a.prim->pure ||
+      a.prim->effect || a.results != 1 || a.type != b.type || a.args.size() != b.args.size() || !(a.attrs == b.attrs))
+    return false;
+  for (std::size_t i = 0; i < a.args.size(); ++i)
+    if (!same_value(t, a.args[i], b.args[i], depth - 1)) return false;
+  return true;
+}
+
+// A strided placement whose pieces are all one value v, each broadcast to its piece's
+// shape (or v itself), is v broadcast to the whole: the gradient of a row's slices that
+// all read one number (a sum's seed spread over a split loop) would otherwise be written
+// out in full for the next loop to read. Holds when v varies only along dimensions
+// each piece spans whole and in place (same stride, no offset there). Returns v.
+Var placed_broadcast(const Tape& t, const Op& op, const std::vector<Var>& a) {
+  if (!op.prim->lowering.strided_place || a.size() < 2) return kNoVar;
+  const Shape& out = op.type.shape;
+  const std::vector<int64_t> whole = contiguous_strides(out);
+  Var source = kNoVar;
+  std::vector<VarType> types;
+  int64_t placed = 0;
+  for (Var x : a) {
+    Var s = x;
+    while (t.op(s).kind == OpKind::call && t.op(s).prim->structure == Structure::broadcast) s = t.op(s).args[0];
+    if (source == kNoVar) source = s;
+    if (!same_value(t, s, source, 3)) return kNoVar;
+    types.push_back(t.type(x));
+    placed += numel(types.back().shape);
+  }
+  const VarType& v = t.type(source);
+  if (placed != numel(out) || v.dtype != op.type.dtype || v.shape.size() > out.size()) return kNoVar;
+  Shape vs(out.size() - v.shape.size(), 1);  // (aligned to the right, as broadcasting is)
+  vs.insert(vs.end(), v.shape.begin(), v.shape.end());
+  const std::vector<StridedMap> places = op.prim->lowering.strided_place(types, op.attrs);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const Shape& piece = types[i].shape;
+    if (piece.size() != out.size()) return kNoVar;
+    for (std::size_t d = 0; d < out.size(); ++d) {
+      if (vs[d] == 1) continue;
+      const int64_t at = out[d] > 0 ? places[i].offset / whole[d] % out[d] : 0;
+      if (vs[d] != out[d] || piece[d] != out[d] || places[i].strides[d] != whole[d] || at != 0) return kNoVar;
+    }
+  }
+  return source;
+}
+
 // A view, strided read or strided placement of constants only moves their elements:
 // folded into a new constant when that is small (a larger one would be one more copy in
 // memory). Placements too, since the slices of a constant that a placement would have
@@ -101,6 +154,15 @@ Var simpler(Builder& b, const Op& op, const std::vector<Var>& a) {
     return source != a[0] ? b.copy(op, {source}) : kNoVar;
   }
   if (const Var x = placed_back(t, op, a); x != kNoVar) return x;
+  if (const Var v = placed_broadcast(t, op, a); v != kNoVar) {
+    if (t.type(v) == op.type) return v;
+    Op spread;
+    spread.prim = &prims::broadcast_to();
+    spread.args = {v};
+    spread.attrs = {{"shape", op.type.shape}};
+    spread.type = op.type;
+    return b.take(std::move(spread));
+  }
   // A strided read of all of its argument, in order (a slice of a whole axis), is it.
   if (p.lowering.strided_read && a.size() == 1 && t.type(a[0]) == op.type &&
       same_map(p.lowering.strided_read(t.type(a[0]), op.attrs), {0, contiguous_strides(op.type.shape)}, op.type.shape))
