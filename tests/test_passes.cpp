@@ -337,6 +337,9 @@ TEST_CASE("simplify: pieces of one broadcast value placed side by side are its b
         "%4 = broadcast_to(%3, shape=[4,4])::f64[4,4]\n"
         "out %4");
   check_runs_as(t, s, {randn({4}, 5)});
+  // Pieces with no elements (found by review: a division by a zero stride).
+  const Tape none = parse_tape("inp %1::f64[2,0]\n%2 = concat(%1, %1, axis=0)::f64[4,0]\nout %2");
+  CHECK(play(simplify(none), {zeros({2, 0})}).at(0).shape() == Shape{4, 0});
   // Rows of one row placed one under the other are its broadcast too.
   const Tape rows = parse_tape(
       "inp %1::f64[1,3]\n%2 = broadcast_to(%1, shape=[2,3])::f64[2,3]\n"

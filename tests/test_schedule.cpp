@@ -648,6 +648,25 @@ TEST_CASE("row sums are accumulated by the loop that computes their input") {
   const Tensor want_grad = matmul(transpose(P), r * 2.0);
   CHECK(max_abs_diff(compile(g)({w}).at(1), want_grad) < 1e-11);
   test::run_checked(g, {w});
+  // A scan whose carry is such a row sum (a matrix-vector product per step): the loop
+  // zeroes its result before reading the old carry, so the carry is not updated in place
+  // (found by review: W^3 h came out as zeros).
+  const Tensor W = randn({4, 4}, 50), h = randn({4}, 51);
+  const Tape s = trace(
+      [&](const Tensor& h0) {
+        return scan([&](const Tensor& c, const None&) { return std::pair{sum(W * c, std::vector<int64_t>{1}), none}; },
+                    h0, none, {.length = 3})
+            .first;
+      },
+      h);
+  CHECK(max_abs_diff(compile(s)({h}).at(0), matmul(W, matmul(W, matmul(W, h)))) < 1e-12);
+  test::run_checked(s, {h});
+  // Rows of no elements: zeros, and a mean of none NaN, as interpreted (a reduction step).
+  const Tensor empty = zeros({3, 0});
+  const Tape e = trace([](const Tensor& a) { return std::vector<Tensor>{sum(exp(a), 1), mean(exp(a), 1)}; }, empty);
+  const std::vector<Tensor> eg = compile(e)({empty});
+  CHECK(eg.at(0).values() == std::vector<double>{0, 0, 0});
+  for (double x : eg.at(1).values()) CHECK(std::isnan(x));
   // f32 results and reductions of something other than a loop member keep their own step.
   const Tensor xf = randn({40, 9}, 49, DType::f32);
   CHECK(plan_text(trace([](const Tensor& a) { return sum(a * 2.0, 1); }, xf)).find("reduce") != std::string::npos);

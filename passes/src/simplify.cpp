@@ -88,7 +88,7 @@ bool same_value(const Tape& t, Var u, Var w, int depth) {
 // out in full for the next loop to read. Holds when v varies only along dimensions
 // each piece spans whole and in place (same stride, no offset there). Returns v.
 Var placed_broadcast(const Tape& t, const Op& op, const std::vector<Var>& a) {
-  if (!op.prim->lowering.strided_place || a.size() < 2) return kNoVar;
+  if (!op.prim->lowering.strided_place || a.size() < 2 || numel(op.type.shape) == 0) return kNoVar;
   const Shape& out = op.type.shape;
   const std::vector<int64_t> whole = contiguous_strides(out);
   Var source = kNoVar;

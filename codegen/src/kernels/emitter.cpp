@@ -128,7 +128,7 @@ void KernelEmitter::loop_nest(const std::vector<int64_t>& dims,
       idx.push_back(i);
       level(d + 1);
       idx.pop_back();
-      close_counted_loop(i, range_end, "done", false, static_cast<int64_t>(d) == scalar_level);
+      close_counted_loop(i, range_end, "done", false, static_cast<int64_t>(d) == scalar_level, dims.size() == 1);
       return;
     }
     int64_t start = 0;
@@ -139,7 +139,7 @@ void KernelEmitter::loop_nest(const std::vector<int64_t>& dims,
       level(d + 1);
       idx.pop_back();
       close_counted_loop(i, b.getInt64(ends[s]), "done", innermost && ends[s] - start <= kMaxUnrolledTripCount,
-                         static_cast<int64_t>(d) == scalar_level);
+                         static_cast<int64_t>(d) == scalar_level, innermost && ends[s] - start >= kInterleavedTripCount);
     }
   };
   level(0);
@@ -156,22 +156,23 @@ llvm::PHINode* KernelEmitter::open_counted_loop(const char* loop_name, Value* st
 }
 
 void KernelEmitter::close_counted_loop(llvm::PHINode* i, Value* end, const char* exit_name, bool may_unroll,
-                                       bool scalar) {
+                                       bool scalar, bool interleave) {
   auto* exit = llvm::BasicBlock::Create(ctx, exit_name, fn);
   Value* next = b.CreateAdd(i, b.getInt64(1), "", true, true);
   i->addIncoming(next, b.GetInsertBlock());
   auto* br = b.CreateCondBr(b.CreateICmpULT(next, end), i->getParent(), exit);
-  if (!may_unroll || scalar) br->setMetadata(llvm::LLVMContext::MD_loop, loop_hints(!may_unroll, scalar));
+  if (!may_unroll || scalar)
+    br->setMetadata(llvm::LLVMContext::MD_loop, loop_hints(!may_unroll, scalar, interleave && !scalar));
   b.SetInsertPoint(exit);
 }
 
-llvm::MDNode* KernelEmitter::loop_hints(bool no_unroll, bool no_vectorize) {
+llvm::MDNode* KernelEmitter::loop_hints(bool no_unroll, bool no_vectorize, bool interleave) {
   std::vector<llvm::Metadata*> ops{nullptr};
   if (no_unroll) ops.push_back(llvm::MDNode::get(ctx, llvm::MDString::get(ctx, "llvm.loop.unroll.disable")));
   if (no_vectorize)
     ops.push_back(llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.vectorize.enable"),
                                           llvm::ConstantAsMetadata::get(b.getFalse())}));
-  else if (no_unroll)
+  else if (no_unroll && interleave)
     // LLVM reads unroll.disable as "interleave once" too: a reduction would then keep one
     // vector accumulator and wait on each add's latency. Four vectors in flight hide it.
     ops.push_back(llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.interleave.count"),

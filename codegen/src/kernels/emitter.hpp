@@ -44,17 +44,22 @@ class KernelEmitter {
                  const std::vector<int64_t>& segments = {}, bool chunk = false, bool short_body = false);
   // A counted loop: a header block `name` whose counter (the phi returned) starts at
   // `start`; closed after its body by close_counted_loop: counter + 1, back to the
-  // header while below `end`, then on in a new block `exit_name`.
+  // header while below `end`, then on in a new block `exit_name`. `interleave`: an
+  // innermost loop long enough to keep kInterleave vector iterations in flight.
   llvm::PHINode* open_counted_loop(const char* loop_name, Value* start);
-  void close_counted_loop(llvm::PHINode* i, Value* end, const char* exit_name, bool may_unroll, bool scalar = false);
+  void close_counted_loop(llvm::PHINode* i, Value* end, const char* exit_name, bool may_unroll, bool scalar = false,
+                          bool interleave = false);
 
   // Innermost loops this short may be unrolled completely, which lets the SLP
   // vectorizer use vector math on them. Other loops are vectorized and interleaved but
   // not unrolled further: unrolling them made compile times up to ten times longer (an
   // MLP gradient took 220 ms instead of 25 ms) for no measurable speed.
   static constexpr int64_t kMaxUnrolledTripCount = 16;
-  // Vector iterations in flight in a long loop (llvm.loop.interleave.count).
+  // Vector iterations in flight in a long innermost loop (llvm.loop.interleave.count),
+  // one of at least kInterleavedTripCount iterations (a shorter one would leave most of
+  // them to the scalar remainder).
   static constexpr int kInterleave = 4;
+  static constexpr int64_t kInterleavedTripCount = 64;
   // Whether a loop nest over dims is one short loop, which the optimiser unrolls completely.
   static bool unrolls_completely(const std::vector<int64_t>& dims) {
     return dims.size() == 1 && dims[0] <= kMaxUnrolledTripCount;
@@ -97,7 +102,7 @@ class KernelEmitter {
   // ptr partials)` (a RangeFn).
   void emit_entry(const std::string& kernel_name);
   // A loop ID: not unrolled, and or not vectorized (the SLP vectorizer still works within it).
-  llvm::MDNode* loop_hints(bool no_unroll, bool no_vectorize);
+  llvm::MDNode* loop_hints(bool no_unroll, bool no_vectorize, bool interleave);
 };
 
 }  // namespace reel::codegen

@@ -45,7 +45,8 @@ bool is_trailing_sum(const Tape& t, Var v) {
     return false;
   const Shape& in = t.type(op.args[0]).shape;
   Shape target = op.prim->lowering.reduce_target(t.type(op.args[0]), op.attrs);
-  if (target.size() > in.size() || numel(target) <= 1 || numel(target) == numel(in)) return false;
+  // (A sum of no elements is a reduction step's: the loop would not run.)
+  if (target.size() > in.size() || numel(target) <= 1 || numel(target) == numel(in) || numel(in) == 0) return false;
   target.insert(target.begin(), in.size() - target.size(), 1);  // (sum_to's: aligned to the right)
   std::size_t d = 0;
   while (d < in.size() && (target[d] == in[d] || in[d] == 1)) ++d;  // the kept leading dimensions

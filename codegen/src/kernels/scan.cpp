@@ -127,6 +127,9 @@ bool update_in_place(LoopKernel& lk, std::vector<KernelSpec>& kernels, std::size
       const KernelSpec& k = kernels[static_cast<std::size_t>(st.kernel)];
       const auto* s = std::get_if<LoopSpec>(&k.body);
       if (s == nullptr) return false;
+      // (Row sums zero their results before the loop reads anything.)
+      if (std::any_of(s->sums.begin(), s->sums.end(), [&](const auto& x) { return x.rows && x.param == w; }))
+        return false;
       for (const auto& st_out : s->stores)
         if (st_out.param == w)
           for (const auto& l : s->loads)
