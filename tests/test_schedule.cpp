@@ -620,6 +620,39 @@ TEST_CASE("column sums are accumulated by the loop that computes their input") {
   test::run_checked(w, {wide});
 }
 
+// The gradient of x[0] and x[1:] read apart beside a use of all of x (scalar code's
+// loops: lse's `A = x[0]; A = max(A, x[i])`): the reverse pass adds each piece of the
+// slices' gradient to the slice of the other's where it goes, and places the sums, so no
+// full-size placement is added afterwards; the loop computing a piece does the adding.
+TEST_CASE("a gradient's placed pieces are added into the slices of its other terms") {
+  const Tensor x = randn({2000}, 52);
+  const Tape t = trace(
+      [](const Tensor& a) {
+        return sum(sin(a)) + sum(square(slice(a, 0, 1, 2000))) * 0.5 + sum(slice(a, 0, 0, 1)) * 3.0;
+      },
+      x);
+  const Tape g = grad_tape(t);
+  const Op& last = g.op(g.outputs.at(1));
+  REQUIRE(last.kind == OpKind::call);
+  CHECK_MESSAGE(last.prim->lowering.strided_place, to_string(g));
+  const std::string plan = plan_text(g);
+  CHECK_MESSAGE(plan.find("(every argument written by its loop)") != std::string::npos, plan);
+  // The piece over x[1:] is added and placed by the loop that computes it.
+  bool piece_placed = false;
+  std::istringstream lines(plan);
+  for (std::string line; std::getline(lines, line);)
+    piece_placed = piece_placed ||
+                   (line.find("loop f64 over [1999]") != std::string::npos && line.find("places [") != std::string::npos);
+  CHECK_MESSAGE(piece_placed, plan);
+  std::vector<double> want = x.values();
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] = std::cos(want[i]) + (i == 0 ? 3.0 : want[i]);
+  test::check_close(compile(g)({x}).at(1), tensor(want, {2000}), 1e-12, 1e-12, "gradient");
+  test::run_checked(g, {x});
+  // Pieces that do not cover the result (an unslice) are added as before.
+  const Tape u = grad_tape(trace([](const Tensor& a) { return sum(sin(a)) + sum(slice(a, 0, 1, 1000)); }, x));
+  test::run_checked(u, {x});
+}
+
 // A sum over trailing dimensions (row sums: a matrix-vector product written as a sum of
 // products, a mean over the last axis) of an f64 loop member is added up by that loop in
 // the result itself, each row's total in registers: no pass of its own, no product

@@ -1,5 +1,7 @@
 #include "placement.hpp"
 
+#include <algorithm>
+
 #include "plan.hpp"
 
 namespace reel::codegen {
@@ -62,8 +64,16 @@ std::vector<Var> placement_order(const Tape& t, const std::vector<bool>& folded)
       for (std::size_t q = oldest; q < queue.size(); ++q)
         if (!placed[queue[q]] && has_loop_shape(t.type(queue[q]).shape, loop)) emit(queue[q]);
     }
+    // An operation right after a strided read of its shape that it reads joins the loop
+    // that read has just joined (the gradient of x[1:] added to a slice of another:
+    // waiting, it let a read of another shape end that loop first).
+    const bool after_read =
+        v > 1 && placed[v - 1] && op.kind == OpKind::call && t.op(v - 1).kind == OpKind::call &&
+        t.op(v - 1).prim->lowering.strided_read && std::find(op.args.begin(), op.args.end(), v - 1) != op.args.end() &&
+        loop_shape(t.type(v - 1).shape) == loop_shape(op.type.shape);
     const bool deferred = op.kind == OpKind::call && op.results == 1 && !output[v] && op.prim->pure && !op.prim->effect &&
-                          (op.prim->structure == Structure::elementwise || op.prim->structure == Structure::broadcast);
+                          (op.prim->structure == Structure::elementwise || op.prim->structure == Structure::broadcast) &&
+                          !after_read;
     if (deferred) {
       waiting[v] = true, queue.push_back(v);
       continue;

@@ -172,7 +172,63 @@ class Reverse {
     return t;
   }
 
-  void add_to(Var& sum, Var x) { sum = sum == kNoVar ? x : b_.add(sum, x); }
+  void add_to(Var& sum, Var x) {
+    if (sum == kNoVar) sum = x;
+    else if (const Var placed = added_in_place(sum, x); placed != kNoVar) sum = placed;
+    else sum = b_.add(sum, x);
+  }
+
+  // sum + x, where x places pieces along one axis each and covers its result: each piece
+  // added to the slice of sum where it goes, then placed. The same additions, without a
+  // full-size placement to add afterwards (the gradient of x[0] and x[1:] read apart
+  // beside a use of all of x, as scalar code's loops make: lse's). kNoVar otherwise.
+  Var added_in_place(Var sum, Var x) {
+    const Op& op = b_.tape().op(x);
+    if (op.kind != OpKind::call || !op.prim->lowering.strided_place || b_.type(sum) != op.type) return kNoVar;
+    const Shape& out = op.type.shape;
+    std::vector<VarType> types;
+    int64_t placed = 0;
+    for (Var a : op.args) {
+      types.push_back(b_.type(a));
+      if (types.back().dtype != op.type.dtype || types.back().shape.size() != out.size() || numel(types.back().shape) == 0)
+        return kNoVar;
+      placed += numel(types.back().shape);
+    }
+    if (placed != numel(out)) return kNoVar;  // (placements put no element twice)
+    std::vector<int64_t> whole(out.size(), 1);
+    for (std::size_t d = out.size(); d-- > 1;) whole[d - 1] = whole[d] * out[d];
+    const std::vector<StridedMap> maps = op.prim->lowering.strided_place(types, op.attrs);
+    struct Slice {
+      int64_t axis, start, stop, step;
+    };
+    std::vector<Slice> slices;
+    for (std::size_t i = 0; i < op.args.size(); ++i) {
+      const Shape& piece = types[i].shape;
+      int64_t axis = -1;
+      for (std::size_t d = 0; d < out.size(); ++d)
+        if (piece[d] != out[d]) {
+          if (axis >= 0) return kNoVar;
+          axis = static_cast<int64_t>(d);
+        }
+      if (axis < 0) return kNoVar;
+      const auto a = static_cast<std::size_t>(axis);
+      int64_t offset = maps[i].offset;
+      for (std::size_t d = 0; d < out.size(); ++d)
+        if (d != a && out[d] > 1 && maps[i].strides[d] != whole[d]) return kNoVar;
+      if (offset % whole[a] != 0 || maps[i].strides[a] % whole[a] != 0) return kNoVar;
+      const int64_t start = offset / whole[a], step = maps[i].strides[a] / whole[a];
+      if (start >= out[a] || step < 1) return kNoVar;  // (an offset along another axis)
+      slices.push_back({axis, start, start + (piece[a] - 1) * step + 1, step});
+    }
+    std::vector<Var> pieces;
+    for (std::size_t i = 0; i < op.args.size(); ++i) {
+      const Slice& s = slices[i];
+      const Var part = b_.call(prims::slice(), {sum},
+                               {{"axis", s.axis}, {"start", s.start}, {"stop", s.stop}, {"step", s.step}});
+      pieces.push_back(b_.add(part, op.args[i]));
+    }
+    return b_.call(*op.prim, std::move(pieces), op.attrs);
+  }
 
   void add_term(Var v, Var d) {
     std::vector<Var>& t = terms_[v];
