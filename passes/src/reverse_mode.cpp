@@ -220,14 +220,18 @@ class Reverse {
       if (start >= out[a] || step < 1) return kNoVar;  // (an offset along another axis)
       slices.push_back({axis, start, start + (piece[a] - 1) * step + 1, step});
     }
+    // (Copied: adding to the tape may move its operations.)
+    const Primitive& prim = *op.prim;
+    const std::vector<Var> args = op.args;
+    const Attrs attrs = op.attrs;
     std::vector<Var> pieces;
-    for (std::size_t i = 0; i < op.args.size(); ++i) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
       const Slice& s = slices[i];
       const Var part = b_.call(prims::slice(), {sum},
                                {{"axis", s.axis}, {"start", s.start}, {"stop", s.stop}, {"step", s.step}});
-      pieces.push_back(b_.add(part, op.args[i]));
+      pieces.push_back(b_.add(part, args[i]));
     }
-    return b_.call(*op.prim, std::move(pieces), op.attrs);
+    return b_.call(prim, std::move(pieces), attrs);
   }
 
   void add_term(Var v, Var d) {
