@@ -651,6 +651,39 @@ TEST_CASE("a gradient's placed pieces are added into the slices of its other ter
   // Pieces that do not cover the result (an unslice) are added as before.
   const Tape u = grad_tape(trace([](const Tensor& a) { return sum(sin(a)) + sum(slice(a, 0, 1, 1000)); }, x));
   test::run_checked(u, {x});
+  // Pieces that are one value's broadcast are its broadcast, added in one loop (found by
+  // review: adding them piece by piece made cos(x) a stored value).
+  const Tensor m = randn({4, 6}, 53), w = randn({4}, 54);
+  const Tape b = grad_tape(trace(
+      [&](const Tensor& a) {
+        return sum(sum(slice(a, 1, 0, 1), std::vector<int64_t>{1}) * w) +
+               sum(sum(slice(a, 1, 1, 6), std::vector<int64_t>{1}) * w) + sum(sin(a));
+      },
+      m));
+  CHECK_MESSAGE(to_string(b).find("place(") == std::string::npos, to_string(b));
+  test::run_checked(b, {m});
+  // Many pieces (each element read apart) stay one placement, added once.
+  const Tape many = grad_tape(trace(
+      [](const Tensor& a) {
+        Tensor s = sum(sin(a));
+        for (int64_t i = 0; i < 6; ++i) s = s + slice(a, 0, i, i + 1) * static_cast<double>(i + 1);
+        return sum(s);
+      },
+      randn({6}, 55)));
+  CHECK_MESSAGE(to_string(many).find("add(") != std::string::npos, to_string(many));
+  test::run_checked(many, {randn({6}, 55)});
+}
+
+// A placement's piece joins the loop of the strided read just before it, but another
+// operation after a strided read still waits for its reader: a loop then holds it with
+// that reader across a reduction of another shape (found by review).
+TEST_CASE("an operation after a strided read waits for its reader unless a placement reads it") {
+  const Tape k = parse_tape(
+      "inp %1::f64[100,8]\ninp %2::f64[8,8]\n%3 = slice(%1, axis=0, start=0, stop=50, step=1)::f64[50,8]\n"
+      "%4 = mul(%3, %3)::f64[50,8]\n%5 = sum(%2, axes=[0])::f64[8]\n%6 = add(%4, %5)::f64[50,8]\nout %6");
+  const std::string plan = plan_text(k);
+  CHECK_MESSAGE(plan.find("computes [%4, %6] stores [%6]") != std::string::npos, plan);
+  test::run_checked(k, {randn({100, 8}, 56), randn({8, 8}, 57)});
 }
 
 // A sum over trailing dimensions (row sums: a matrix-vector product written as a sum of

@@ -21,8 +21,11 @@ constexpr Var kMaxWait = 16;
 
 std::vector<Var> placement_order(const Tape& t, const std::vector<bool>& folded) {
   const Var n = t.size();
-  std::vector<bool> output(n + 1, false), waiting(n + 1, false), placed(n + 1, false);
+  std::vector<bool> output(n + 1, false), waiting(n + 1, false), placed(n + 1, false), read_by_place(n + 1, false);
   for (Var o : t.outputs) output[o] = true;
+  for (Var v = 1; v <= n; ++v)
+    if (t.op(v).kind == OpKind::call && t.op(v).prim->lowering.strided_place)
+      for (Var a : t.op(v).args) read_by_place[a] = true;
   std::vector<Var> order;
   order.reserve(static_cast<std::size_t>(n));
   std::vector<std::pair<Var, std::size_t>> stack;  // (variable, next argument to look at)
@@ -64,11 +67,12 @@ std::vector<Var> placement_order(const Tape& t, const std::vector<bool>& folded)
       for (std::size_t q = oldest; q < queue.size(); ++q)
         if (!placed[queue[q]] && has_loop_shape(t.type(queue[q]).shape, loop)) emit(queue[q]);
     }
-    // An operation right after a strided read of its shape that it reads joins the loop
-    // that read has just joined (the gradient of x[1:] added to a slice of another:
-    // waiting, it let a read of another shape end that loop first).
+    // A piece of a placement right after a strided read of its shape that it reads joins
+    // the loop that read has just joined (the gradient of x[1:] added to a slice of
+    // another: waiting for the placement, it let a read of another shape end that loop
+    // first). Other operations keep waiting for their readers (kmeans's case, above).
     const bool after_read =
-        v > 1 && placed[v - 1] && op.kind == OpKind::call && t.op(v - 1).kind == OpKind::call &&
+        v > 1 && read_by_place[v] && placed[v - 1] && op.kind == OpKind::call && t.op(v - 1).kind == OpKind::call &&
         t.op(v - 1).prim->lowering.strided_read && std::find(op.args.begin(), op.args.end(), v - 1) != op.args.end() &&
         loop_shape(t.type(v - 1).shape) == loop_shape(op.type.shape);
     const bool deferred = op.kind == OpKind::call && op.results == 1 && !output[v] && op.prim->pure && !op.prim->effect &&
@@ -81,7 +85,7 @@ std::vector<Var> placement_order(const Tape& t, const std::vector<bool>& folded)
     emit(v);
     if (op.kind != OpKind::call) continue;
     const bool joins_loop = op.prim->structure == Structure::reduction || op.prim->structure == Structure::view ||
-                            folded[v] || op.prim->lowering.strided_read;
+                            folded[v] || op.prim->lowering.strided_read || after_read;
     if (!joins_loop) expire(v, kMaxWait);
   }
   for (Var v = 1; v <= n; ++v)

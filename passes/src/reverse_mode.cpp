@@ -8,6 +8,7 @@
 #include "reel/ir/body_tape.hpp"
 #include "reel/ir/builder.hpp"
 #include "reel/passes.hpp"
+#include "rewrite.hpp"
 #include "transforms.hpp"
 
 namespace reel {
@@ -178,13 +179,18 @@ class Reverse {
     else sum = b_.add(sum, x);
   }
 
-  // sum + x, where x places pieces along one axis each and covers its result: each piece
-  // added to the slice of sum where it goes, then placed. The same additions, without a
-  // full-size placement to add afterwards (the gradient of x[0] and x[1:] read apart
-  // beside a use of all of x, as scalar code's loops make: lse's). kNoVar otherwise.
+  // sum + x, where x places a few pieces along one axis each and covers its result: each
+  // piece added to the slice of sum where it goes, then placed. The same additions,
+  // without a full-size placement to add afterwards (the gradient of x[0] and x[1:] read
+  // apart beside a use of all of x, as scalar code's loops make: lse's). kNoVar
+  // otherwise, and for a placement simplify makes simpler (the slices of one tensor put
+  // back, pieces of one broadcast: adding that is one loop already), or of many pieces
+  // (two operations each).
   Var added_in_place(Var sum, Var x) {
     const Op& op = b_.tape().op(x);
-    if (op.kind != OpKind::call || !op.prim->lowering.strided_place || b_.type(sum) != op.type) return kNoVar;
+    if (op.kind != OpKind::call || !op.prim->lowering.strided_place || b_.type(sum) != op.type ||
+        op.args.size() > kMaxAddedPieces || passes::simpler_placement(b_.tape(), op))
+      return kNoVar;
     const Shape& out = op.type.shape;
     std::vector<VarType> types;
     int64_t placed = 0;
@@ -257,6 +263,8 @@ class Reverse {
     t.assign(sum == kNoVar ? 0 : 1, sum);
     return sum;
   }
+
+  static constexpr std::size_t kMaxAddedPieces = 4;
 
   const char* op_;
   const Tape& f_;

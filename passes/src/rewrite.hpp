@@ -50,6 +50,10 @@ class InPlace {
 using CompactStep = std::function<Var(InPlace&, Var, Op&&)>;
 Tape compact(Tape&& tape, const CompactStep& step);
 
+// Whether simplify replaces the strided placement `op` (of tape t's variables) by the
+// tensor its pieces were read from or by the broadcast they all are.
+bool simpler_placement(const Tape& t, const Op& op);
+
 // The cleanup passes consuming their tape (what a pass pipeline runs on the tapes it
 // made, and only on those: compact does not check them): the same results as
 // reel::simplify, cse and dce.

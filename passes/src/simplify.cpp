@@ -6,7 +6,10 @@
 // placement of constants (a column of a Jacobian's seeds: a constant too). Only exact
 // IEEE identities (x + 0 is not one: -0 + 0 is +0), and only where the kept operand
 // already has the result's type, so no broadcast is lost.
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 
 #include "reel/ir/prims.hpp"
 #include "reel/passes.hpp"
@@ -68,12 +71,20 @@ Var placed_back(const Tape& t, const Op& op, const std::vector<Var>& a) {
   return source;
 }
 
-// Whether u and w are the same value: the same variable, or the same pure operation of
-// the same values, up to `depth` operations deep (the reverse pass computes some twice,
-// `neg(g)` and its reshape for each slice's gradient; cse merges them only later).
+// Whether u and w are the same value: the same variable, small constants with the same
+// elements, or the same pure operation of the same values, up to `depth` operations
+// deep (the reverse pass computes some twice, `neg(g)` and its reshape for each slice's
+// gradient; cse merges them only later).
 bool same_value(const Tape& t, Var u, Var w, int depth) {
   if (u == w) return true;
   const Op &a = t.op(u), &b = t.op(w);
+  if (a.kind == OpKind::constant && b.kind == OpKind::constant) {  // (small ones: a folded view's, twice)
+    if (a.type != b.type || numel(a.type.shape) > kFoldedElements) return false;
+    const std::vector<double> x = a.value.values(), y = b.value.values();
+    return std::equal(x.begin(), x.end(), y.begin(), y.end(), [](double p, double q) {
+      return std::bit_cast<uint64_t>(p) == std::bit_cast<uint64_t>(q);  // (bits: -0 is not +0)
+    });
+  }
   if (depth == 0 || a.kind != OpKind::call || b.kind != OpKind::call || a.prim != b.prim || !a.prim->pure ||
       a.prim->effect || a.results != 1 || a.type != b.type || a.args.size() != b.args.size() || !(a.attrs == b.attrs))
     return false;
@@ -186,6 +197,10 @@ Var simplify_step(Builder& b, Var, Op&& op) {
 }
 
 }  // namespace
+
+bool passes::simpler_placement(const Tape& t, const Op& op) {
+  return placed_back(t, op, op.args) != kNoVar || placed_broadcast(t, op, op.args) != kNoVar;
+}
 
 Tape simplify(const Tape& tape) { return passes::rewrite_ops("simplify", tape, simplify_step<TapeBuilder>); }
 Tape passes::simplify(Tape&& tape) { return compact(std::move(tape), simplify_step<InPlace>); }
