@@ -162,7 +162,7 @@ void KernelEmitter::close_counted_loop(llvm::PHINode* i, Value* end, const char*
   i->addIncoming(next, b.GetInsertBlock());
   auto* br = b.CreateCondBr(b.CreateICmpULT(next, end), i->getParent(), exit);
   if (!may_unroll || scalar)
-    br->setMetadata(llvm::LLVMContext::MD_loop, loop_hints(!may_unroll, scalar, interleave && !scalar));
+    br->setMetadata(llvm::LLVMContext::MD_loop, loop_hints(!may_unroll, scalar, interleave));
   b.SetInsertPoint(exit);
 }
 

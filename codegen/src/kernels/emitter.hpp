@@ -101,7 +101,8 @@ class KernelEmitter {
   // chunks (KernelSpec::chunk), `void NAME(ptr bases, ptr buffers, i64 begin, i64 end,
   // ptr partials)` (a RangeFn).
   void emit_entry(const std::string& kernel_name);
-  // A loop ID: not unrolled, and or not vectorized (the SLP vectorizer still works within it).
+  // A loop ID: not unrolled, and or not vectorized (the SLP vectorizer still works within it);
+  // a vectorized one not unrolled interleaves kInterleave vector iterations if `interleave`.
   llvm::MDNode* loop_hints(bool no_unroll, bool no_vectorize, bool interleave);
 };
 

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <optional>
+#include <utility>
 
 #include "kernels/emitter.hpp"
 #include "kernels/loop.hpp"
@@ -23,13 +25,27 @@ bool is_full_reduction(const Tape& t, Var v) {
   return numel(target) == 1;
 }
 
-bool is_leading_sum(const Tape& t, Var v) {
+namespace {
+
+// A sum (or mean) of v's input to more than one result: the input's shape and the
+// result's in keep-dims form, aligned to the input's rank (sum_to's are aligned to the
+// right). Nothing for another reduction.
+std::optional<std::pair<Shape, Shape>> partial_sum_shapes(const Tape& t, Var v) {
   const Op& op = t.op(v);
-  if (op.prim->lowering.reduce_op != kernels::ReduceOp::sum || op.prim->lowering.reduce_index) return false;
+  if (op.prim->lowering.reduce_op != kernels::ReduceOp::sum || op.prim->lowering.reduce_index) return std::nullopt;
   const Shape& in = t.type(op.args[0]).shape;
   Shape target = op.prim->lowering.reduce_target(t.type(op.args[0]), op.attrs);
-  if (target.size() > in.size() || numel(target) <= 1 || numel(target) > kMaxColumnSums) return false;
-  target.insert(target.begin(), in.size() - target.size(), 1);  // (sum_to's: aligned to the right)
+  if (target.size() > in.size() || numel(target) <= 1) return std::nullopt;
+  target.insert(target.begin(), in.size() - target.size(), 1);
+  return std::pair{in, std::move(target)};
+}
+
+}  // namespace
+
+bool is_leading_sum(const Tape& t, Var v) {
+  const auto shapes = partial_sum_shapes(t, v);
+  if (!shapes || numel(shapes->second) > kMaxColumnSums) return false;
+  const auto& [in, target] = *shapes;
   std::size_t d = 0;
   while (d < in.size() && target[d] == 1 && in[d] != 1) ++d;  // the reduced leading dimensions
   if (d == 0) return false;
@@ -39,15 +55,11 @@ bool is_leading_sum(const Tape& t, Var v) {
 }
 
 bool is_trailing_sum(const Tape& t, Var v) {
-  const Op& op = t.op(v);
-  if (op.prim->lowering.reduce_op != kernels::ReduceOp::sum || op.prim->lowering.reduce_index ||
-      op.type.dtype != DType::f64)
-    return false;
-  const Shape& in = t.type(op.args[0]).shape;
-  Shape target = op.prim->lowering.reduce_target(t.type(op.args[0]), op.attrs);
+  const auto shapes = partial_sum_shapes(t, v);
+  if (!shapes || t.op(v).type.dtype != DType::f64) return false;
+  const auto& [in, target] = *shapes;
   // (A sum of no elements is a reduction step's: the loop would not run.)
-  if (target.size() > in.size() || numel(target) <= 1 || numel(target) == numel(in) || numel(in) == 0) return false;
-  target.insert(target.begin(), in.size() - target.size(), 1);  // (sum_to's: aligned to the right)
+  if (numel(target) == numel(in) || numel(in) == 0) return false;
   std::size_t d = 0;
   while (d < in.size() && (target[d] == in[d] || in[d] == 1)) ++d;  // the kept leading dimensions
   if (d == 0 || in[0] == 1) return false;
