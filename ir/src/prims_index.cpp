@@ -14,13 +14,6 @@ namespace reel::prims {
 
 namespace {
 
-// Element strides of a contiguous tensor of this shape.
-std::vector<int64_t> contiguous_strides(const Shape& shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (std::size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
-  return s;
-}
-
 // slice / unslice geometry: along `axis`, elements start, start + step, ... (count m).
 struct Strided {
   int64_t axis, start, step, count;

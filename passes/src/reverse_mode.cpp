@@ -201,8 +201,7 @@ class Reverse {
       placed += numel(types.back().shape);
     }
     if (placed != numel(out)) return kNoVar;  // (placements put no element twice)
-    std::vector<int64_t> whole(out.size(), 1);
-    for (std::size_t d = out.size(); d-- > 1;) whole[d - 1] = whole[d] * out[d];
+    const std::vector<int64_t> whole = contiguous_strides(out);
     const std::vector<StridedMap> maps = op.prim->lowering.strided_place(types, op.attrs);
     struct Slice {
       int64_t axis, start, stop, step;

@@ -30,12 +30,6 @@ bool is_filled_with(const Tape& t, Var v, double value) {
   return true;
 }
 
-std::vector<int64_t> contiguous_strides(const Shape& shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (std::size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
-  return s;
-}
-
 bool same_map(const StridedMap& x, const StridedMap& y, const Shape& shape) {
   if (x.offset != y.offset || x.strides.size() != shape.size() || y.strides.size() != shape.size()) return false;
   for (std::size_t d = 0; d < shape.size(); ++d)

@@ -48,6 +48,12 @@ bool broadcastable_to(const Shape& from, const Shape& to) {
   return true;
 }
 
+std::vector<int64_t> contiguous_strides(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (std::size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
 std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& target) {
   std::vector<int64_t> strides(target.size(), 0);
   const std::size_t lead = target.size() - shape.size();

@@ -36,6 +36,10 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 // True if `from` broadcasts to `to` under NumPy rules.
 bool broadcastable_to(const Shape& from, const Shape& to);
 
+// Row-major element strides of a contiguous tensor of `shape` (the last dimension's is 1;
+// a size-1 dimension's is that of the one after it times 1, not 0).
+std::vector<int64_t> contiguous_strides(const Shape& shape);
+
 // Row-major strides of `shape` as seen from an iteration over `target` that `shape`
 // broadcasts to: size-1 and missing leading dimensions get stride 0.
 std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& target);
