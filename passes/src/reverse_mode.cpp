@@ -192,15 +192,11 @@ class Reverse {
         op.args.size() > kMaxAddedPieces || passes::simpler_placement(b_.tape(), op))
       return kNoVar;
     const Shape& out = op.type.shape;
-    std::vector<VarType> types;
-    int64_t placed = 0;
-    for (Var a : op.args) {
-      types.push_back(b_.type(a));
-      if (types.back().dtype != op.type.dtype || types.back().shape.size() != out.size() || numel(types.back().shape) == 0)
-        return kNoVar;
-      placed += numel(types.back().shape);
-    }
-    if (placed != numel(out)) return kNoVar;  // (placements put no element twice)
+    const std::optional<std::vector<VarType>> pieces_types = passes::covering_pieces(b_.tape(), op, op.args);
+    if (!pieces_types) return kNoVar;
+    const std::vector<VarType>& types = *pieces_types;
+    for (const VarType& p : types)
+      if (p.dtype != op.type.dtype || p.shape.size() != out.size() || numel(p.shape) == 0) return kNoVar;
     const std::vector<int64_t> whole = contiguous_strides(out);
     const std::vector<StridedMap> maps = op.prim->lowering.strided_place(types, op.attrs);
     struct Slice {

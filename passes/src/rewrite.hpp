@@ -1,6 +1,8 @@
 #pragma once
 // Internal: the loop every rewriting pass shares.
 #include <functional>
+#include <optional>
+#include <vector>
 
 #include "reel/ir/builder.hpp"
 
@@ -49,6 +51,10 @@ class InPlace {
 // checked (check_structure) again.
 using CompactStep = std::function<Var(InPlace&, Var, Op&&)>;
 Tape compact(Tape&& tape, const CompactStep& step);
+
+// The types of a strided placement's pieces `a` (op's arguments, renamed or not) if
+// they cover its result (placements put no element twice), else nothing.
+std::optional<std::vector<VarType>> covering_pieces(const Tape& t, const Op& op, const std::vector<Var>& a);
 
 // Whether simplify replaces the strided placement `op` (of tape t's variables) by the
 // tensor its pieces were read from or by the broadcast they all are.

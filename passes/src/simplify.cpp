@@ -10,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "reel/ir/prims.hpp"
 #include "reel/passes.hpp"
@@ -44,13 +45,9 @@ constexpr int64_t kFoldedElements = 64;
 // gradient of a stack of slices, or a slice's gradient covering the whole axis.
 Var placed_back(const Tape& t, const Op& op, const std::vector<Var>& a) {
   if (!op.prim->lowering.strided_place || a.empty()) return kNoVar;
-  std::vector<VarType> types;
-  int64_t placed = 0;
-  for (Var x : a) {
-    types.push_back(t.type(x));
-    placed += numel(types.back().shape);
-  }
-  if (placed != numel(op.type.shape)) return kNoVar;  // (placements put no element twice: this covers all)
+  const std::optional<std::vector<VarType>> pieces = passes::covering_pieces(t, op, a);
+  if (!pieces) return kNoVar;
+  const std::vector<VarType>& types = *pieces;
   const std::vector<StridedMap> places = op.prim->lowering.strided_place(types, op.attrs);
   const std::vector<int64_t> whole = contiguous_strides(op.type.shape);
   if (a.size() == 1 && types[0] == op.type && same_map(places[0], {0, whole}, op.type.shape)) return a[0];
@@ -97,18 +94,16 @@ Var placed_broadcast(const Tape& t, const Op& op, const std::vector<Var>& a) {
   const Shape& out = op.type.shape;
   const std::vector<int64_t> whole = contiguous_strides(out);
   Var source = kNoVar;
-  std::vector<VarType> types;
-  int64_t placed = 0;
   for (Var x : a) {
     Var s = x;
     while (t.op(s).kind == OpKind::call && t.op(s).prim->structure == Structure::broadcast) s = t.op(s).args[0];
     if (source == kNoVar) source = s;
     if (!same_value(t, s, source, 3)) return kNoVar;
-    types.push_back(t.type(x));
-    placed += numel(types.back().shape);
   }
+  const std::optional<std::vector<VarType>> pieces = passes::covering_pieces(t, op, a);
   const VarType& v = t.type(source);
-  if (placed != numel(out) || v.dtype != op.type.dtype || v.shape.size() > out.size()) return kNoVar;
+  if (!pieces || v.dtype != op.type.dtype || v.shape.size() > out.size()) return kNoVar;
+  const std::vector<VarType>& types = *pieces;
   Shape vs(out.size() - v.shape.size(), 1);  // (aligned to the right, as broadcasting is)
   vs.insert(vs.end(), v.shape.begin(), v.shape.end());
   const std::vector<StridedMap> places = op.prim->lowering.strided_place(types, op.attrs);
@@ -191,6 +186,17 @@ Var simplify_step(Builder& b, Var, Op&& op) {
 }
 
 }  // namespace
+
+std::optional<std::vector<VarType>> passes::covering_pieces(const Tape& t, const Op& op, const std::vector<Var>& a) {
+  std::vector<VarType> types;
+  int64_t placed = 0;
+  for (Var x : a) {
+    types.push_back(t.type(x));
+    placed += numel(types.back().shape);
+  }
+  if (placed != numel(op.type.shape)) return std::nullopt;  // (placements put no element twice: this covers all)
+  return types;
+}
 
 bool passes::simpler_placement(const Tape& t, const Op& op) {
   return placed_back(t, op, op.args) != kNoVar || placed_broadcast(t, op, op.args) != kNoVar;
