@@ -2,10 +2,10 @@
 // axes (negative axes count from the end), with or without keepdims; sum_to(x,
 // shape), the adjoint of broadcasting; argmax and argmin (i64). The first five lower
 // to one code-generation pattern: combine into a keep-dims target shape, then scale.
-#include <optional>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "batching.hpp"
 #include "prims.hpp"
