@@ -439,6 +439,38 @@ TEST_CASE("slices read by several loops and reductions are read from their sourc
                        1e-8);
 }
 
+// A slice computed by one loop and read, broadcast, by a later loop of a larger shape (a
+// column of a matrix multiplying each row, an element scaling a matrix) is read again
+// from its source at its offset and strides, with stride 0 along the broadcast
+// dimensions: not copied. Compiled as interpreted, f64 and f32.
+TEST_CASE("slices broadcast into a later loop are read from their sources, not copied") {
+  for (const std::string dt : {"f64", "f32"}) {
+    const DType dtype = dt == "f64" ? DType::f64 : DType::f32;
+    const Tape t = parse_tape(fmt::format(
+        "inp %1::{0}[30,5]\n"
+        "inp %2::{0}[30]\n"
+        "%3 = slice(%1, axis=1, start=2, stop=3, step=1)::{0}[30,1]\n"
+        "%4 = exp(%3)::{0}[30,1]\n"
+        "%5 = slice(%1, axis=1, start=0, stop=1, step=1)::{0}[30,1]\n"
+        "%6 = mul(%1, %5)::{0}[30,5]\n"
+        "%7 = mul(%6, %3)::{0}[30,5]\n"
+        "%8 = slice(%2, axis=0, start=4, stop=5, step=1)::{0}[1]\n"
+        "%9 = exp(%8)::{0}[1]\n"
+        "%10 = slice(%1, axis=0, start=3, stop=4, step=1)::{0}[1,5]\n"
+        "%11 = sin(%10)::{0}[1,5]\n"
+        "%12 = add(%7, %8)::{0}[30,5]\n"
+        "%13 = mul(%12, %10)::{0}[30,5]\n"
+        "out %4, %9, %11, %13\n",
+        dt));
+    const std::string plan = plan_text(t);
+    for (const char* again : {"%3 again", "%5 again", "%8 again", "%10 again"})
+      CHECK_MESSAGE(plan.find(again) != std::string::npos, again, "\n", plan);
+    // (No buffer but %6's, read by the next loop: no slice is copied.)
+    CHECK_MESSAGE(plan.find("memory: 1 workspace buffers") != std::string::npos, plan);
+    test::run_checked(t, {randn({30, 5}, 34, dtype), randn({30}, 35, dtype)});
+  }
+}
+
 // A cast between f32 and f64, or from i64, converts inside the loop that reads it (no
 // eager step); one to i64 calls cast_eager, which checks the range (an error compiled too).
 TEST_CASE("casts to floats compile into loops; casts to i64 keep their range check") {

@@ -255,11 +255,12 @@ class Planner {
   // written into the code, so that loops differing only in a constant's value (a
   // time step, a learning rate) share one kernel.
   // A strided read computed by another loop is read again from its source, at its
-  // offset and strides, if it has the loop's iteration space: no copy of it is needed.
+  // offset and strides (broadcast to the loop's shape: a row's slice read by a loop over
+  // a matrix): no copy of it is needed.
   void read_in_loop(Var a) {
     if (is_member(a)) return;
     // (Its source is in memory before the read's own loop, so before this one.)
-    if (is_strided_read(a) && has_loop_shape(t_.type(a).shape, current_loop().shape)) {
+    if (is_strided_read(a)) {
       auto& rereads = current_loop().rereads;
       if (std::find(rereads.begin(), rereads.end(), a) == rereads.end()) rereads.push_back(a);
       need(t_.op(a).args[0]);

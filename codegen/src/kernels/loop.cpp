@@ -102,7 +102,8 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
         loop.shape.empty() ? std::vector<int64_t>{} : broadcast_strides(t.type(a).shape, loop.shape);
     s.loads.push_back({param(a), t.type(a).dtype, strides, -1, {}, 0, {}, {}});
   }
-  // Strided reads, members or read again: loads at their source's offset and strides.
+  // Strided reads, members or read again: loads at their source's offset and strides (a
+  // read again, broadcast to the loop's shape).
   std::vector<Var> strided;
   for (Var m : loop.members)
     if (is_strided_member(t, m)) strided.push_back(m);
@@ -111,6 +112,7 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
     const Var x = t.op(m).args[0];
     StridedMap sm = strided_map(t, m);
     if (loop.shape.empty()) sm.strides.clear();
+    else if (t.type(m).shape != loop.shape) sm.strides = broadcast_map(sm.strides, t.type(m).shape, loop.shape);
     ls.value.set(m, static_cast<int>(s.loads.size()));
     if (sm.offset > 0 && std::find(written.begin(), written.end(), p.slot_of[x]) == written.end())
       s.loads.push_back({param(x, sm.offset), t.type(x).dtype, sm.strides, -1, {}, 0, {}, {}, 0});
