@@ -12,6 +12,36 @@ namespace reel::codegen {
 
 namespace {
 
+// How deep a value computed again in a later loop may reach through others computed
+// again, and how many element operations each may have (Planner::recomputable).
+constexpr int kRecomputeDepth = 3;
+constexpr std::size_t kRecomputeInsts = 4;
+
+// Element operations a loop computes again rather than store: machine instructions of a
+// cycle or a few (additions, products, comparisons), not a division or a call.
+bool elem_op_is_cheap(ElemOp op) {
+  if (op == ElemOp::input || op == ElemOp::constant) return true;
+  if (op == ElemOp::div) return false;
+  switch (op) {
+#define REEL_CHEAP_inst true
+#define REEL_CHEAP_fcmp true
+#define REEL_CHEAP_intrinsic false
+#define REEL_CHEAP_libm false
+#define REEL_CHEAP_custom false
+#define REEL_ELEM_OP(name, operands, eval, lowering, symbol) \
+  case ElemOp::name:                                          \
+    return REEL_CHEAP_##lowering;
+#include "reel/element_ops.def"
+#undef REEL_CHEAP_inst
+#undef REEL_CHEAP_fcmp
+#undef REEL_CHEAP_intrinsic
+#undef REEL_CHEAP_libm
+#undef REEL_CHEAP_custom
+    default:
+      return false;
+  }
+}
+
 class Planner {
  public:
   Planner(const Tape& t, bool reuse_memory)
@@ -242,7 +272,7 @@ class Planner {
     return current_ >= 0 && has_loop_shape(shape, current_loop().shape) && current_loop().members.size() < kMaxLoopMembers;
   }
   void open_loop(const Shape& shape) {
-    plan_.steps.push_back(LoopStep{shape, {}, {}, {}, {}, {}, {}});
+    plan_.steps.push_back(LoopStep{shape, {}, {}, {}, {}, {}, {}, {}});
     current_ = static_cast<int>(plan_.steps.size()) - 1;
   }
   void close_loop() { current_ = -1; }
@@ -258,7 +288,12 @@ class Planner {
   // offset and strides (broadcast to the loop's shape: a row's slice read by a loop over
   // a matrix): no copy of it is needed.
   void read_in_loop(Var a) {
-    if (is_member(a)) return;
+    if (is_member(a) || has(current_loop().recomputed, a)) return;
+    if (recomputable(a, kRecomputeDepth)) {
+      for (Var x : t_.op(a).args) read_in_loop(x);
+      current_loop().recomputed.push_back(a);
+      return;
+    }
     // (Its source is in memory before the read's own loop, so before this one.)
     if (is_strided_read(a)) {
       auto& rereads = current_loop().rereads;
@@ -268,6 +303,37 @@ class Planner {
     }
     need(a);
   }
+  // Whether `a`, an elementwise or broadcast member of an earlier loop with the open
+  // loop's iteration space, is computed again by the open loop instead of being written
+  // to memory for it: if its element program is a few additions, products and
+  // comparisons (no division, no function call) of values this loop reads at no extra
+  // cost (strided reads again from their sources, values in memory anyway, numbers,
+  // values recomputed the same way, `depth` deep). A mask of where a slice equals its
+  // maximum, read by a later pass over the slice, is not written out and read back.
+  bool recomputable(Var a, int depth) const {
+    // (Not in a loop over one element: its value is one number in memory, as cheap to
+    // read as to compute, and straight-line code would compute its past again and again.)
+    if (depth == 0 || current_loop().shape.empty() || loop_of_[a] < 0 || loop_of_[a] == current_ ||
+        !has_loop_shape(t_.type(a).shape, current_loop().shape))
+      return false;
+    const Op& op = t_.op(a);
+    if (op.kind != OpKind::call || op.results != 1 || !is_cheap(op)) return false;
+    for (Var x : op.args) {
+      const Var m = storage_of(x);
+      const bool free = loop_of_[m] < 0 || needs_memory_[m] || numel(t_.type(x).shape) == 1 || is_strided_read(x) ||
+                        has(current_loop().recomputed, x) || recomputable(x, depth - 1);
+      if (!free || loop_of_[m] == current_) return false;
+    }
+    return true;
+  }
+  bool is_cheap(const Op& op) const {
+    if (op.prim->structure == Structure::broadcast) return true;
+    if (op.prim->structure != Structure::elementwise || !op.prim->element || !is_float(op.type.dtype)) return false;
+    const ElementProgram program = op.prim->element(op.attrs);
+    return program.insts.size() <= kRecomputeInsts &&
+           std::all_of(program.insts.begin(), program.insts.end(), [](const ElemInst& i) { return elem_op_is_cheap(i.op); });
+  }
+  static bool has(const std::vector<Var>& vs, Var v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); }
   // A strided read that a loop computes (its source is a float tensor in memory).
   bool is_strided_read(Var v) const {
     return loop_of_[v] >= 0 && is_strided_member(t_, v);

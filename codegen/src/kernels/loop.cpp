@@ -86,6 +86,8 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
     if (p.stored[m]) written.push_back(p.slot_of[m]);
   for (Var r : loop.reductions) written.push_back(p.slot_of[r]);
   std::vector<Var> plain;
+  for (Var m : loop.recomputed)
+    for (Var a : t.op(m).args) plain.push_back(a);
   for (Var m : loop.members)
     if (!is_indexed_member(t, m))
       for (Var a : t.op(m).args) plain.push_back(a);
@@ -242,7 +244,10 @@ void schedule_loop(Scheduler& sch, const LoopStep& loop) {
       a = t.op(a).args[0];
     return ls.value.at(a);
   };
-  for (Var m : loop.members) {
+  // (Values computed again come first: they read only what the loop loads.)
+  std::vector<Var> computed = loop.recomputed;
+  computed.insert(computed.end(), loop.members.begin(), loop.members.end());
+  for (Var m : computed) {
     if (is_indexed_member(t, m)) continue;
     const Op& op = t.op(m);
     LoopSpec::Inst inst{op.prim, {}, {}, op.type.dtype};
@@ -579,6 +584,7 @@ std::string loop_text(const Tape& t, const Plan& p, const Step& step) {
   std::string out = fmt::format("loop {} over {}: reads [{}] computes [{}] stores [{}]",
                                 dtype_name(t.type(loop.members[0]).dtype), shape_str(loop.shape), var_list(reads),
                                 var_list(loop.members), var_list(stores));
+  if (!loop.recomputed.empty()) out += fmt::format(" computes again [{}]", var_list(loop.recomputed));
   if (!loop.reductions.empty()) out += fmt::format(" sums [{}]", var_list(loop.reductions));
   if (!loop.placed.empty()) {
     std::vector<std::string> placed;
@@ -619,13 +625,15 @@ extern const KernelRow loop_kernel_row{.index = kernel_index<LoopSpec>,
 std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop) {
   auto has = [](const std::vector<Var>& vs, Var v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };
   std::vector<Var> inputs;
-  for (Var m : loop.members) {
+  std::vector<Var> computed = loop.recomputed;
+  computed.insert(computed.end(), loop.members.begin(), loop.members.end());
+  for (Var m : computed) {
     // A strided read read again is read from its source, by the members that take it as
     // a value; a gather or a strided read of it reads it in memory.
     const bool indexed = is_indexed_member(tape, m);
     for (Var a : tape.op(m).args) {
       const Var read = !indexed && has(loop.rereads, a) ? tape.op(a).args[0] : a;
-      if (!has(loop.members, a) && !has(loop.views, a) && !has(inputs, read)) inputs.push_back(read);
+      if (!has(computed, a) && !has(loop.views, a) && !has(inputs, read)) inputs.push_back(read);
     }
   }
   return inputs;

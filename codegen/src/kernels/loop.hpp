@@ -20,6 +20,10 @@ struct LoopStep {
   // Strided reads that are members of an earlier loop, read here again from their
   // sources (a slice read by several loops is not copied for them).
   std::vector<Var> rereads;
+  // Cheap elementwise members of an earlier loop computed here again, in order, from
+  // what this loop reads (a mask of a slice and a number), rather than written to
+  // memory by their loop for this one (Planner::recomputable in plan.cpp).
+  std::vector<Var> recomputed;
   // Members (or views of them) that are arguments of a covering placement, written
   // straight into their place in its result (kernels/place.hpp) rather than copied there
   // by the placement's step: the result's first element of the place, and element
