@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <optional>
 
 #include "loops.hpp"
 #include "placement.hpp"
@@ -289,11 +290,11 @@ class Planner {
   // a matrix): no copy of it is needed.
   void read_in_loop(Var a) {
     if (is_member(a) || has(current_loop().recomputed, a)) return;
-    if (recomputable(a, kRecomputeDepth)) {
-      for (Var x : t_.op(a).args) read_in_loop(x);
-      current_loop().recomputed.push_back(a);
-      return;
-    }
+    if (const std::optional<int> arrays = arrays_to_recompute(a, kRecomputeDepth); arrays && *arrays <= 1)
+      return recompute(a);
+    read_from_memory(a);
+  }
+  void read_from_memory(Var a) {
     // (Its source is in memory before the read's own loop, so before this one.)
     if (is_strided_read(a)) {
       auto& rereads = current_loop().rereads;
@@ -303,28 +304,51 @@ class Planner {
     }
     need(a);
   }
-  // Whether `a`, an elementwise or broadcast member of an earlier loop with the open
-  // loop's iteration space, is computed again by the open loop instead of being written
-  // to memory for it: if its element program is a few additions, products and
-  // comparisons (no division, no function call) of values this loop reads at no extra
-  // cost (strided reads again from their sources, values in memory anyway, numbers,
-  // values recomputed the same way, `depth` deep). A mask of where a slice equals its
-  // maximum, read by a later pass over the slice, is not written out and read back.
-  bool recomputable(Var a, int depth) const {
-    // (Not in a loop over one element: its value is one number in memory, as cheap to
-    // read as to compute, and straight-line code would compute its past again and again.)
-    if (depth == 0 || current_loop().shape.empty() || loop_of_[a] < 0 || loop_of_[a] == current_ ||
+  // Whether v's value is in memory whatever this loop does: not computed by a loop
+  // (an input, a constant, a reduction step's), or needed in memory by some reader.
+  bool in_memory(Var v) const {
+    const Var m = storage_of(v);
+    return loop_of_[m] < 0 || needs_memory_[m];
+  }
+  // A member `a` of an earlier loop that is not in memory may be computed again by the
+  // open loop (same iteration space, not a loop over one element) instead of being
+  // written to memory for it, if its element program is a few additions, products and
+  // comparisons (no division, no call) of values that the loop has (its members,
+  // numbers), reads (strided reads again from their sources, values in memory) or can
+  // compute again the same way, `depth` deep: returns how many arrays (values of more
+  // than one element in memory) that reads, or nothing. It is computed again when that
+  // is at most one, the one it saves: the mask of where a slice equals its maximum,
+  // summed by one pass and read by the next, is not written out and read back.
+  std::optional<int> arrays_to_recompute(Var a, int depth) const {
+    // (In a loop over one element a value is one number, as cheap to read as to
+    // compute; straight-line code would compute its past again and again.)
+    if (depth == 0 || current_loop().shape.empty() || loop_of_[a] < 0 || loop_of_[a] == current_ || in_memory(a) ||
         !has_loop_shape(t_.type(a).shape, current_loop().shape))
-      return false;
+      return std::nullopt;
     const Op& op = t_.op(a);
-    if (op.kind != OpKind::call || op.results != 1 || !is_cheap(op)) return false;
+    if (op.kind != OpKind::call || op.results != 1 || !is_cheap(op)) return std::nullopt;
+    int arrays = 0;
     for (Var x : op.args) {
-      const Var m = storage_of(x);
-      const bool free = loop_of_[m] < 0 || needs_memory_[m] || numel(t_.type(x).shape) == 1 || is_strided_read(x) ||
-                        has(current_loop().recomputed, x) || recomputable(x, depth - 1);
-      if (!free || loop_of_[m] == current_) return false;
+      if (loop_of_[storage_of(x)] == current_ && !is_member(x)) return std::nullopt;  // (not before the loop ends)
+      if (is_member(x) || has(current_loop().recomputed, x) || numel(t_.type(x).shape) == 1) continue;
+      if (is_strided_read(x) || in_memory(x)) {
+        ++arrays;
+        continue;
+      }
+      const std::optional<int> more = arrays_to_recompute(x, depth - 1);
+      if (!more) return std::nullopt;
+      arrays += *more;
     }
-    return true;
+    return arrays;
+  }
+  // Computes `a` again in the open loop, as arrays_to_recompute found it can.
+  void recompute(Var a) {
+    for (Var x : t_.op(a).args) {
+      if (is_member(x) || has(current_loop().recomputed, x)) continue;
+      if (numel(t_.type(x).shape) == 1 || is_strided_read(x) || in_memory(x)) read_from_memory(x);
+      else recompute(x);
+    }
+    current_loop().recomputed.push_back(a);
   }
   bool is_cheap(const Op& op) const {
     if (op.prim->structure == Structure::broadcast) return true;
