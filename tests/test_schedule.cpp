@@ -518,23 +518,27 @@ TEST_CASE("cheap values of one loop are computed again by the later loop that re
   // product of sums of eight inputs), and a value in memory anyway is read, not computed
   // again, so a chain (x - mean(x), again and again, each step an output) is not
   // computed again back to its start by every loop.
-  std::string fan = "inp %1::f64[300]\ninp %2::f64[300]\ninp %3::f64[300]\ninp %4::f64[300]\n"
+  const std::string fan = "inp %1::f64[300]\ninp %2::f64[300]\ninp %3::f64[300]\ninp %4::f64[300]\n"
                     "%5 = add(%1, %2)::f64[300]\n%6 = add(%3, %4)::f64[300]\n%7 = mul(%5, %6)::f64[300]\n"
                     "%8 = sum(%7, axes=[0])::f64[]\n%9 = broadcast_to(%8, shape=[300])::f64[300]\n"
                     "%10 = mul(%7, %9)::f64[300]\nout %10\n";
-  std::string chain = "inp %1::f64[64]\n", outs;
-  Var a = 1, v = 1;
-  for (int k = 0; k < 12; ++k) {
-    chain += fmt::format("%{} = mean(%{}, axes=[0])::f64[]\n", v + 1, a);
-    chain += fmt::format("%{} = broadcast_to(%{}, shape=[64])::f64[64]\n", v + 2, v + 1);
-    chain += fmt::format("%{} = broadcast_to(%{}, shape=[2,64])::f64[2,64]\n", v + 3, a);
-    chain += fmt::format("%{} = sub(%{}, %{})::f64[64]\n", v + 4, a, v + 2);
-    outs += fmt::format("%{}, ", v + 3);
-    a = v + 4;
-    v += 4;
+  // (Each step in memory as read by a broadcast, or as an output.)
+  std::string chains[2];
+  for (int outputs = 0; outputs < 2; ++outputs) {
+    std::string chain = "inp %1::f64[64]\n", outs;
+    Var a = 1, v = 1;
+    for (int k = 0; k < 12; ++k) {
+      chain += fmt::format("%{} = mean(%{}, axes=[0])::f64[]\n", v + 1, a);
+      chain += fmt::format("%{} = broadcast_to(%{}, shape=[64])::f64[64]\n", v + 2, v + 1);
+      chain += fmt::format("%{} = broadcast_to(%{}, shape=[2,64])::f64[2,64]\n", v + 3, a);
+      chain += fmt::format("%{} = sub(%{}, %{})::f64[64]\n", v + 4, a, v + 2);
+      outs += fmt::format("%{}, ", outputs ? v + 4 : v + 3);
+      a = v + 4;
+      v += 4;
+    }
+    chains[outputs] = chain + fmt::format("out {}%{}\n", outs, a);
   }
-  chain += fmt::format("out {}%{}\n", outs, a);
-  for (const std::string& text : {fan, chain}) {
+  for (const std::string& text : {fan, chains[0], chains[1]}) {
     const Tape t = parse_tape(text);
     CHECK_MESSAGE(plan_text(t).find("computes again") == std::string::npos, plan_text(t));
     std::vector<Tensor> args;

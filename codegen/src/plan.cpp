@@ -14,7 +14,7 @@ namespace reel::codegen {
 namespace {
 
 // How deep a value computed again in a later loop may reach through others computed
-// again, and how many element operations each may have (Planner::recomputable).
+// again, and how many element operations each may have (Planner::arrays_to_recompute).
 constexpr int kRecomputeDepth = 3;
 constexpr std::size_t kRecomputeInsts = 4;
 
@@ -47,7 +47,7 @@ class Planner {
  public:
   Planner(const Tape& t, bool reuse_memory)
       : t_(t), n_(t.size()), reuse_memory_(reuse_memory), loop_of_(n_ + 1, -1), view_src_(n_ + 1, kNoVar),
-        needs_memory_(n_ + 1, false), used_(n_ + 1, false) {}
+        needs_memory_(n_ + 1, false), used_(n_ + 1, false), output_(n_ + 1, false) {}
 
   Plan run() {
     folded_ = folded_transposes(t_);
@@ -67,7 +67,7 @@ class Planner {
 
   // Whether something reads each variable (a `result` operation does not read its call).
   void find_used() {
-    for (Var o : t_.outputs) used_[o] = true;
+    for (Var o : t_.outputs) used_[o] = output_[o] = true;
     for (Var v = 1; v <= n_; ++v)
       if (t_.op(v).kind == OpKind::call)
         for (Var a : t_.op(v).args) used_[a] = true;
@@ -121,6 +121,7 @@ class Planner {
     switch (structure) {
       case Structure::view:
         view_src_[v] = op.args[0];
+        if (output_[v]) output_[storage_of(v)] = true;  // (an output's memory is written: in_memory)
         // A reshape of a member (or of such a view) that keeps the loop's iteration space
         // (an element read's f64[1] -> f64[]) is the member's value: its consumers join
         // the loop.
@@ -305,10 +306,11 @@ class Planner {
     need(a);
   }
   // Whether v's value is in memory whatever this loop does: not computed by a loop
-  // (an input, a constant, a reduction step's), or needed in memory by some reader.
+  // (an input, a constant, a reduction step's), an output, or needed in memory by some
+  // reader so far.
   bool in_memory(Var v) const {
     const Var m = storage_of(v);
-    return loop_of_[m] < 0 || needs_memory_[m];
+    return loop_of_[m] < 0 || needs_memory_[m] || output_[m];
   }
   // A member `a` of an earlier loop that is not in memory may be computed again by the
   // open loop (same iteration space, not a loop over one element) instead of being
@@ -427,6 +429,7 @@ class Planner {
   std::vector<bool> folded_;    // transposes (and swaps of the last two axes) folded into matrix products
   std::vector<bool> needs_memory_;
   std::vector<bool> used_;
+  std::vector<bool> output_;  // outputs, and the storage of outputs that are views
 };
 
 }  // namespace

@@ -22,7 +22,7 @@ struct LoopStep {
   std::vector<Var> rereads;
   // Cheap elementwise members of an earlier loop computed here again, in order, from
   // what this loop reads (a mask of a slice and a number), rather than written to
-  // memory by their loop for this one (Planner::recomputable in plan.cpp).
+  // memory by their loop for this one (Planner::arrays_to_recompute in plan.cpp).
   std::vector<Var> recomputed;
   // Members (or views of them) that are arguments of a covering placement, written
   // straight into their place in its result (kernels/place.hpp) rather than copied there
