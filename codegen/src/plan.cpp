@@ -331,8 +331,9 @@ class Planner {
     if (op.kind != OpKind::call || op.results != 1 || !is_cheap(op)) return std::nullopt;
     int arrays = 0;
     for (Var x : op.args) {
-      if (loop_of_[storage_of(x)] == current_ && !is_member(x)) return std::nullopt;  // (not before the loop ends)
-      if (is_member(x) || has(current_loop().recomputed, x) || numel(t_.type(x).shape) == 1) continue;
+      // (Never a value of this loop: values computed again come before its members.)
+      if (loop_of_[storage_of(x)] == current_) return std::nullopt;
+      if (has(current_loop().recomputed, x) || numel(t_.type(x).shape) == 1) continue;
       if (is_strided_read(x) || in_memory(x)) {
         ++arrays;
         continue;
@@ -346,7 +347,7 @@ class Planner {
   // Computes `a` again in the open loop, as arrays_to_recompute found it can.
   void recompute(Var a) {
     for (Var x : t_.op(a).args) {
-      if (is_member(x) || has(current_loop().recomputed, x)) continue;
+      if (has(current_loop().recomputed, x)) continue;
       if (numel(t_.type(x).shape) == 1 || is_strided_read(x) || in_memory(x)) read_from_memory(x);
       else recompute(x);
     }
