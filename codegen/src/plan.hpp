@@ -50,18 +50,6 @@ inline bool has_loop_shape(const Shape& shape, const Shape& loop) {
   return numel(shape) == 1 ? loop.empty() : shape == loop;
 }
 
-// Strides given per dimension of `shape`, of the value broadcast to `target` (aligned to
-// the right, as broadcasting is; a dimension of length 1 repeats its element: 0).
-inline std::vector<int64_t> broadcast_map(const std::vector<int64_t>& strides, const Shape& shape, const Shape& target) {
-  if (shape.size() > target.size() || strides.size() != shape.size())
-    throw Error("compile: internal error: a strided read of a higher rank than the loop that reads it");
-  std::vector<int64_t> out(target.size(), 0);
-  const std::size_t lead = target.size() - shape.size();
-  for (std::size_t d = 0; d < shape.size(); ++d)
-    if (shape[d] != 1) out[lead + d] = strides.at(d);
-  return out;
-}
-
 // Operations fused into one loop at most; see the comment above.
 constexpr std::size_t kMaxLoopMembers = 32;
 

@@ -55,14 +55,18 @@ std::vector<int64_t> contiguous_strides(const Shape& shape) {
 }
 
 std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& target) {
-  std::vector<int64_t> strides(target.size(), 0);
+  return broadcast_strides(contiguous_strides(shape), shape, target);
+}
+
+std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& strides, const Shape& shape, const Shape& target) {
+  if (shape.size() > target.size() || strides.size() != shape.size())
+    throw Error(fmt::format("broadcast_strides: {} (strides of rank {}) does not broadcast to {}", shape_str(shape),
+                            strides.size(), shape_str(target)));
+  std::vector<int64_t> out(target.size(), 0);
   const std::size_t lead = target.size() - shape.size();
-  int64_t stride = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    strides[lead + i] = shape[i] == 1 ? 0 : stride;
-    stride *= shape[i];
-  }
-  return strides;
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) out[lead + d] = strides[d];
+  return out;
 }
 
 }  // namespace reel

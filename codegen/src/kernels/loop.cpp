@@ -86,9 +86,7 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
     if (p.stored[m]) written.push_back(p.slot_of[m]);
   for (Var r : loop.reductions) written.push_back(p.slot_of[r]);
   std::vector<Var> plain;
-  for (Var m : loop.recomputed)
-    for (Var a : t.op(m).args) plain.push_back(a);
-  for (Var m : loop.members)
+  for (Var m : loop.computed())
     if (!is_indexed_member(t, m))
       for (Var a : t.op(m).args) plain.push_back(a);
   for (Var a : loop_inputs(t, loop)) {
@@ -114,7 +112,7 @@ void add_loads(const Tape& t, const Plan& p, const LoopStep& loop, KernelSpec& k
     const Var x = t.op(m).args[0];
     StridedMap sm = strided_map(t, m);
     if (loop.shape.empty()) sm.strides.clear();
-    else if (t.type(m).shape != loop.shape) sm.strides = broadcast_map(sm.strides, t.type(m).shape, loop.shape);
+    else if (t.type(m).shape != loop.shape) sm.strides = broadcast_strides(sm.strides, t.type(m).shape, loop.shape);
     ls.value.set(m, static_cast<int>(s.loads.size()));
     if (sm.offset > 0 && std::find(written.begin(), written.end(), p.slot_of[x]) == written.end())
       s.loads.push_back({param(x, sm.offset), t.type(x).dtype, sm.strides, -1, {}, 0, {}, {}, 0});
@@ -245,9 +243,7 @@ void schedule_loop(Scheduler& sch, const LoopStep& loop) {
     return ls.value.at(a);
   };
   // (Values computed again come first: they read only what the loop loads.)
-  std::vector<Var> computed = loop.recomputed;
-  computed.insert(computed.end(), loop.members.begin(), loop.members.end());
-  for (Var m : computed) {
+  for (Var m : loop.computed()) {
     if (is_indexed_member(t, m)) continue;
     const Op& op = t.op(m);
     LoopSpec::Inst inst{op.prim, {}, {}, op.type.dtype};
@@ -625,8 +621,7 @@ extern const KernelRow loop_kernel_row{.index = kernel_index<LoopSpec>,
 std::vector<Var> loop_inputs(const Tape& tape, const LoopStep& loop) {
   auto has = [](const std::vector<Var>& vs, Var v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };
   std::vector<Var> inputs;
-  std::vector<Var> computed = loop.recomputed;
-  computed.insert(computed.end(), loop.members.begin(), loop.members.end());
+  const std::vector<Var> computed = loop.computed();
   for (Var m : computed) {
     // A strided read read again is read from its source, by the members that take it as
     // a value; a gather or a strided read of it reads it in memory.

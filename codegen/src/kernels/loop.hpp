@@ -24,6 +24,12 @@ struct LoopStep {
   // what this loop reads (a mask of a slice and a number), rather than written to
   // memory by their loop for this one (Planner::arrays_to_recompute in plan.cpp).
   std::vector<Var> recomputed;
+  // What the loop computes, in order: the values computed again, then the members.
+  std::vector<Var> computed() const {
+    std::vector<Var> all = recomputed;
+    all.insert(all.end(), members.begin(), members.end());
+    return all;
+  }
   // Members (or views of them) that are arguments of a covering placement, written
   // straight into their place in its result (kernels/place.hpp) rather than copied there
   // by the placement's step: the result's first element of the place, and element

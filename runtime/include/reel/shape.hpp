@@ -43,6 +43,10 @@ std::vector<int64_t> contiguous_strides(const Shape& shape);
 // Row-major strides of `shape` as seen from an iteration over `target` that `shape`
 // broadcasts to: size-1 and missing leading dimensions get stride 0.
 std::vector<int64_t> broadcast_strides(const Shape& shape, const Shape& target);
+// The same for a strided view of `shape` (`strides`, one per dimension: a slice's, a
+// permutation's) broadcast to `target`. Throws reel::Error if `shape` has more
+// dimensions than `target` or `strides` is not one per dimension.
+std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& strides, const Shape& shape, const Shape& target);
 
 // Visits every element of `shape` in row-major order, handing `visit` its flat index
 // and an offset that starts at 0 and moves by strides[d] along axis d (a broadcast
